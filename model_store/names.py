@@ -1,0 +1,175 @@
+"""Checks for names that end up in paths or in config.pbtxt.
+
+Nothing derived from user input is joined to a path before it passes through
+this module: model names and file names become directory entries, versions
+become Triton version directories.
+
+Example:
+    >>> validate_model_name("resnet50-int8")
+    'resnet50-int8'
+"""
+
+from __future__ import annotations
+
+import re
+
+from model_store.errors import (
+    InvalidFileName,
+    InvalidModelName,
+    InvalidTensorName,
+    InvalidVersion,
+    ModelStoreError,
+)
+
+MAX_MODEL_NAME_LENGTH = 64
+MAX_FILE_NAME_LENGTH = 128
+MAX_TENSOR_NAME_LENGTH = 256
+# Triton stores versions as int64, but 32 bits is plenty and keeps every tool happy.
+MAX_VERSION = 2**31 - 1
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_VERSION_TEXT = re.compile(r"[1-9][0-9]*")
+_MODEL_RULES = (
+    "Use letters, digits, '_', '-' and '.', start with a letter or digit, "
+    f"and keep it to {MAX_MODEL_NAME_LENGTH} characters."
+)
+_FILE_RULES = (
+    "Use letters, digits, '_', '-' and '.', start with a letter or digit, "
+    f"and keep it to {MAX_FILE_NAME_LENGTH} characters."
+)
+
+
+def _shown(value: str) -> str:
+    """Quotes a user-supplied value for a message, escaped and cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unsafe_reason(value: str, max_length: int) -> str | None:
+    """Returns why ``value`` cannot be a single path component, or None if it can."""
+    if not value:
+        return "it is empty"
+    if len(value) > max_length:
+        return f"it is {len(value)} characters long (the limit is {max_length})"
+    if "\x00" in value:
+        return "it contains a NUL character"
+    if not value.isascii():
+        return "it contains non-ASCII characters"
+    if any(ch.isspace() or not ch.isprintable() for ch in value):
+        return "it contains whitespace or control characters"
+    if ".." in value:
+        return "it contains '..'"
+    if "/" in value or "\\" in value:
+        return "it contains a path separator"
+    if not value[0].isalnum():
+        return "it does not start with a letter or digit"
+    if not _SAFE_NAME.fullmatch(value):
+        bad = sorted({ch for ch in value if not (ch.isalnum() or ch in "_.-")})
+        return "it contains " + ", ".join(repr(ch) for ch in bad)
+    return None
+
+
+def _check_component(
+    value: object, kind: str, max_length: int, rules: str, error: type[ModelStoreError]
+) -> str:
+    """Shared body of the name validators: raise ``error`` with a reason and the rules."""
+    if not isinstance(value, str):
+        raise error(f"The {kind} must be text, not {type(value).__name__}. {rules}")
+    reason = _unsafe_reason(value, max_length)
+    if reason:
+        raise error(f"The {kind} {_shown(value)} is not allowed: {reason}. {rules}")
+    return value
+
+
+def validate_model_name(name: object) -> str:
+    """Checks that ``name`` is a Triton model name that is safe to use as a directory.
+
+    Args:
+        name: The candidate name, usually typed by a user.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        InvalidModelName: If the name is empty, too long, not ASCII, contains
+            separators, whitespace, control characters or ``..``, or starts
+            with anything other than a letter or digit.
+    """
+    return _check_component(
+        name, "model name", MAX_MODEL_NAME_LENGTH, _MODEL_RULES, InvalidModelName
+    )
+
+
+def validate_file_name(name: object) -> str:
+    """Checks that ``name`` is a plain file name (one path component, no tricks).
+
+    Args:
+        name: A file name to be placed in a version or source directory.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        InvalidFileName: Under the same rules as model names, with a longer limit.
+    """
+    return _check_component(name, "file name", MAX_FILE_NAME_LENGTH, _FILE_RULES, InvalidFileName)
+
+
+def validate_version(version: object) -> int:
+    """Checks that ``version`` is a Triton version number and returns it as an int.
+
+    Triton ignores version directories that are not plain integers or that
+    start with ``0``, so ``"007"`` is refused rather than silently ignored.
+
+    Args:
+        version: An int, or a string of ASCII digits without leading zeros.
+
+    Returns:
+        The version as an int between 1 and :data:`MAX_VERSION`.
+
+    Raises:
+        InvalidVersion: If it is not such a number.
+    """
+    rules = f"Versions are whole numbers from 1 to {MAX_VERSION}, without leading zeros."
+    if isinstance(version, bool) or not isinstance(version, int | str):
+        raise InvalidVersion(f"The version must be a number, not {type(version).__name__}. {rules}")
+    if isinstance(version, str):
+        if not _VERSION_TEXT.fullmatch(version) or len(version) > len(str(MAX_VERSION)):
+            raise InvalidVersion(f"The version {_shown(version)} is not allowed. {rules}")
+        version = int(version)
+    if not 1 <= version <= MAX_VERSION:
+        raise InvalidVersion(f"The version {version} is out of range. {rules}")
+    return version
+
+
+def validate_tensor_name(name: object) -> str:
+    """Checks that ``name`` can be written as a tensor name in config.pbtxt.
+
+    Quotes and backslashes are allowed (ONNX exporters produce them and the
+    config writer escapes them); NUL, newlines and other control characters
+    are refused because they make configs and logs unreadable.
+
+    Args:
+        name: An input or output name, usually read from an ONNX model.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        InvalidTensorName: If the name is empty, too long or not printable.
+    """
+    if not isinstance(name, str):
+        raise InvalidTensorName(f"A tensor name must be text, not {type(name).__name__}.")
+    if not name:
+        raise InvalidTensorName("A tensor name is empty. Give every input and output a name.")
+    if len(name) > MAX_TENSOR_NAME_LENGTH:
+        raise InvalidTensorName(
+            f"The tensor name {_shown(name)} is {len(name)} characters long "
+            f"(the limit is {MAX_TENSOR_NAME_LENGTH}). Rename it in the model."
+        )
+    if not name.isprintable():
+        raise InvalidTensorName(
+            f"The tensor name {_shown(name)} contains NUL, newline or other control "
+            "characters. Rename it in the model before uploading."
+        )
+    return name

@@ -1,0 +1,48 @@
+"""Errors raised while starting or talking to a Triton Inference Server.
+
+Three situations matter to callers, and they want different reactions:
+
+* ``TritonUnavailable``: nothing answered (not started, crashed, wrong address,
+  timed out). The dashboard shows "Triton is down" and may retry later.
+* ``TritonRequestError``: Triton answered and refused (bad input, unknown model,
+  failed load). Triton's own message is kept verbatim because it is usually the
+  most precise explanation the operator will get.
+* ``TritonStartError``: our embedded launcher could not bring a server up; the
+  message carries the tail of the server log.
+"""
+
+from __future__ import annotations
+
+
+class TritonRuntimeError(Exception):
+    """Base class for everything in ``model_store.runtime``."""
+
+    code = "triton_error"
+
+
+class TritonUnavailable(TritonRuntimeError):
+    """Triton could not be reached (not started, connection refused, timeout)."""
+
+    code = "triton_unavailable"
+
+
+class TritonRequestError(TritonRuntimeError):
+    """Triton answered a request with an error.
+
+    ``status`` is what the transport reported (an HTTP status such as ``"400"``
+    or a gRPC code such as ``"StatusCode.INVALID_ARGUMENT"``), ``triton_message``
+    is Triton's own error text, unchanged.
+    """
+
+    code = "triton_request_failed"
+
+    def __init__(self, message: str, *, status: str | None = None, triton_message: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.triton_message = triton_message or message
+
+
+class TritonStartError(TritonRuntimeError):
+    """The embedded ``tritonserver`` did not start or did not become ready."""
+
+    code = "triton_start_failed"

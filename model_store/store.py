@@ -1,0 +1,428 @@
+"""The on-disk model store: uploads, immutable sources and the Triton repository.
+
+Layout under the root (see shared/ARCHITECTURE.md, "Model store on disk")::
+
+    uploads/      incoming files, streamed to disk
+    sources/      <model>/<version>/<file>, read-only once stored, with a .sha256 beside it
+    repository/   what Triton reads: <model>/config.pbtxt and <model>/<version>/<artifact>
+    backends/     the backend directory handed to the embedded Triton
+
+Every path is built from names that passed :mod:`model_store.names`, and
+everything Triton can see is written atomically (temp file + ``os.replace``,
+staging directory + rename), so Triton never reads a half-written file.
+
+Example:
+    >>> store = ModelStore(Path("/var/lib/hub")); store.ensure_layout()
+    >>> with store.stage_version("resnet", 3) as staging:
+    ...     shutil.copyfile(optimised_onnx, staging / "model.onnx")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from model_store.errors import NotFound, StoreConflict, UnsafePath
+from model_store.names import validate_file_name, validate_model_name, validate_version
+
+CHUNK_SIZE = 1024 * 1024
+CONFIG_FILE = "config.pbtxt"
+# Triton only loads version directories whose names are plain integers, so
+# anything starting with "." is invisible to it (shared/RECIPES.md).
+STAGING_PREFIX = ".staging-"
+REMOVING_PREFIX = ".removing-"
+# Files Triton can read must be readable by another user (Triton may run in its
+# own container); sources are made read-only once stored.
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+READ_ONLY_MODE = 0o444
+
+
+def fsync_dir(path: Path) -> None:
+    """Flushes a directory entry to disk, so a rename inside it survives a crash."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """Writes ``data`` to ``path`` so that readers see the old file or the new one, never a mix.
+
+    The temp file lives in the same directory (``os.replace`` is only atomic
+    within one filesystem) and its name starts with ``.`` and ends in ``.tmp``
+    so that neither Triton nor the GE backend's ``*.onnx`` search picks it up.
+
+    Args:
+        path: Destination; its directory must exist.
+        data: The complete new content.
+        mode: Permission bits of the new file.
+
+    Raises:
+        OSError: If writing fails; the temp file is removed and ``path`` is untouched.
+    """
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with tmp.open("xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str, mode: int = FILE_MODE) -> None:
+    """Writes UTF-8 ``text`` to ``path`` atomically; see :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode)
+
+
+def sha256_file(path: Path, chunk: int = CHUNK_SIZE) -> str:
+    """Returns the hex sha256 of a file, reading it in chunks (constant memory).
+
+    Args:
+        path: The file to hash.
+        chunk: Bytes read at a time.
+    """
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def safe_join(base: Path, *parts: str) -> Path:
+    """Joins ``parts`` to ``base`` and refuses results that resolve outside ``base``.
+
+    Symlinks are resolved, so a link inside ``base`` that points elsewhere is
+    refused too. Use it for paths that come from outside (e.g. a file name in
+    an archive or an ONNX external-data location).
+
+    Args:
+        base: The directory the result must stay in.
+        *parts: Relative path components.
+
+    Returns:
+        The resolved path, inside ``base``.
+
+    Raises:
+        UnsafePath: If the result is ``base``'s parent, a sibling, an absolute
+            path elsewhere, or reached through a symlink that leaves ``base``.
+    """
+    root = base.resolve()
+    if any("\x00" in part for part in parts):
+        raise UnsafePath("A path contains a NUL character. Use a plain relative path.")
+    target = root.joinpath(*parts).resolve()
+    if target != root and not target.is_relative_to(root):
+        shown = "/".join(parts)
+        raise UnsafePath(
+            f"The path {shown!r} leads outside {root.name!r}. "
+            "Use a relative path without '..' and without symlinks that point elsewhere."
+        )
+    return target
+
+
+def _fsync_tree(top: Path) -> None:
+    """Flushes every file and directory under ``top`` before it is published by rename."""
+    for dirpath, _dirnames, filenames in os.walk(top):
+        for filename in filenames:
+            path = Path(dirpath, filename)
+            if path.is_symlink():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
+
+
+def _copy_hashing(src: Path, dst: Path, chunk: int = CHUNK_SIZE) -> str:
+    """Copies ``src`` to a new file ``dst`` in chunks, returning the sha256 of the bytes copied."""
+    digest = hashlib.sha256()
+    with src.open("rb") as fin, dst.open("xb") as fout:
+        while block := fin.read(chunk):
+            digest.update(block)
+            fout.write(block)
+        fout.flush()
+        os.fsync(fout.fileno())
+    return digest.hexdigest()
+
+
+def _new_staging_dir(parent: Path) -> Path:
+    """Creates ``parent`` if needed and a fresh, hidden staging directory inside it."""
+    parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    staging = parent / f"{STAGING_PREFIX}{secrets.token_hex(8)}"
+    staging.mkdir(mode=DIR_MODE)
+    return staging
+
+
+def _publish_dir(staging: Path, target: Path, what: str) -> None:
+    """Renames a complete staging directory to its final name, never over an existing one.
+
+    ``os.rename`` would silently replace an *empty* directory, hence the
+    explicit check; a non-empty one makes the rename fail, which we report the
+    same way. Callers serialise work on one model (a lock per model), so the
+    gap between check and rename is not a race between our own writers.
+    """
+    if target.exists():
+        raise StoreConflict(f"{what} already exists. Pick a new version number.")
+    _fsync_tree(staging)
+    try:
+        staging.rename(target)
+    except OSError as exc:
+        if target.exists():
+            raise StoreConflict(f"{what} already exists. Pick a new version number.") from exc
+        raise
+    fsync_dir(target.parent)
+
+
+class ModelStore:
+    """The store rooted at one directory; all disk access of the hub goes through it.
+
+    Args:
+        root: The store's root directory (``MODEL_STORE_ROOT``); resolved once here.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+
+    # Layout --------------------------------------------------------------------
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Incoming files, streamed to disk while they arrive."""
+        return self.root / "uploads"
+
+    @property
+    def sources_dir(self) -> Path:
+        """Immutable originals, by model and version."""
+        return self.root / "sources"
+
+    @property
+    def repository_dir(self) -> Path:
+        """Exactly what Triton reads (``--model-repository``)."""
+        return self.root / "repository"
+
+    @property
+    def backends_dir(self) -> Path:
+        """The backend directory handed to the embedded Triton (``--backend-directory``)."""
+        return self.root / "backends"
+
+    def ensure_layout(self) -> None:
+        """Creates the root and its four subdirectories if they are missing."""
+        for directory in (
+            self.uploads_dir,
+            self.sources_dir,
+            self.repository_dir,
+            self.backends_dir,
+        ):
+            directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+    def model_dir(self, name: str) -> Path:
+        """Returns ``repository/<name>`` after checking the name."""
+        return self.repository_dir / validate_model_name(name)
+
+    def config_path(self, name: str) -> Path:
+        """Returns ``repository/<name>/config.pbtxt`` after checking the name."""
+        return self.model_dir(name) / CONFIG_FILE
+
+    def version_dir(self, name: str, version: int | str) -> Path:
+        """Returns ``repository/<name>/<version>`` after checking both."""
+        return self.model_dir(name) / str(validate_version(version))
+
+    def source_dir(self, name: str, version: int | str) -> Path:
+        """Returns ``sources/<name>/<version>`` after checking both."""
+        return self.sources_dir / validate_model_name(name) / str(validate_version(version))
+
+    def new_upload_path(self) -> Path:
+        """Returns a fresh, unused path under ``uploads/`` for an incoming file."""
+        self.uploads_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        return self.uploads_dir / f"{secrets.token_hex(16)}.upload"
+
+    # Repository ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def stage_version(self, name: str, version: int | str) -> Iterator[Path]:
+        """Yields an empty staging directory that becomes ``<name>/<version>`` on success.
+
+        The staging directory sits inside the model directory (same
+        filesystem, so the final rename is atomic) under a name Triton
+        ignores. On a clean exit its contents are flushed, it is renamed to
+        the version number and the model directory is flushed; on an
+        exception it is removed and the exception propagates.
+
+        Args:
+            name: Model name.
+            version: Version number to create.
+
+        Yields:
+            The staging directory to fill.
+
+        Raises:
+            StoreConflict: If the version already exists (before or after staging).
+        """
+        target = self.version_dir(name, version)
+        what = f"Version {target.name} of model {target.parent.name!r}"
+        if target.exists():
+            raise StoreConflict(f"{what} already exists. Pick a new version number.")
+        staging = _new_staging_dir(target.parent)
+        try:
+            yield staging
+            _publish_dir(staging, target, what)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def write_config(self, name: str, text: str) -> Path:
+        """Writes ``repository/<name>/config.pbtxt`` atomically (creating the model directory).
+
+        Args:
+            name: Model name.
+            text: The whole config, e.g. from :func:`model_store.config.render_pbtxt`.
+
+        Returns:
+            The path written.
+        """
+        path = self.config_path(name)
+        path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+        return path
+
+    def list_versions(self, name: str) -> list[int]:
+        """Returns the version numbers present in the repository for ``name``, ascending.
+
+        Only directories Triton would load count (plain integers without
+        leading zeros); staging directories and files are skipped. A model
+        without a directory yet has no versions.
+        """
+        model_dir = self.model_dir(name)
+        if not model_dir.is_dir():
+            return []
+        return sorted(int(p.name) for p in model_dir.iterdir() if _is_version_dir(p))
+
+    def remove_version(self, name: str, version: int | str) -> None:
+        """Removes a version directory from the repository in one visible step.
+
+        It is first renamed to a hidden name (atomic, so Triton sees the
+        version vanish whole), then deleted.
+
+        Raises:
+            NotFound: If the version is not in the repository.
+        """
+        target = self.version_dir(name, version)
+        if not target.is_dir():
+            raise NotFound(f"Version {target.name} of model {name!r} is not in the repository.")
+        doomed = target.parent / f"{REMOVING_PREFIX}{secrets.token_hex(8)}"
+        target.rename(doomed)
+        fsync_dir(target.parent)
+        shutil.rmtree(doomed)
+
+    def remove_stale_staging(self, name: str, older_than: float = 0.0) -> list[Path]:
+        """Deletes leftovers of interrupted writes for one model, in repository and sources.
+
+        Leftovers are staging directories, half-removed versions and temp
+        files from :func:`atomic_write_bytes`. Call it with the model's lock
+        held, or pass ``older_than`` so that work in progress is spared.
+
+        Args:
+            name: Model name.
+            older_than: Only remove entries last modified at least this many seconds ago.
+
+        Returns:
+            The paths removed.
+        """
+        cutoff = time.time() - older_than
+        removed: list[Path] = []
+        parents = (self.model_dir(name), self.sources_dir / validate_model_name(name))
+        for parent in parents:
+            if not parent.is_dir():
+                continue
+            for entry in sorted(parent.iterdir()):
+                if _is_leftover(entry) and entry.lstat().st_mtime <= cutoff:
+                    _remove_entry(entry)
+                    removed.append(entry)
+        return removed
+
+    # Sources -------------------------------------------------------------------
+
+    def store_source(
+        self,
+        name: str,
+        version: int | str,
+        src_path: Path,
+        filename: str = "model.onnx",
+        move: bool = False,
+    ) -> str:
+        """Copies an uploaded file into ``sources/<name>/<version>/<filename>``.
+
+        The copy is hashed while it is written (constant memory), made
+        read-only, and a ``<filename>.sha256`` line in ``sha256sum`` format is
+        written beside it. The version directory appears in one rename, and a
+        stored version is never overwritten.
+
+        Args:
+            name: Model name.
+            version: Version number.
+            src_path: The uploaded file (e.g. from :meth:`new_upload_path`).
+            filename: Name of the stored file.
+            move: Delete ``src_path`` after a successful copy.
+
+        Returns:
+            The sha256 of the stored file, as hex.
+
+        Raises:
+            StoreConflict: If that source version already exists.
+            NotFound: If ``src_path`` is not a file.
+        """
+        filename = validate_file_name(filename)
+        src = Path(src_path)
+        target = self.source_dir(name, version)
+        what = f"Source version {target.name} of model {target.parent.name!r}"
+        if not src.is_file():
+            raise NotFound(f"The uploaded file {src.name!r} is gone. Upload it again.")
+        if target.exists():
+            raise StoreConflict(f"{what} already exists. Pick a new version number.")
+        staging = _new_staging_dir(target.parent)
+        try:
+            digest = _copy_hashing(src, staging / filename)
+            (staging / f"{filename}.sha256").write_text(f"{digest}  {filename}\n")
+            for path in staging.iterdir():
+                path.chmod(READ_ONLY_MODE)
+            _publish_dir(staging, target, what)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        if move:
+            src.unlink()
+        return digest
+
+
+def _is_version_dir(path: Path) -> bool:
+    """Tells whether Triton would treat ``path`` as a version directory."""
+    text = path.name
+    return text.isascii() and text.isdigit() and not text.startswith("0") and path.is_dir()
+
+
+def _is_leftover(path: Path) -> bool:
+    """Tells whether ``path`` is debris from an interrupted staging, removal or atomic write."""
+    text = path.name
+    if text.startswith((STAGING_PREFIX, REMOVING_PREFIX)):
+        return True
+    return text.startswith(".") and text.endswith(".tmp") and path.is_file()
+
+
+def _remove_entry(path: Path) -> None:
+    """Removes a file, a symlink or a whole directory tree (without following symlinks)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()

@@ -1,0 +1,671 @@
+"""The production stack: docker-compose.yml, Dockerfile, .dockerignore and deploy/.
+
+The compose file is parsed with PyYAML and its ``${...}`` references are resolved the way
+compose resolves them with nothing set (defaults taken, required ones given a dummy), so these
+tests need no Docker. One test asks the real ``docker compose`` when it is installed. The
+entrypoint and health-check helpers are run for real, against fakes in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+HUB_ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
+TRITON_ENTRYPOINT = ROOT / "deploy" / "triton" / "entrypoint.sh"
+HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
+
+EXPECTED_SERVICES = {"postgres", "redis", "web", "worker", "beat", "triton"}
+TRITON_CONTROL_PORTS = {8000, 8001}
+LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
+# shared/FACTS.md §1.10: what the GE backend's guide maps into the container.
+ASCEND_CONTROL_DEVICES = {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"}
+ASCEND_DRIVER_MOUNTS = {
+    "/usr/local/dcmi",
+    "/usr/local/bin/npu-smi",
+    "/usr/local/Ascend/driver/lib64",
+    "/usr/local/Ascend/driver/version.info",
+    "/etc/ascend_install.info",
+}
+REQUIRED_VARS = ("POSTGRES_PASSWORD", "SECRET_KEY", "ALLOWED_HOSTS")
+DUMMY = "dummy-required-value"
+
+# `$$` first: it is an escaped dollar, not the start of a reference.
+_REFERENCE = re.compile(
+    r"\$\$"
+    r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
+    r"|\$(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Resolve compose ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}`` and ``$$``."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group("name") or match.group("bare")
+        op, arg = match.group("op") or "", match.group("arg") or ""
+        current = env.get(name)
+        is_set = current is not None and (current != "" or not op.startswith(":"))
+        if op in {":-", "-"}:
+            return current if is_set else arg  # type: ignore[return-value]
+        if op in {":?", "?"}:
+            return current if is_set else DUMMY  # type: ignore[return-value]
+        if op in {":+", "+"}:
+            return arg if is_set else ""
+        return current or ""
+
+    return _REFERENCE.sub(replace, value)
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def command_args(service: dict[str, Any]) -> list[str]:
+    command = service.get("command") or []
+    return command.split() if isinstance(command, str) else [str(part) for part in command]
+
+
+def flag(args: list[str], name: str) -> str | None:
+    for arg in args:
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def mounts(service: dict[str, Any]) -> list[dict[str, Any]]:
+    """Volumes of a service in long form: type, source, target, read_only."""
+    result = []
+    for entry in service.get("volumes") or []:
+        if isinstance(entry, dict):
+            result.append(
+                {
+                    "type": entry.get("type", "volume"),
+                    "source": str(entry.get("source", "")),
+                    "target": str(entry["target"]),
+                    "read_only": bool(entry.get("read_only", False)),
+                }
+            )
+            continue
+        parts = str(entry).split(":")
+        source, target = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
+        mode = parts[2] if len(parts) > 2 else ""
+        kind = "bind" if source.startswith(("/", ".", "~")) else "volume"
+        read_only = "ro" in mode.split(",")
+        result.append({"type": kind, "source": source, "target": target, "read_only": read_only})
+    return result
+
+
+def _port_range(text: str) -> set[int]:
+    low, _, high = text.partition("-")
+    return set(range(int(low), int(high or low) + 1))
+
+
+def published(service: dict[str, Any]) -> list[tuple[str, set[int]]]:
+    """(host address, container ports) of each `ports` entry; "" means every interface."""
+    result = []
+    for entry in service.get("ports") or []:
+        if isinstance(entry, dict):
+            target = str(entry["target"]).split("/")[0]
+            result.append((str(entry.get("host_ip", "")), _port_range(target)))
+            continue
+        parts = str(entry).split("/")[0].rsplit(":", 2)
+        host_ip = parts[0] if len(parts) == 3 else ""
+        result.append((host_ip, _port_range(parts[-1])))
+    return result
+
+
+def normalise(path: str) -> str:
+    return str(PurePosixPath(path))
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def raw_text() -> str:
+    return COMPOSE_FILE.read_text()
+
+
+@pytest.fixture(scope="module")
+def compose(raw_text: str) -> dict[str, Any]:
+    document = yaml.safe_load(raw_text)
+    assert isinstance(document, dict)
+    return interpolate(document, env={})
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def triton(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return services["triton"]
+
+
+@pytest.fixture(scope="module")
+def model_repository(triton: dict[str, Any]) -> str:
+    repository = flag(command_args(triton), "--model-repository")
+    assert repository, "triton is started without --model-repository"
+    return repository
+
+
+@pytest.fixture(scope="module")
+def model_mount(triton: dict[str, Any], model_repository: str) -> dict[str, Any]:
+    """The named volume Triton reads its model repository from."""
+    repo = PurePosixPath(model_repository)
+    candidates = [
+        m
+        for m in mounts(triton)
+        if m["type"] == "volume" and repo.is_relative_to(PurePosixPath(m["target"]))
+    ]
+    assert candidates, f"no named volume in triton holds {model_repository}"
+    return max(candidates, key=lambda m: len(m["target"]))
+
+
+# --- services and restart behaviour ------------------------------------------------------------
+
+
+def test_expected_services_exist(services: dict[str, Any]) -> None:
+    assert set(services) >= EXPECTED_SERVICES
+
+
+def test_long_running_services_have_healthchecks(services: dict[str, dict[str, Any]]) -> None:
+    long_running = {name for name, svc in services.items() if svc.get("restart") != "no"}
+    assert long_running >= EXPECTED_SERVICES
+    for name in sorted(long_running):
+        check = services[name].get("healthcheck")
+        assert check, f"{name} has no healthcheck"
+        assert not check.get("disable", False), f"{name} disables its healthcheck"
+        test = check.get("test")
+        assert test and test not in (["NONE"], "NONE"), f"{name} has an empty healthcheck"
+        assert services[name].get("restart") in {"always", "unless-stopped", "on-failure"}
+
+
+def test_one_shot_services_do_not_restart(services: dict[str, dict[str, Any]]) -> None:
+    waited_for = {
+        dep
+        for svc in services.values()
+        for dep, spec in (svc.get("depends_on") or {}).items()
+        if isinstance(spec, dict) and spec.get("condition") == "service_completed_successfully"
+    }
+    assert "migrate" in waited_for
+    for name in waited_for:
+        # `restart: no` unquoted is YAML false, which compose rejects: it must be the string.
+        assert services[name].get("restart") == "no", name
+
+
+@pytest.mark.parametrize("name", ["web", "worker", "beat"])
+def test_app_services_wait_for_healthy_postgres_and_redis(
+    services: dict[str, dict[str, Any]], name: str
+) -> None:
+    depends = services[name].get("depends_on")
+    assert isinstance(depends, dict), f"{name}: depends_on must use the long form with conditions"
+    for dependency in ("postgres", "redis"):
+        assert depends.get(dependency, {}).get("condition") == "service_healthy", (
+            f"{name} must wait for {dependency} to be healthy"
+        )
+    assert depends.get("migrate", {}).get("condition") == "service_completed_successfully"
+
+
+def test_web_runs_daphne_on_8080_and_is_published(services: dict[str, dict[str, Any]]) -> None:
+    web = services["web"]
+    assert command_args(web)[:1] == ["daphne"]
+    assert "webapp.asgi:application" in command_args(web)
+    assert any(8080 in ports for _, ports in published(web))
+
+
+def test_worker_and_beat_commands(services: dict[str, dict[str, Any]]) -> None:
+    assert command_args(services["worker"])[:4] == ["celery", "-A", "workers.celery", "worker"]
+    assert command_args(services["beat"])[:4] == ["celery", "-A", "workers.celery", "beat"]
+    assert "migrate" in command_args(services["migrate"])
+
+
+# --- exposure and privileges ------------------------------------------------------------------
+
+
+def test_triton_control_ports_are_not_published(triton: dict[str, Any]) -> None:
+    for host_ip, ports in published(triton):
+        assert not ports & TRITON_CONTROL_PORTS, "Triton's HTTP/gRPC (model control) is published"
+        assert host_ip in LOOPBACK, f"Triton port {sorted(ports)} is published beyond loopback"
+    exposed = {int(str(p).split("/")[0]) for p in triton.get("expose") or []}
+    assert exposed >= TRITON_CONTROL_PORTS
+
+
+def test_only_web_is_published_beyond_loopback(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        if name == "web":
+            continue
+        for host_ip, ports in published(service):
+            assert host_ip in LOOPBACK, f"{name} publishes {sorted(ports)} on {host_ip or 'all'}"
+    assert not services["postgres"].get("ports")
+    assert not services["redis"].get("ports")
+
+
+def test_no_host_network_and_no_privileged(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        assert service.get("network_mode") != "host", name
+        assert service.get("privileged") is not True, name
+        assert service.get("pid") != "host", name
+        assert service.get("ipc") != "host", name
+
+
+def test_secrets_are_required_and_come_from_env_file(
+    raw_text: str, services: dict[str, dict[str, Any]]
+) -> None:
+    for var in REQUIRED_VARS:
+        assert re.search(r"\$\{" + var + r":\?[^}]+\}", raw_text), f"{var} should be ${{{var}:?}}"
+    for name in ("web", "worker", "beat", "migrate"):
+        env_file = services[name].get("env_file")
+        files = env_file if isinstance(env_file, list) else [env_file]
+        paths = [f["path"] if isinstance(f, dict) else f for f in files]
+        assert ".env" in paths, f"{name} does not read .env"
+
+
+# --- the model repository -----------------------------------------------------------------------
+
+
+def test_model_volume_is_a_declared_named_volume(
+    compose: dict[str, Any], model_mount: dict[str, Any]
+) -> None:
+    assert model_mount["source"] in (compose.get("volumes") or {})
+
+
+def test_triton_reads_the_repository_read_only(model_mount: dict[str, Any]) -> None:
+    assert model_mount["read_only"], "Triton must not be able to write into the model store"
+
+
+@pytest.mark.parametrize("name", ["worker", "web"])
+def test_model_volume_is_shared_with_hub_processes(
+    services: dict[str, dict[str, Any]],
+    model_mount: dict[str, Any],
+    model_repository: str,
+    name: str,
+) -> None:
+    service = services[name]
+    shared = [m for m in mounts(service) if m["source"] == model_mount["source"]]
+    assert shared, f"{name} does not mount the model volume {model_mount['source']}"
+    store_root = environment(service).get("MODEL_STORE_ROOT")
+    assert store_root, f"{name} has no MODEL_STORE_ROOT"
+    # MODEL_STORE_ROOT/repository in this container is the directory Triton serves.
+    mount = shared[0]
+    hub_view = PurePosixPath(store_root, "repository").relative_to(PurePosixPath(mount["target"]))
+    triton_view = PurePosixPath(model_repository).relative_to(PurePosixPath(model_mount["target"]))
+    assert hub_view == triton_view
+
+
+def test_worker_can_write_the_model_store(
+    services: dict[str, dict[str, Any]], model_mount: dict[str, Any]
+) -> None:
+    shared = [m for m in mounts(services["worker"]) if m["source"] == model_mount["source"]]
+    assert not shared[0]["read_only"]
+
+
+def test_triton_working_dir_is_outside_the_model_store(
+    triton: dict[str, Any], model_mount: dict[str, Any]
+) -> None:
+    workdir = triton.get("working_dir")
+    assert workdir, "triton needs an explicit working_dir (GE writes files into it)"
+    assert not PurePosixPath(workdir).is_relative_to(PurePosixPath(model_mount["target"]))
+
+
+# --- Triton on Ascend ----------------------------------------------------------------------------
+
+
+def test_triton_is_started_in_explicit_mode(triton: dict[str, Any]) -> None:
+    args = command_args(triton)
+    assert "tritonserver" in PurePosixPath(args[0]).name
+    assert flag(args, "--model-control-mode") == "explicit"
+    assert flag(args, "--backend-directory")
+
+
+def test_triton_image_is_configurable(raw_text: str, triton: dict[str, Any]) -> None:
+    assert re.search(r"image:\s*\$\{TRITON_IMAGE:-[^}]+\}", raw_text)
+    assert triton["image"]
+
+
+def test_ascend_devices_are_mapped(triton: dict[str, Any]) -> None:
+    targets = set()
+    for device in triton.get("devices") or []:
+        if isinstance(device, dict):
+            targets.add(str(device["target"]))
+        else:
+            parts = str(device).split(":")
+            targets.add(parts[1] if len(parts) > 1 else parts[0])
+    assert targets >= ASCEND_CONTROL_DEVICES
+    assert any(re.fullmatch(r"/dev/davinci\d+", t) for t in targets), "no /dev/davinciN mapped"
+
+
+def test_ascend_driver_paths_are_mounted_read_only(triton: dict[str, Any]) -> None:
+    binds = {normalise(m["target"]): m for m in mounts(triton) if m["type"] == "bind"}
+    for path in sorted(ASCEND_DRIVER_MOUNTS):
+        assert path in binds, f"{path} is not mounted into triton"
+        assert normalise(binds[path]["source"]) == path
+        assert binds[path]["read_only"], f"{path} should be read-only"
+
+
+def test_npu_ge_backend_is_required(triton: dict[str, Any]) -> None:
+    required = environment(triton).get("HUB_REQUIRED_BACKENDS", "").split()
+    assert "npu_ge" in required
+    assert {"acl", "onnxruntime"} <= set(required)
+    assert "libtriton_${backend}.so" in TRITON_ENTRYPOINT.read_text()
+
+
+@pytest.mark.parametrize("backend", ["acl", "onnxruntime"])
+def test_python_based_backends_are_mounted_into_the_backend_directory(
+    triton: dict[str, Any], backend: str
+) -> None:
+    backend_dir = PurePosixPath(flag(command_args(triton), "--backend-directory") or "")
+    by_target = {PurePosixPath(m["target"]): m for m in mounts(triton)}
+    assert backend_dir not in by_target, "mounting over the backend directory would hide npu_ge"
+    mount = by_target.get(backend_dir / backend)
+    assert mount, f"{backend} is not mounted at {backend_dir / backend}"
+    assert mount["read_only"]
+    assert normalise(mount["source"]) == f"model_store/backends/{backend}"
+
+
+def test_triton_entrypoint_is_the_mounted_script(triton: dict[str, Any]) -> None:
+    entrypoint = triton.get("entrypoint") or []
+    script = next(m for m in mounts(triton) if m["target"] in entrypoint)
+    assert normalise(script["source"]) == "deploy/triton/entrypoint.sh"
+    assert (ROOT / script["source"]).is_file()
+
+
+def test_worker_gets_the_cann_toolkit_read_only(services: dict[str, dict[str, Any]]) -> None:
+    worker = services["worker"]
+    env = environment(worker)
+    toolkit = [m for m in mounts(worker) if m["target"] == "/usr/local/Ascend/ascend-toolkit"]
+    assert toolkit and toolkit[0]["read_only"]
+    assert env["ATC_PATH"].startswith("/usr/local/Ascend/ascend-toolkit/")
+    assert env["ASCEND_TOOLKIT_HOME"].startswith("/usr/local/Ascend/ascend-toolkit/")
+
+
+# --- Dockerfile and .dockerignore ---------------------------------------------------------------
+
+
+def test_dockerfile_runs_as_non_root_on_the_agreed_base() -> None:
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim-bookworm$", text, re.M)
+    final_stage = re.split(r"^FROM ", text, flags=re.M)[-1]
+    users = re.findall(r"^USER\s+(\S+)", final_stage, re.M)
+    assert users and users[-1] not in {"root", "0", "0:0"}
+    assert re.search(r"pip install -c \S*constraints\.txt -r \S*requirements\.txt", text)
+    assert "collectstatic --noinput" in text
+    assert "webapp.asgi:application" in text
+
+
+def test_dockerignore_keeps_secrets_and_local_state_out() -> None:
+    patterns = {
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".env", ".git", ".venv"} <= patterns
+
+
+# --- deploy/ helpers, run for real --------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_backends(tmp_path: Path) -> Path:
+    backends = tmp_path / "backends"
+    (backends / "npu_ge").mkdir(parents=True)
+    (backends / "npu_ge" / "libtriton_npu_ge.so").write_bytes(b"")
+    (backends / "python").mkdir()
+    (backends / "python" / "libtriton_python.so").write_bytes(b"")
+    for name in ("acl", "onnxruntime"):
+        (backends / name).mkdir()
+        (backends / name / "model.py").write_text("")
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "work").mkdir()
+    return backends
+
+
+def run_triton_entrypoint(
+    tmp_path: Path, backends: Path, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HUB_REQUIRED_BACKENDS": "npu_ge acl onnxruntime",
+        "ASCEND_SET_ENV": str(tmp_path / "absent-set_env.sh"),
+        "TRITON_PYTHON_ENV": str(tmp_path / "absent-python"),
+    }
+    command = [
+        "bash",
+        str(TRITON_ENTRYPOINT),
+        "echo",
+        "started",
+        f"--backend-directory={backends}",
+        f"--model-repository={tmp_path / 'repo'}",
+    ]
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+requires_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+@requires_bash
+def test_triton_entrypoint_starts_when_all_backends_are_present(
+    tmp_path: Path, fake_backends: Path
+) -> None:
+    result = run_triton_entrypoint(tmp_path, fake_backends, cwd=tmp_path / "work")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("started")
+
+
+@requires_bash
+@pytest.mark.parametrize("missing", ["npu_ge/libtriton_npu_ge.so", "acl/model.py"])
+def test_triton_entrypoint_refuses_a_missing_backend(
+    tmp_path: Path, fake_backends: Path, missing: str
+) -> None:
+    (fake_backends / missing).unlink()
+    result = run_triton_entrypoint(tmp_path, fake_backends, cwd=tmp_path / "work")
+    assert result.returncode == 78
+    assert "not found" in result.stderr
+    assert "started" not in result.stdout
+
+
+@requires_bash
+def test_triton_entrypoint_refuses_to_run_inside_the_repository(
+    tmp_path: Path, fake_backends: Path
+) -> None:
+    inside = tmp_path / "repo" / "some_model"
+    inside.mkdir()
+    result = run_triton_entrypoint(tmp_path, fake_backends, cwd=inside)
+    assert result.returncode == 78
+    assert "inside the model repository" in result.stderr
+
+
+@requires_bash
+def test_hub_entrypoint_sources_cann_but_keeps_explicit_toolkit_home(tmp_path: Path) -> None:
+    set_env = tmp_path / "set_env.sh"
+    set_env.write_text(
+        "export ASCEND_TOOLKIT_HOME=/derived/latest\nexport ASCEND_OPP_PATH=/derived/opp\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "ASCEND_SET_ENV": str(set_env),
+        "ASCEND_TOOLKIT_HOME": "/explicit/8.3",
+    }
+    result = subprocess.run(
+        ["bash", str(HUB_ENTRYPOINT), "env"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = set(result.stdout.splitlines())
+    assert "ASCEND_OPP_PATH=/derived/opp" in lines
+    assert "ASCEND_TOOLKIT_HOME=/explicit/8.3" in lines
+
+
+@pytest.fixture(scope="module")
+def healthcheck() -> ModuleType:
+    return load_module(HEALTHCHECK, "hub_deploy_healthcheck")
+
+
+@pytest.mark.parametrize(
+    ("allowed", "expected"),
+    [
+        ("", "localhost"),
+        ("*", "localhost"),
+        ("hub.example.com,localhost", "hub.example.com"),
+        (" , *, .example.org", "example.org"),
+    ],
+)
+def test_web_probe_uses_a_host_django_accepts(
+    healthcheck: ModuleType, allowed: str, expected: str
+) -> None:
+    assert healthcheck.probe_host(allowed) == expected
+
+
+class _LiveHandler(http.server.BaseHTTPRequestHandler):
+    """Answers like Django would: 400 for a Host outside ALLOWED_HOSTS."""
+
+    accepted_host = "hub.example.com"
+
+    def do_GET(self) -> None:
+        ok = self.path == "/api/v1/health/live" and self.headers["Host"] == self.accepted_host
+        self.send_response(200 if ok else 400)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_web_port() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _LiveHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_web_probe_against_a_server(
+    healthcheck: ModuleType, fake_web_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(healthcheck, "WEB_PORT", fake_web_port)
+    monkeypatch.setenv("ALLOWED_HOSTS", "hub.example.com")
+    assert healthcheck.check_web() is None
+    monkeypatch.setenv("ALLOWED_HOSTS", "other.example.com")
+    assert "returned 400" in (healthcheck.check_web() or "")
+
+
+def test_web_probe_reports_a_closed_port(
+    healthcheck: ModuleType, fake_web_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(healthcheck, "WEB_PORT", 1)
+    assert "failed" in (healthcheck.check_web() or "")
+
+
+# --- the real docker compose, when there is one ------------------------------------------------
+
+
+def _docker_compose_missing() -> str | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return "the docker CLI is not installed"
+    try:
+        result = subprocess.run(
+            [docker, "compose", "version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`docker compose version` did not run: {exc}"
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()[:1]
+        return f"`docker compose version` failed ({' '.join(detail) or result.returncode})"
+    return None
+
+
+def run_compose_config(tmp_path: Path, env_lines: list[str]) -> subprocess.CompletedProcess[str]:
+    """`docker compose config -q` on a copy of the project with the given .env."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
+    for name in ("deploy", "model_store", "Dockerfile"):
+        (project / name).symlink_to(ROOT / name)
+    (project / ".env").write_text("\n".join(env_lines) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in REQUIRED_VARS}
+    return subprocess.run(
+        ["docker", "compose", "--project-directory", str(project), "config", "-q"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def docker_compose() -> None:
+    reason = _docker_compose_missing()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.mark.usefixtures("docker_compose")
+def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
+    result = run_compose_config(tmp_path, [f"{var}={DUMMY}" for var in REQUIRED_VARS])
+    if "Cannot connect to the Docker daemon" in result.stderr:
+        pytest.skip("docker compose wanted an engine for `config`")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.usefixtures("docker_compose")
+def test_docker_compose_names_a_missing_secret(tmp_path: Path) -> None:
+    lines = [f"{var}={DUMMY}" for var in REQUIRED_VARS if var != "SECRET_KEY"]
+    result = run_compose_config(tmp_path, lines)
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr

@@ -1,0 +1,32 @@
+"""Create the first admin (user name ``admin``) once, printing its password once."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from webapp.accounts.roles import Role, grant
+
+
+class Command(BaseCommand):
+    help = "Create the user 'admin' if missing; password from HUB_ADMIN_PASSWORD or generated."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        User = get_user_model()
+        if User.objects.filter(username="admin").exists():
+            self.stdout.write("Admin user 'admin' exists; sign in with its password.")
+            return
+        password = os.environ.get("HUB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        user = User.objects.create_user("admin", password=password)
+        grant(user, Role.ADMIN)
+        if os.environ.get("HUB_ADMIN_PASSWORD"):
+            self.stdout.write("Created admin user 'admin' with the password from HUB_ADMIN_PASSWORD.")
+        else:
+            self.stdout.write(
+                f"Created admin user 'admin' with password: {password}\n"
+                "  (shown once; change it at /admin/password_change/)"
+            )

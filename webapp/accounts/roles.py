@@ -1,0 +1,63 @@
+"""Roles are Django groups, ordered: a higher role can do everything a lower one can.
+
+viewer   reads everything.
+operator also uploads, compiles, serves, rolls back.
+admin    also overrides failed verifications and manages users (Django admin).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+
+
+class Role(IntEnum):
+    NONE = 0
+    VIEWER = 1
+    OPERATOR = 2
+    ADMIN = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Role:
+        try:
+            role = cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown role {text!r}; use viewer, operator or admin") from None
+        if role is cls.NONE:
+            raise ValueError("role 'none' cannot be granted")
+        return role
+
+
+GROUP_NAMES = ("viewer", "operator", "admin")
+
+
+def role_of(user: AbstractBaseUser | AnonymousUser) -> Role:
+    if not user.is_authenticated or not user.is_active:
+        return Role.NONE
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    # Cached per request object: the group list does not change within a request.
+    cached: Role | None = getattr(user, "_hub_role", None)
+    if cached is not None:
+        return cached
+    names = set(user.groups.values_list("name", flat=True))  # type: ignore[union-attr]
+    role = max((Role.parse(n) for n in names if n in GROUP_NAMES), default=Role.NONE)
+    user._hub_role = role  # type: ignore[union-attr]
+    return role
+
+
+def grant(user: AbstractBaseUser, role: Role) -> None:
+    """Make ``role`` the user's only hub group (staff/superuser flags follow admin)."""
+    groups = Group.objects.filter(name__in=GROUP_NAMES)
+    user.groups.remove(*groups)  # type: ignore[attr-defined]
+    user.groups.add(Group.objects.get(name=role.label))  # type: ignore[attr-defined]
+    is_admin = role is Role.ADMIN
+    user.is_staff = is_admin  # type: ignore[attr-defined]
+    user.is_superuser = is_admin  # type: ignore[attr-defined]
+    user.save(update_fields=["is_staff", "is_superuser"])
+    user.__dict__.pop("_hub_role", None)

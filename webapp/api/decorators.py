@@ -1,0 +1,87 @@
+"""``api_view``: method check, role check, JSON body parsing and one error shape.
+
+Sign-in itself is enforced by ``LoginRequiredMiddleware`` (401); this adds 403/405/400.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from model_store.errors import ModelStoreError
+from webapp.accounts.roles import Role, role_of
+from webapp.api.errors import ApiError, error_response
+from webapp.registry.actions import RegistryError
+
+View = Callable[..., HttpResponse | dict[str, Any] | list[Any]]
+
+
+def api_view(*methods: str, role: Role = Role.VIEWER) -> Callable[[View], Callable[..., HttpResponse]]:
+    """Wrap a view that returns data (dict/list) or a response.
+
+    ``role`` is the least role needed for non-GET methods; GET always needs a viewer.
+    """
+
+    def decorate(view: View) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method not in methods:
+                response = error_response(
+                    f"{request.method} is not allowed here; use {', '.join(methods)}.",
+                    "method_not_allowed",
+                    405,
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            needed = Role.VIEWER if request.method in ("GET", "HEAD") else role
+            have = role_of(request.user)
+            if have < needed:
+                return error_response(
+                    f"This needs the {needed.label} role; you are {have.label}.", "forbidden", 403
+                )
+            try:
+                result = view(request, *args, **kwargs)
+            except ApiError as exc:
+                return error_response(exc.message, exc.code, exc.status)
+            except RegistryError as exc:
+                return error_response(exc.message, exc.code, exc.status)
+            except ModelStoreError as exc:
+                return error_response(str(exc), getattr(exc, "code", "invalid"), 400)
+            if isinstance(result, HttpResponse):
+                return result
+            return JsonResponse(result, safe=False)
+
+        return wrapper
+
+    return decorate
+
+
+def json_body(request: HttpRequest) -> dict[str, Any]:
+    """The request body as a JSON object, or an ApiError that says what is wrong with it."""
+    if not request.body:
+        return {}
+    try:
+        data = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(f"The body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError("The body must be a JSON object.", "invalid_json")
+    return data
+
+
+def field(data: dict[str, Any], name: str, kind: type, *, default: Any = ..., max_len: int = 0) -> Any:
+    """Read one field of a JSON body, strictly typed."""
+    if name not in data:
+        if default is ...:
+            raise ApiError(f"The field {name!r} is required.", "missing_field")
+        return default
+    value = data[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ApiError(f"The field {name!r} must be a {kind.__name__}.", "invalid_field")
+    if max_len and isinstance(value, str) and len(value) > max_len:
+        raise ApiError(f"The field {name!r} is longer than {max_len} characters.", "invalid_field")
+    return value

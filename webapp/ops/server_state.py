@@ -1,0 +1,49 @@
+"""What the server page and ``GET /api/v1/server`` show: Triton's identity, health and index."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from django.conf import settings
+
+from model_store.runtime.errors import TritonRequestError, TritonUnavailable
+from webapp.ops.triton import get_runtime, is_embedded
+
+
+def triton_summary() -> dict[str, Any]:
+    runtime = get_runtime(timeout=3.0)
+    summary: dict[str, Any] = {
+        "url": settings.TRITON_URL,
+        "grpc_url": settings.TRITON_GRPC_URL,
+        "metrics_url": settings.TRITON_METRICS_URL,
+        "embedded": is_embedded(),
+        "live": False,
+        "ready": False,
+        "name": None,
+        "version": None,
+        "extensions": [],
+        "repository": [],
+        "error": None,
+    }
+    try:
+        summary["live"] = runtime.is_live()
+        summary["ready"] = runtime.is_ready()
+        if summary["live"]:
+            meta = runtime.server_metadata()
+            summary["name"] = meta.get("name")
+            summary["version"] = meta.get("version")
+            summary["extensions"] = sorted(meta.get("extensions", []))
+            summary["repository"] = runtime.repository_index()
+        else:
+            summary["error"] = f"Triton at {settings.TRITON_URL} is not reachable."
+    except (TritonUnavailable, TritonRequestError) as exc:
+        summary["error"] = str(exc)
+    return summary
+
+
+def devices_summary() -> dict[str, Any]:
+    # Full npu-smi parsing arrives with the runtime issue; until then say plainly what is here.
+    if shutil.which("npu-smi") is None:
+        return {"npus": [], "reason": "no Ascend NPU on this host (npu-smi not found)"}
+    return {"npus": [], "reason": "npu-smi found; device parsing is not implemented yet"}

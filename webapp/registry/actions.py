@@ -1,0 +1,45 @@
+"""Every state change of the registry goes through here (views, API and tasks call these)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from model_store.errors import ModelStoreError
+from model_store.names import validate_model_name
+from webapp import live
+from webapp.registry.models import Model, Target
+
+
+class RegistryError(Exception):
+    def __init__(self, message: str, code: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+
+
+def create_model(*, name: str, target: str, description: str, user: AbstractBaseUser) -> Model:
+    try:
+        name = validate_model_name(name)
+    except ModelStoreError as exc:
+        raise RegistryError(str(exc), "invalid_name") from exc
+    if target not in Target.values:
+        raise RegistryError(
+            f"Unknown target {target!r}; choose one of {', '.join(Target.values)}.", "invalid_target"
+        )
+    if len(description) > 2000:
+        raise RegistryError("The description is longer than 2000 characters.", "invalid_description")
+    try:
+        with transaction.atomic():
+            model = Model.objects.create(
+                name=name, target=target, description=description, created_by=user
+            )
+    except IntegrityError:
+        raise RegistryError(
+            f"A model named {name!r} exists already; pick another name or upload a new version.",
+            "name_taken",
+            409,
+        ) from None
+    transaction.on_commit(lambda: live.publish("models", {"created": model.name}))
+    return model

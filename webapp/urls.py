@@ -1,0 +1,22 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from webapp.ops import views as ops_views
+from webapp.registry import views as registry_views
+
+handler404 = "webapp.api.views.not_found"
+handler500 = "webapp.api.views.server_error"
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="models", permanent=False)),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("models/", registry_views.model_list, name="models"),
+    path("models/new/", registry_views.model_new, name="model-new"),
+    path("models/<str:name>/", registry_views.model_detail, name="model"),
+    path("server/", ops_views.server, name="server"),
+    path("api/v1/", include("webapp.api.urls")),
+    path("admin/", admin.site.urls),
+]
