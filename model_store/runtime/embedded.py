@@ -33,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
@@ -193,7 +193,8 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 def _port_in_use(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Triton itself sets SO_REUSEADDR, so a port in TIME_WAIT is fine for it too.
+        # SO_REUSEADDR: a port left in TIME_WAIT by a previous run is not "in use";
+        # a port with a listening socket still fails to bind.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
@@ -210,17 +211,24 @@ def _client_host(host: str) -> str:
 # --------------------------------------------------------------------------- the server
 
 
-def _set_parent_death_signal() -> None:
-    """Ask Linux to SIGKILL the child when its parent dies (runs in the child).
+def _parent_death_signal_setter() -> Callable[[], None] | None:
+    """A function for ``preexec_fn`` that makes Linux SIGKILL the child when we die.
 
     Without it a crashed or SIGKILLed dashboard would leave tritonserver holding
     the ports, and the next start would fail with "address already in use".
+    ``prctl`` is looked up here, in the parent: loading a library in the child
+    of a multi-threaded process (Django, Celery) can deadlock on the loader lock.
     """
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except OSError:
-        pass  # not Linux/glibc: best effort only
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux/glibc: best effort only
+    pr_set_pdeathsig = 1
+
+    def set_signal() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+
+    return set_signal
 
 
 class EmbeddedTriton:
@@ -412,10 +420,11 @@ class EmbeddedTriton:
                 # Own session = own process group: stop() signals the whole group,
                 # which includes the Python backend stubs Triton forks.
                 start_new_session=True,
-                preexec_fn=_set_parent_death_signal if self.kill_with_parent else None,
+                preexec_fn=_parent_death_signal_setter() if self.kill_with_parent else None,
             )
         except OSError as exc:
             self._close_log()
+            self._remove_own_workdir()
             raise TritonStartError(f"could not execute tritonserver: {exc}") from exc
 
     def _make_workdir(self) -> Path:
@@ -423,15 +432,19 @@ class EmbeddedTriton:
         # write files into the CWD, which Triton would then read as model files.
         if self.workdir is None:
             self._own_workdir = Path(tempfile.mkdtemp(prefix="tritonserver-"))
-            workdir = self._own_workdir
-        else:
-            workdir = self.workdir
-            workdir.mkdir(parents=True, exist_ok=True)
+            return self._own_workdir
+        workdir = self.workdir
         if workdir == self.repository or self.repository in workdir.parents:
             raise TritonStartError(
                 f"working directory {workdir} is inside the model repository {self.repository}"
             )
+        workdir.mkdir(parents=True, exist_ok=True)
         return workdir
+
+    def _remove_own_workdir(self) -> None:
+        if self._own_workdir is not None:
+            shutil.rmtree(self._own_workdir, ignore_errors=True)
+            self._own_workdir = None
 
     def wait_ready(self, timeout: float = 60.0, interval: float = 0.1) -> float:
         """Poll ``/v2/health/ready`` until 200; return seconds since ``start()``.
@@ -496,9 +509,7 @@ class EmbeddedTriton:
         finally:
             self._proc = None
             self._close_log()
-            if self._own_workdir is not None:
-                shutil.rmtree(self._own_workdir, ignore_errors=True)
-                self._own_workdir = None
+            self._remove_own_workdir()
         return returncode
 
     @staticmethod

@@ -354,6 +354,7 @@ def test_workdir_inside_repository_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(TritonStartError, match="inside the model repository"):
         triton.start()
+    assert not (repo / "work").exists()
 
 
 def test_stop_leaves_no_stub_processes(tmp_path: Path) -> None:

@@ -257,7 +257,9 @@ def test_web_runs_daphne_on_8080_and_is_published(services: dict[str, dict[str, 
 def test_worker_and_beat_commands(services: dict[str, dict[str, Any]]) -> None:
     assert command_args(services["worker"])[:4] == ["celery", "-A", "workers.celery", "worker"]
     assert command_args(services["beat"])[:4] == ["celery", "-A", "workers.celery", "beat"]
-    assert "migrate" in command_args(services["migrate"])
+    one_shot = " ".join(command_args(services["migrate"]))
+    assert "manage.py migrate --noinput" in one_shot
+    assert "manage.py ensure_admin" in one_shot
 
 
 # --- exposure and privileges ------------------------------------------------------------------
@@ -599,10 +601,32 @@ def test_web_probe_against_a_server(
 
 
 def test_web_probe_reports_a_closed_port(
-    healthcheck: ModuleType, fake_web_port: int, monkeypatch: pytest.MonkeyPatch
+    healthcheck: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(healthcheck, "WEB_PORT", 1)
     assert "failed" in (healthcheck.check_web() or "")
+
+
+def test_beat_probe_needs_an_answering_broker(
+    healthcheck: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    assert "REDIS_URL" in (healthcheck.check_beat(None) or "")
+    monkeypatch.setenv("REDIS_URL", "redis://:secret@127.0.0.1:1/0")
+    problem = healthcheck.check_beat(None) or ""
+    assert "does not answer" in problem
+    assert "secret" not in problem
+
+
+def test_beat_schedule_may_carry_a_dbm_suffix(healthcheck: ModuleType, tmp_path: Path) -> None:
+    schedule = tmp_path / "celerybeat-schedule"
+    assert not healthcheck._exists_with_any_suffix(schedule)
+    (tmp_path / "celerybeat-schedule.db").write_bytes(b"")
+    assert healthcheck._exists_with_any_suffix(schedule)
+
+
+def test_probe_rejects_unknown_modes(healthcheck: ModuleType) -> None:
+    assert healthcheck.main(["healthcheck.py", "nonsense"]) == 2
 
 
 # --- the real docker compose, when there is one ------------------------------------------------

@@ -55,7 +55,8 @@ def grant(user: AbstractBaseUser, role: Role) -> None:
     """Make ``role`` the user's only hub group (staff/superuser flags follow admin)."""
     groups = Group.objects.filter(name__in=GROUP_NAMES)
     user.groups.remove(*groups)  # type: ignore[attr-defined]
-    user.groups.add(Group.objects.get(name=role.label))  # type: ignore[attr-defined]
+    # get_or_create: test databases flushed between tests lose the migration-made groups.
+    user.groups.add(Group.objects.get_or_create(name=role.label)[0])  # type: ignore[attr-defined]
     is_admin = role is Role.ADMIN
     user.is_staff = is_admin  # type: ignore[attr-defined]
     user.is_superuser = is_admin  # type: ignore[attr-defined]

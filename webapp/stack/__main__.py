@@ -186,7 +186,7 @@ class Stack:
         self.children.append(child)
         child.start()
         seconds = child.wait_ready(timeout)
-        self.say(f"{name}: ready in {seconds:.1f} s (log: {log_path.relative_to(self.var_dir.parent)})")
+        self.say(f"{name}: ready in {seconds:.1f} s (log: {_shown_path(log_path)})")
 
     def stop(self) -> None:
         if self._stopped:
@@ -215,6 +215,13 @@ class Stack:
                 return 1
             time.sleep(0.5)
         return 0
+
+
+def _shown_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _port_busy(host: str, port: int) -> bool:
