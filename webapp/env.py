@@ -106,11 +106,17 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, object]:
     if scheme == "sqlite":
         # sqlite:///relative/file.db is relative to the project; sqlite:////abs/file.db is absolute.
         path = unquote(parts.path)
-        name = Path(path[1:]) if path.startswith("//") else base_dir / (path.lstrip("/") or "db.sqlite3")
+        name = (
+            Path(path[1:])
+            if path.startswith("//")
+            else base_dir / (path.lstrip("/") or "db.sqlite3")
+        )
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(name)}
     if scheme in {"postgres", "postgresql", "pgsql"}:
         if not parts.path.strip("/"):
-            raise ImproperlyConfigured("DATABASE_URL names no database (postgres://host:5432/NAME).")
+            raise ImproperlyConfigured(
+                "DATABASE_URL names no database (postgres://host:5432/NAME)."
+            )
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),

@@ -37,7 +37,7 @@ from model_store.runtime.errors import TritonRequestError, TritonUnavailable
 try:  # gevent.Timeout derives from BaseException, so it has to be named explicitly
     from gevent import Timeout as _GeventTimeout
 except ImportError:  # pragma: no cover - gevent comes with tritonclient[http]
-    _GeventTimeout = TimeoutError  # type: ignore[misc,assignment]
+    _GeventTimeout = TimeoutError
 
 T = TypeVar("T")
 

@@ -3,14 +3,17 @@ event through the Redis channel layer to the live consumer."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
 from celery import Celery
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
@@ -19,6 +22,14 @@ from webapp.live import group_name
 from webapp.registry.consumers import LiveConsumer
 
 pytestmark = pytest.mark.integration
+
+
+def run_async(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run on a fresh loop in another thread: Playwright's session loop may own this thread."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, scenario()).result(timeout=60)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,17 +50,23 @@ def celery_worker_process(redis_url: str, tmp_path: Path):
         log.close()
 
 
-def test_a_task_round_trips_through_redis_to_a_real_worker(redis_url: str, celery_worker_process) -> None:
+def test_a_task_round_trips_through_redis_to_a_real_worker(
+    redis_url: str, celery_worker_process
+) -> None:
     client = Celery(broker=redis_url, backend=redis_url)
     started = time.monotonic()
     result = client.send_task("workers.tasks.health.ping", args=["hello"])
     reply = result.get(timeout=60)
     assert reply["echo"] == "hello"
-    assert reply["pid"] == celery_worker_process.pid  # the solo pool runs tasks in the worker itself
+    assert (
+        reply["pid"] == celery_worker_process.pid
+    )  # the solo pool runs tasks in the worker itself
     assert time.monotonic() - started < 60
 
 
-def test_a_live_event_reaches_a_websocket_through_the_redis_layer(redis_url: str, settings, operator) -> None:
+def test_a_live_event_reaches_a_websocket_through_the_redis_layer(
+    redis_url: str, settings, operator
+) -> None:
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -75,7 +92,7 @@ def test_a_live_event_reaches_a_websocket_through_the_redis_layer(redis_url: str
         }
         await communicator.disconnect()
 
-    async_to_sync(scenario)()
+    run_async(scenario)
 
 
 def test_anonymous_websockets_are_refused(settings) -> None:
@@ -87,4 +104,4 @@ def test_anonymous_websockets_are_refused(settings) -> None:
         connected, code = await communicator.connect()
         assert not connected and code == 4401
 
-    async_to_sync(scenario)()
+    run_async(scenario)

@@ -87,7 +87,7 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
             f"http://127.0.0.1:{env['HUB_PORT']}/api/v1/health",
             headers={"Authorization": f"Token {token}"},
         )
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30) as response:
             health = json.load(response)
         assert health["status"] == "ok", health
         assert set(health["checks"]) == {"web", "database", "broker", "workers", "triton"}
@@ -126,7 +126,9 @@ def test_a_part_that_fails_to_start_is_named_and_the_others_are_stopped(tmp_path
     assert proc.returncode == 1, text
     assert "could not start: manage.py migrate failed" in text
     assert "stopped every process" in text
-    assert not [pid for pid in seen if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert not [
+        pid for pid in seen if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+    ]
 
 
 def test_busy_ports_are_reported_before_anything_starts(tmp_path: Path) -> None:

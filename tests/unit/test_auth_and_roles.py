@@ -72,7 +72,10 @@ def test_a_viewer_cannot_create_models_through_the_api(client: Client, viewer) -
 
 def test_a_viewer_cannot_open_the_new_model_page(viewer_client: Client) -> None:
     assert viewer_client.get("/models/new/").status_code == 403
-    assert viewer_client.post("/models/new/", {"name": "m", "target": "onnxruntime"}).status_code == 403
+    assert (
+        viewer_client.post("/models/new/", {"name": "m", "target": "onnxruntime"}).status_code
+        == 403
+    )
 
 
 def test_a_viewer_does_not_see_the_new_model_button(viewer_client: Client) -> None:

@@ -23,7 +23,9 @@ def api(operator):
 
 
 def test_create_list_and_detail(api) -> None:
-    created = api("post", "/api/v1/models", {"name": "resnet50", "target": "npu_ge", "description": "d"})
+    created = api(
+        "post", "/api/v1/models", {"name": "resnet50", "target": "npu_ge", "description": "d"}
+    )
     assert created.status_code == 201
     assert created.json()["target"] == "npu_ge"
     assert [m["name"] for m in api("get", "/api/v1/models").json()["models"]] == ["resnet50"]
@@ -31,7 +33,20 @@ def test_create_list_and_detail(api) -> None:
     assert detail["created_by"] == "otto" and detail["serving_version"] is None
 
 
-HOSTILE = ["../x", "a/b", "a\\b", 'q"uote', "new\nline", "x" * 300, "", ".", "..", "-lead", "ü", "a\x00b"]
+HOSTILE = [
+    "../x",
+    "a/b",
+    "a\\b",
+    'q"uote',
+    "new\nline",
+    "x" * 300,
+    "",
+    ".",
+    "..",
+    "-lead",
+    "ü",
+    "a\x00b",
+]
 
 
 @pytest.mark.parametrize("name", HOSTILE)

@@ -46,7 +46,9 @@ def test_models_search_filters_rows_as_an_htmx_partial(operator_client: Client) 
     assert "<html" not in body  # a partial, not the full page
 
 
-def test_server_page_says_plainly_when_triton_is_unreachable(viewer_client: Client, settings) -> None:
+def test_server_page_says_plainly_when_triton_is_unreachable(
+    viewer_client: Client, settings
+) -> None:
     settings.TRITON_URL = "127.0.0.1:9"
     response = viewer_client.get("/server/")
     assert response.status_code == 200

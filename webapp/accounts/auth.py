@@ -58,7 +58,9 @@ class TokenAuthenticationMiddleware:
 class LoginRequiredMiddleware(DjangoLoginRequired):
     """Django's sign-in-everywhere middleware, answering API calls with JSON 401."""
 
-    def handle_no_permission(self, request: HttpRequest, view_func: Any) -> HttpResponse:
+    def handle_no_permission(  # type: ignore[override]
+        self, request: HttpRequest, view_func: Any
+    ) -> HttpResponse:
         if is_api_request(request):
             return error_response(
                 "Sign in or send 'Authorization: Token <key>'.", "not_authenticated", 401

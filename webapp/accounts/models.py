@@ -6,7 +6,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
-TOKEN_PREFIX = "tmh_"
+TOKEN_PREFIX = "tmh_"  # noqa: S105 (a recognisable prefix, not a secret)
 
 
 def hash_token(key: str) -> str:
@@ -25,7 +25,9 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
 class ApiToken(models.Model):
     """An API token. Only its hash is stored: the key is shown once, when it is created."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tokens"
+    )
     name = models.CharField(max_length=100, default="api")
     key_hash = models.CharField(max_length=64, unique=True)
     key_prefix = models.CharField(max_length=12, help_text="The first characters, to recognise it.")

@@ -8,8 +8,9 @@ admin    also overrides failed verifications and manages users (Django admin).
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
+from django.contrib.auth.models import Group
 
 
 class Role(IntEnum):
@@ -36,7 +37,8 @@ class Role(IntEnum):
 GROUP_NAMES = ("viewer", "operator", "admin")
 
 
-def role_of(user: AbstractBaseUser | AnonymousUser) -> Role:
+def role_of(user: Any) -> Role:
+    """The highest role of ``user`` (a User or AnonymousUser)."""
     if not user.is_authenticated or not user.is_active:
         return Role.NONE
     if getattr(user, "is_superuser", False):
@@ -45,20 +47,20 @@ def role_of(user: AbstractBaseUser | AnonymousUser) -> Role:
     cached: Role | None = getattr(user, "_hub_role", None)
     if cached is not None:
         return cached
-    names = set(user.groups.values_list("name", flat=True))  # type: ignore[union-attr]
+    names = set(user.groups.values_list("name", flat=True))
     role = max((Role.parse(n) for n in names if n in GROUP_NAMES), default=Role.NONE)
-    user._hub_role = role  # type: ignore[union-attr]
+    user._hub_role = role
     return role
 
 
-def grant(user: AbstractBaseUser, role: Role) -> None:
+def grant(user: Any, role: Role) -> None:
     """Make ``role`` the user's only hub group (staff/superuser flags follow admin)."""
     groups = Group.objects.filter(name__in=GROUP_NAMES)
-    user.groups.remove(*groups)  # type: ignore[attr-defined]
+    user.groups.remove(*groups)
     # get_or_create: test databases flushed between tests lose the migration-made groups.
-    user.groups.add(Group.objects.get_or_create(name=role.label)[0])  # type: ignore[attr-defined]
+    user.groups.add(Group.objects.get_or_create(name=role.label)[0])
     is_admin = role is Role.ADMIN
-    user.is_staff = is_admin  # type: ignore[attr-defined]
-    user.is_superuser = is_admin  # type: ignore[attr-defined]
+    user.is_staff = is_admin
+    user.is_superuser = is_admin
     user.save(update_fields=["is_staff", "is_superuser"])
     user.__dict__.pop("_hub_role", None)

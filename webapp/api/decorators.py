@@ -20,7 +20,9 @@ from webapp.registry.actions import RegistryError
 View = Callable[..., HttpResponse | dict[str, Any] | list[Any]]
 
 
-def api_view(*methods: str, role: Role = Role.VIEWER) -> Callable[[View], Callable[..., HttpResponse]]:
+def api_view(
+    *methods: str, role: Role = Role.VIEWER
+) -> Callable[[View], Callable[..., HttpResponse]]:
     """Wrap a view that returns data (dict/list) or a response.
 
     ``role`` is the least role needed for non-GET methods; GET always needs a viewer.
@@ -73,7 +75,9 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def field(data: dict[str, Any], name: str, kind: type, *, default: Any = ..., max_len: int = 0) -> Any:
+def field(
+    data: dict[str, Any], name: str, kind: type, *, default: Any = ..., max_len: int = 0
+) -> Any:
     """Read one field of a JSON body, strictly typed."""
     if name not in data:
         if default is ...:

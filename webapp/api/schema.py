@@ -18,7 +18,7 @@ CHECK = {
     "properties": {"ok": {"type": "boolean"}, "detail": {"type": "string"}},
 }
 
-MODEL = {
+MODEL: dict[str, Any] = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"},
@@ -144,7 +144,10 @@ def openapi_schema() -> dict[str, Any]:
                     "summary": "List models",
                     "responses": {
                         "200": _json(
-                            {"type": "object", "properties": {"models": {"type": "array", "items": MODEL}}},
+                            {
+                                "type": "object",
+                                "properties": {"models": {"type": "array", "items": MODEL}},
+                            },
                             "Models",
                         ),
                         **_errors(401),
@@ -175,13 +178,21 @@ def openapi_schema() -> dict[str, Any]:
                 "get": {
                     "summary": "Model detail",
                     "parameters": [
-                        {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+                        {
+                            "name": "name",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                        }
                     ],
                     "responses": {"200": _json(MODEL, "The model"), **_errors(401, 404)},
                 }
             },
             "/api/v1/schema": {
-                "get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI"}}}
+                "get": {
+                    "summary": "This document",
+                    "responses": {"200": {"description": "OpenAPI"}},
+                }
             },
         },
     }

@@ -85,7 +85,9 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if is_api_request(request):
-        return error_response("The server hit an unexpected error; it is logged.", "server_error", 500)
+        return error_response(
+            "The server hit an unexpected error; it is logged.", "server_error", 500
+        )
     return render(request, "500.html", status=500)
 
 

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 
+from webapp.http import HubRequest
 from webapp.ops.server_state import devices_summary, triton_summary
 
 
-def server(request: HttpRequest) -> HttpResponse:
+def server(request: HubRequest) -> HttpResponse:
     context = {"triton": triton_summary(), "devices": devices_summary(), "nav": "server"}
     template = "ops/_server_status.html" if request.htmx else "ops/server.html"
     return render(request, template, context)

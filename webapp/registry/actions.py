@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from model_store.errors import ModelStoreError
@@ -19,17 +19,20 @@ class RegistryError(Exception):
         self.status = status
 
 
-def create_model(*, name: str, target: str, description: str, user: AbstractBaseUser) -> Model:
+def create_model(*, name: str, target: str, description: str, user: User) -> Model:
     try:
         name = validate_model_name(name)
     except ModelStoreError as exc:
         raise RegistryError(str(exc), "invalid_name") from exc
     if target not in Target.values:
         raise RegistryError(
-            f"Unknown target {target!r}; choose one of {', '.join(Target.values)}.", "invalid_target"
+            f"Unknown target {target!r}; choose one of {', '.join(Target.values)}.",
+            "invalid_target",
         )
     if len(description) > 2000:
-        raise RegistryError("The description is longer than 2000 characters.", "invalid_description")
+        raise RegistryError(
+            "The description is longer than 2000 characters.", "invalid_description"
+        )
     try:
         with transaction.atomic():
             model = Model.objects.create(

@@ -27,7 +27,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         wanted = content.get("subscribe") if isinstance(content, dict) else None
         if not isinstance(wanted, list):
-            await self.send_json({"error": "send {\"subscribe\": [topic, ...]}"})
+            await self.send_json({"error": 'send {"subscribe": [topic, ...]}'})
             return
         for topic in wanted[:MAX_TOPICS]:
             if isinstance(topic, str) and TOPIC_RE.match(topic) and topic not in self.topics:

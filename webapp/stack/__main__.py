@@ -61,7 +61,9 @@ class Stack:
                 "Triton gRPC": self._triton_port("GRPC", 8001),
                 "Triton metrics": self._triton_port("METRICS", 8002),
             }
-        busy = [f"{name} port {port}" for name, port in ports.items() if _port_busy(self.host, port)]
+        busy = [
+            f"{name} port {port}" for name, port in ports.items() if _port_busy(self.host, port)
+        ]
         if busy:
             raise StartError(
                 f"Already in use on {self.host}: {', '.join(busy)}. Stop what holds them "
@@ -161,7 +163,7 @@ class Stack:
             "web",
             [PYTHON, "-m", "daphne", "-b", self.host, "-p", str(self.port),
              "--proxy-headers", "webapp.asgi:application"],
-            ready=lambda: urllib.request.urlopen(url, timeout=1).status == 200,  # noqa: S310
+            ready=lambda: urllib.request.urlopen(url, timeout=1).status == 200,
             timeout=60,
         )  # fmt: skip
 
@@ -181,7 +183,12 @@ class Stack:
         log_path = log_path or self.log_dir / f"{name}.log"
         _mark_log_start(log_path)
         child = ManagedProcess(
-            name, argv, log_path=log_path, env=self.env, cwd=BASE_DIR, ready=ready  # type: ignore[arg-type]
+            name,
+            argv,
+            log_path=log_path,
+            env=self.env,
+            cwd=BASE_DIR,
+            ready=ready,  # type: ignore[arg-type]
         )
         self.children.append(child)
         child.start()
@@ -208,7 +215,9 @@ class Stack:
             for child in self.children:
                 code = child.exit_code()
                 if code is not None:
-                    self.say(f"{child.name} exited unexpectedly with code {code}.\n{child.log_tail()}")
+                    self.say(
+                        f"{child.name} exited unexpectedly with code {code}.\n{child.log_tail()}"
+                    )
                     return 1
             if self.triton is not None and not self.triton.is_running():
                 self.say(f"Triton exited unexpectedly.\n{self.triton.log_tail()}")

@@ -59,7 +59,7 @@ class ManagedProcess:
             cwd=self.cwd,
             env=self.env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 (runs before exec, nothing threaded)
+            preexec_fn=_die_with_parent,
         )
 
     def exit_code(self) -> int | None:
@@ -72,11 +72,9 @@ class ManagedProcess:
             code = self.exit_code()
             if code is not None:
                 raise StartError(f"{self.name} exited with code {code}.\n{self.log_tail()}")
-            try:
+            with contextlib.suppress(Exception):  # probes fail until the service listens
                 if self.ready():
                     return time.monotonic() - started
-            except Exception:  # probes fail until the service listens
-                pass
             time.sleep(0.1)
         raise StartError(f"{self.name} was not ready after {timeout:.0f} s.\n{self.log_tail()}")
 
@@ -88,10 +86,8 @@ class ManagedProcess:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, self.stop_signal)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
         # Grandchildren (worker pool processes, stubs) may outlive the leader; end them too.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)

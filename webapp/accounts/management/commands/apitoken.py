@@ -19,7 +19,9 @@ class Command(BaseCommand):
         parser.add_argument("--role", choices=["viewer", "operator", "admin"], default=None)
         parser.add_argument("--name", default="cli", help="A label for the token.")
 
-    def handle(self, *args: Any, username: str, role: str | None, name: str, **options: Any) -> None:
+    def handle(
+        self, *args: Any, username: str, role: str | None, name: str, **options: Any
+    ) -> None:
         User = get_user_model()
         user, created = User.objects.get_or_create(username=username)
         if created:

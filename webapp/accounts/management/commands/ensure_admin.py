@@ -24,7 +24,9 @@ class Command(BaseCommand):
         user = User.objects.create_user("admin", password=password)
         grant(user, Role.ADMIN)
         if os.environ.get("HUB_ADMIN_PASSWORD"):
-            self.stdout.write("Created admin user 'admin' with the password from HUB_ADMIN_PASSWORD.")
+            self.stdout.write(
+                "Created admin user 'admin' with the password from HUB_ADMIN_PASSWORD."
+            )
         else:
             self.stdout.write(
                 f"Created admin user 'admin' with password: {password}\n"
