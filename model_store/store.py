@@ -283,6 +283,35 @@ class ModelStore:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
+    def package_dir(self, name: str, version: int | str) -> Path:
+        """``sources/<name>/<version>/package``: a packaged version kept beside its source.
+
+        Every target's packaged version (its Triton version directory and config) lives here;
+        targets whose versions sit side by side in the repository are also installed there,
+        while ``npu_ge`` versions are swapped into the repository only when they serve.
+        """
+        return self.source_dir(name, version) / "package"
+
+    @contextlib.contextmanager
+    def stage_package(self, name: str, version: int | str) -> Iterator[Path]:
+        """Yields an empty staging directory that becomes :meth:`package_dir` on success."""
+        target = self.package_dir(name, version)
+        what = f"The package of version {version} of model {name!r}"
+        if target.exists():
+            raise StoreConflict(f"{what} already exists.")
+        staging = _new_staging_dir(target.parent)
+        try:
+            yield staging
+            _publish_dir(staging, target, what)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def work_dir(self, job_id: str) -> Path:
+        """A job's scratch directory, on the store's filesystem so results can be renamed in."""
+        if not job_id.isalnum() or len(job_id) > 64:
+            raise UnsafePath(f"{job_id!r} is not a job id.")
+        return self.root / "work" / job_id
+
     def write_config(self, name: str, text: str) -> Path:
         """Writes ``repository/<name>/config.pbtxt`` atomically (creating the model directory).
 

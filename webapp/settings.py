@@ -103,6 +103,16 @@ DATABASES = {
         base_dir=BASE_DIR,
     )
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Web and worker processes write one SQLite file: WAL lets readers go on while one writes,
+    # IMMEDIATE transactions take the write lock up front instead of failing half-way, and the
+    # timeout waits for it. Tests use a file too, so that worker processes can see their data.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-hub.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -19,6 +19,16 @@ from webapp.registry.actions import RegistryError
 
 View = Callable[..., HttpResponse | dict[str, Any] | list[Any]]
 
+# model_store errors carry a code; most are bad input (400), these mean something else.
+STATUS_BY_CODE = {
+    "not_found": 404,
+    "upload_not_found": 404,
+    "upload_offset": 409,
+    "upload_busy": 409,
+    "conflict": 409,
+    "upload_too_large": 413,
+}
+
 
 def api_view(
     *methods: str, role: Role = Role.VIEWER
@@ -52,7 +62,8 @@ def api_view(
             except RegistryError as exc:
                 return error_response(exc.message, exc.code, exc.status)
             except ModelStoreError as exc:
-                return error_response(str(exc), getattr(exc, "code", "invalid"), 400)
+                code = getattr(exc, "code", "invalid")
+                return error_response(str(exc), code, STATUS_BY_CODE.get(code, 400))
             if isinstance(result, HttpResponse):
                 return result
             return JsonResponse(result, safe=False)

@@ -1,13 +1,26 @@
 from django.urls import path
 
-from webapp.api import views
+from webapp.api import versions, views
 
 urlpatterns = [
     path("health", views.health, name="api-health"),
     path("health/live", views.health_live, name="api-health-live"),
     path("server", views.server, name="api-server"),
     path("devices", views.devices, name="api-devices"),
+    path("targets", versions.targets, name="api-targets"),
     path("models", views.models, name="api-models"),
     path("models/<str:name>", views.model_detail, name="api-model"),
+    path("models/<str:name>/versions", versions.versions, name="api-versions"),
+    path("models/<str:name>/versions/<int:number>", versions.version_detail, name="api-version"),
+    path(
+        "models/<str:name>/versions/<int:number>/override",
+        versions.version_override,
+        name="api-version-override",
+    ),
+    path("uploads", versions.upload_create, name="api-uploads"),
+    path("uploads/<str:upload_id>", versions.upload_detail, name="api-upload"),
+    path("jobs", versions.jobs, name="api-jobs"),
+    path("jobs/<str:job_id>", versions.job_detail, name="api-job"),
+    path("jobs/<str:job_id>/cancel", versions.job_cancel, name="api-job-cancel"),
     path("schema", views.schema, name="api-schema"),
 ]

@@ -69,7 +69,7 @@ def model_detail(request: HttpRequest, name: str) -> dict[str, Any]:
     model = Model.objects.select_related("created_by").filter(name=name).first()
     if model is None:
         raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
-    return model.to_dict()
+    return model.to_dict(versions=True)
 
 
 @api_view("GET")

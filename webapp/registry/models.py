@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -30,13 +33,228 @@ class Model(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def to_dict(self) -> dict[str, object]:
-        return {
+    def to_dict(self, *, versions: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "name": self.name,
             "target": self.target,
             "description": self.description,
             "created": self.created.isoformat(),
             "created_by": self.created_by.get_username() if self.created_by else None,
             "serving_version": None,
-            "versions": [],
+        }
+        if versions:
+            data["versions"] = [v.to_dict() for v in self.versions.order_by("-number")]
+        return data
+
+
+class Version(models.Model):
+    """One uploaded ONNX file and what was built from it for the model's target."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        VALIDATING = "validating", "Validating"
+        COMPILING = "compiling", "Compiling"
+        VERIFYING = "verifying", "Verifying"
+        PACKAGING = "packaging", "Packaging"
+        READY = "ready", "Packaged"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    source_filename = models.CharField(max_length=128)
+    source_sha256 = models.CharField(max_length=64)
+    source_size = models.BigIntegerField()
+    options = models.JSONField(default=dict, blank=True)
+    signature = models.JSONField(default=dict, blank=True)
+    onnx_summary = models.JSONField(default=dict, blank=True)
+    findings = models.JSONField(default=list, blank=True)
+    verification = models.JSONField(null=True, blank=True)
+    verification_override = models.JSONField(null=True, blank=True)
+    config_pbtxt = models.TextField(blank=True)
+    artifact_name = models.CharField(max_length=64, blank=True)
+    artifact_sha256 = models.CharField(max_length=64, blank=True)
+    artifact_size = models.BigIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "number"], name="version_number_per_model")
+        ]
+        # Duplicate detection looks versions up by the source's hash within a model.
+        indexes = [models.Index(fields=["model", "source_sha256"], name="version_source_sha")]
+
+    def __str__(self) -> str:
+        return f"{self.model.name} v{self.number}"
+
+    @property
+    def verification_passed(self) -> bool:
+        return bool(self.verification and self.verification.get("status") == "passed")
+
+    @property
+    def publishable(self) -> bool:
+        """Packaged, and verified (or an admin overrode a failed/not-run verification)."""
+        return self.status == self.Status.READY and (
+            self.verification_passed or self.verification_override is not None
+        )
+
+    def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "version": self.number,
+            "status": self.status,
+            "source": {
+                "filename": self.source_filename,
+                "sha256": self.source_sha256,
+                "size": self.source_size,
+            },
+            "verification": (self.verification or {}).get("status"),
+            "verification_override": self.verification_override,
+            "publishable": self.publishable,
+            "created": self.created.isoformat(),
+            "created_by": self.created_by.get_username() if self.created_by else None,
+            "error": self.error,
+        }
+        if detail:
+            data |= {
+                "options": self.options,
+                "signature": self.signature,
+                "onnx": self.onnx_summary,
+                "findings": self.findings,
+                "verification_report": self.verification,
+                "config": self.config_pbtxt,
+                "artifact": {
+                    "name": self.artifact_name,
+                    "sha256": self.artifact_sha256,
+                    "size": self.artifact_size,
+                },
+                "jobs": [str(j.uuid) for j in self.jobs.order_by("-created")],
+            }
+        return data
+
+
+class Job(models.Model):
+    """Background work with steps, progress and a log that pages follow live."""
+
+    class Kind(models.TextChoices):
+        COMPILE = "compile", "Compile"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="jobs")
+    version = models.ForeignKey(
+        Version, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    step = models.CharField(max_length=40, blank=True)
+    progress = models.FloatField(default=0.0)
+    steps = models.JSONField(default=list, blank=True)
+    commands = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.uuid}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.FINISHED
+
+    @property
+    def topic(self) -> str:
+        return f"job.{self.uuid.hex}"
+
+    def to_dict(self, *, log: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": str(self.uuid),
+            "kind": self.kind,
+            "model": self.model.name,
+            "version": self.version.number if self.version else None,
+            "state": self.state,
+            "step": self.step,
+            "progress": round(self.progress, 4),
+            "steps": self.steps,
+            "commands": self.commands,
+            "error": self.error,
+            "error_code": self.error_code,
+            "cancel_requested": self.cancel_requested,
+            "created": self.created.isoformat(),
+            "started": self.started.isoformat() if self.started else None,
+            "finished": self.finished.isoformat() if self.finished else None,
+        }
+        if log:
+            data["log"] = [line.to_dict() for line in self.log_lines.order_by("seq")]
+        return data
+
+
+class JobLogLine(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines")
+    seq = models.PositiveIntegerField()
+    time = models.DateTimeField(auto_now_add=True)
+    level = models.CharField(max_length=10, default="info")
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["job", "seq"]
+        constraints = [models.UniqueConstraint(fields=["job", "seq"], name="log_seq_per_job")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time.isoformat(), "level": self.level, "text": self.text}
+
+
+class Event(models.Model):
+    """The audit trail: who did what to which model, when, and why."""
+
+    model = models.ForeignKey(
+        Model, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    version = models.ForeignKey(
+        Version, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=40)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    message = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model.name if self.model else None,
+            "version": self.version.number if self.version else None,
+            "actor": self.actor.get_username() if self.actor else None,
+            "message": self.message,
+            "data": self.data,
+            "time": self.created.isoformat(),
         }

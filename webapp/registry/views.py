@@ -1,16 +1,25 @@
 from __future__ import annotations
 
-from django.contrib import messages
-from django.core.exceptions import PermissionDenied
-from django.db.models import Q
-from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+import os
 
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from model_store.errors import ModelStoreError
+from model_store.targets import get_target
 from webapp.accounts.roles import Role, role_of
 from webapp.http import HubRequest
 from webapp.registry import actions
+from webapp.registry import versions as version_actions
 from webapp.registry.forms import NewModelForm
-from webapp.registry.models import Model
+from webapp.registry.models import Job, Model, Version
+from webapp.registry.option_forms import OptionsForm
+from webapp.registry.storage import get_store, get_uploads
 
 
 def _require(request: HubRequest, role: Role) -> None:
@@ -40,11 +49,158 @@ def model_new(request: HubRequest) -> HttpResponse:
             messages.success(request, f"Model {model.name} created.")
             return redirect("model", name=model.name)
     status = 400 if form.errors else 200
-    return render(
-        request, "registry/model_new.html", {"form": form, "nav": "models"}, status=status
-    )
+    return render(request, "registry/model_new.html", {"form": form, "nav": "models"}, status=status)
 
 
 def model_detail(request: HubRequest, name: str) -> HttpResponse:
     model = get_object_or_404(Model.objects.select_related("created_by"), name=name)
-    return render(request, "registry/model_detail.html", {"model": model, "nav": "models"})
+    target = get_target(model.target)
+    rows = model.versions.select_related("created_by").order_by("-number")
+    context = {
+        "model": model,
+        "target": target,
+        "target_status": target.status(dict(os.environ)),
+        "versions": rows,
+        "jobs": model.jobs.select_related("version")[:5],
+        "options_form": OptionsForm(target),
+        "chunk_bytes": settings.UPLOAD_CHUNK_BYTES,
+        "max_bytes": settings.UPLOAD_MAX_BYTES,
+        "nav": "models",
+    }
+    if request.htmx and request.GET.get("part") == "versions":
+        return render(request, "registry/_version_rows.html", context)
+    return render(request, "registry/model_detail.html", context)
+
+
+@require_POST
+def version_new(request: HubRequest, name: str) -> JsonResponse:
+    """The upload form's last step (JSON for upload.js): a finished upload becomes a version."""
+    if role_of(request.user) < Role.OPERATOR:
+        return JsonResponse({"error": "This needs the operator role."}, status=403)
+    model = get_object_or_404(Model, name=name)
+    form = OptionsForm(get_target(model.target), request.POST)
+    if not form.is_valid():
+        problems = "; ".join(
+            f"{form.fields[k].label}: {' '.join(v)}" for k, v in form.errors.items() if k in form.fields
+        )
+        return JsonResponse({"error": f"Check the options: {problems}"}, status=400)
+    upload_id = request.POST.get("upload_id", "")
+    uploads = get_uploads()
+    try:
+        upload = uploads.status(upload_id)
+        if upload.owner != str(request.user.pk):
+            raise Http404
+        finished = uploads.finish(upload_id)
+        client_sha = request.POST.get("sha256", "").strip().lower()
+        if client_sha and client_sha != finished.sha256:
+            uploads.cancel(upload_id)
+            return JsonResponse(
+                {
+                    "error": "The file changed in transit: the browser's SHA-256 does not match "
+                    "the server's. Upload it again.",
+                    "upload_spent": True,
+                },
+                status=400,
+            )
+        options = version_actions.parse_options(model, form.options())
+        version, job = version_actions.create_version(
+            model=model,
+            upload=finished,
+            options=options,
+            user=request.user,  # type: ignore[arg-type]
+            allow_duplicate=request.POST.get("allow_duplicate") == "1",
+        )
+        uploads.cancel(upload_id)  # stored as the version's source: the upload is spent
+    except actions.RegistryError as exc:
+        body: dict[str, object] = {"error": exc.message, "code": exc.code}
+        return JsonResponse(body, status=exc.status)
+    except ModelStoreError as exc:
+        return JsonResponse({"error": str(exc), "code": getattr(exc, "code", "invalid")}, status=400)
+    return JsonResponse(
+        {"version": version.number, "job_url": f"/jobs/{job.uuid}/"}, status=201
+    )
+
+
+def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
+    version = get_object_or_404(
+        Version.objects.select_related("model", "created_by"), model__name=name, number=number
+    )
+    context = {
+        "model": version.model,
+        "version": version,
+        "target": get_target(version.model.target),
+        "jobs": version.jobs.all()[:10],
+        "nav": "models",
+    }
+    return render(request, "registry/version_detail.html", context)
+
+
+def version_download(request: HubRequest, name: str, number: int, what: str) -> FileResponse:
+    version = get_object_or_404(Version, model__name=name, number=number)
+    store = get_store()
+    if what == "config":
+        path = store.package_dir(name, number) / "config.pbtxt"
+        filename = "config.pbtxt"
+    elif what == "artifact" and version.artifact_name:
+        path = store.package_dir(name, number) / str(number) / version.artifact_name
+        filename = f"{name}-v{number}-{version.artifact_name}"
+    elif what == "source":
+        source = store.source_dir(name, number)
+        path = next((source / f for f in ("model.onnx", "bundle.zip") if (source / f).exists()), source)
+        filename = f"{name}-v{number}-{path.name}"
+    else:
+        raise Http404
+    if not path.is_file():
+        raise Http404("That file is not there (yet).")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=filename)
+
+
+def _job(job_id: str) -> Job:
+    try:
+        return get_object_or_404(Job.objects.select_related("model", "version"), uuid=job_id)
+    except ValidationError:
+        raise Http404 from None
+
+
+def job_detail(request: HubRequest, job_id: str) -> HttpResponse:
+    job = _job(job_id)
+    context = {
+        "job": job,
+        "log_lines": job.log_lines.order_by("seq"),
+        "version": job.version,
+        "nav": "jobs",
+    }
+    if request.htmx:
+        return render(request, "registry/_job_status.html", context)
+    return render(request, "registry/job_detail.html", context)
+
+
+@require_POST
+def job_cancel(request: HubRequest, job_id: str) -> HttpResponse:
+    _require(request, Role.OPERATOR)
+    job = _job(job_id)
+    try:
+        version_actions.cancel_job(job, request.user)  # type: ignore[arg-type]
+        messages.info(request, "Cancel requested; the job stops at its next check.")
+    except actions.RegistryError as exc:
+        messages.error(request, exc.message)
+    return redirect("job", job_id=job.uuid)
+
+
+@require_POST
+def version_override(request: HubRequest, name: str, number: int) -> HttpResponse:
+    version = get_object_or_404(Version.objects.select_related("model"), model__name=name, number=number)
+    try:
+        version_actions.override_verification(version, request.user, request.POST.get("reason", ""))  # type: ignore[arg-type]
+        messages.success(request, "Verification overridden; the override is in the history.")
+    except actions.RegistryError as exc:
+        if exc.status == 403:
+            raise PermissionDenied(exc.message) from None
+        messages.error(request, exc.message)
+    return redirect("version", name=name, number=number)
+
+
+def job_list(request: HubRequest) -> HttpResponse:
+    rows = Job.objects.select_related("model", "version", "created_by")[:100]
+    template = "registry/_job_rows.html" if request.htmx else "registry/job_list.html"
+    return render(request, template, {"jobs": rows, "nav": "jobs"})

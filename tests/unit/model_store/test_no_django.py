@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CORE_MODULES = ["errors", "names", "dtypes", "store", "config", "onnx_info"]
+CORE_MODULES = ["errors", "names", "dtypes", "store", "config", "onnx_info", "uploads"]
 
 
 def test_the_core_modules_import_without_django() -> None:

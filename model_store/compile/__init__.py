@@ -1,0 +1,1 @@
+"""Compilers that turn an uploaded ONNX model into what a deployment target serves."""

@@ -1,0 +1,245 @@
+"""The ``onnxruntime`` target: an optimised ``model.onnx`` served by ONNX Runtime on the CPU.
+
+The version directory holds ``model.onnx`` (plus ``model.onnx.data`` for
+models over 2 GiB) and config.pbtxt says ``backend: "onnxruntime"``, which the
+embedded Triton runs through our Python-based backend and any NGC Triton runs
+through its C++ onnxruntime backend, unchanged.
+
+Build: [fix input shapes] -> [simplify (onnxslim)] -> [FP16] -> ONNX Runtime
+offline optimisation -> ``workdir/model.onnx``. FP16 comes before the ONNX
+Runtime pass (not after) so that ONNX Runtime fuses only what it has kernels
+for at the final precision.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from model_store.compile import optimise
+from model_store.config import ModelConfig
+from model_store.names import validate_model_name, validate_version
+from model_store.onnx_info import OnnxInfo, inspect_onnx
+from model_store.targets.base import (
+    BuildContext,
+    BuildResult,
+    Finding,
+    InvalidOptions,
+    OptionSpec,
+    Target,
+    TargetStatus,
+    VerifyPlan,
+    batching_specs,
+    config_tensors,
+    dynamic_batching_for,
+    instance_count_spec,
+    signature_findings,
+    symbol_sizes,
+    warning,
+    warmup_for,
+)
+
+ARTIFACT = "model.onnx"
+STEPS_DIR = ".build"
+
+
+class OnnxRuntimeTarget(Target):
+    """CPU serving with ONNX Runtime; the embedded default."""
+
+    name = "onnxruntime"
+    label = "CPU (ONNX Runtime)"
+    description = "An optimised ONNX model served by ONNX Runtime on the CPU."
+    backend = "onnxruntime"
+    artifact_name = ARTIFACT
+    needs_cann = False
+    hardware_verified = True
+
+    def option_specs(self) -> list[OptionSpec]:
+        """simplify, ort_optimization_level, fp16, input_shapes, batching, instance_count."""
+        return [
+            OptionSpec(
+                "simplify",
+                "bool",
+                True,
+                "Simplify graph",
+                "Run onnxslim: fold constants, remove dead and no-op nodes. Safe for almost "
+                "every model; turn off if the build fails in this step.",
+            ),
+            OptionSpec(
+                "ort_optimization_level",
+                "choice",
+                "extended",
+                "ONNX Runtime optimisation",
+                "Offline graph optimisation saved into the file. 'extended' adds ONNX "
+                "Runtime's fused operators (needs ONNX Runtime at serve time, which every "
+                "onnxruntime backend has). 'all' also adds layout changes tuned to this "
+                "worker's CPU, so the file may be slower or fail on another machine; use it "
+                "only when the serving CPU is the same.",
+                choices=[
+                    ("disabled", "Disabled (save the graph as is)"),
+                    ("basic", "Basic (constant folding, redundant nodes)"),
+                    ("extended", "Extended (adds fused operators)"),
+                    ("all", "All (adds CPU-specific layouts; risky on other machines)"),
+                ],
+            ),
+            OptionSpec(
+                "fp16",
+                "bool",
+                False,
+                "FP16 weights and compute",
+                "Convert float32 weights and operators to float16; inputs and outputs stay "
+                "float32. Halves the file; on most x86 CPUs it is slower, and results differ "
+                "slightly (verified with FP16 tolerances).",
+            ),
+            OptionSpec(
+                "input_shapes",
+                "shape",
+                None,
+                "Fixed input shapes",
+                "Fix dynamic input dims, e.g. input:1,3,224,224 (several inputs separated "
+                "by ';'). Fixing the first axis turns batching off.",
+                advanced=True,
+            ),
+            *batching_specs(),
+            instance_count_spec(
+                "Model instances Triton runs in parallel on the CPU (each uses its own "
+                "threads). 1 is right for most machines."
+            ),
+        ]
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Batching rules, and fixed shapes must really be fixed (no -1)."""
+        super().check_options(options)
+        for name, dims in (options.get("input_shapes") or {}).items():
+            if any(d < 1 for d in dims):
+                raise InvalidOptions(
+                    f"Option 'input_shapes': {name!r} has {dims}; fixed shapes need every "
+                    "dim >= 1 (leave an input out to keep its dims dynamic)."
+                )
+
+    def check_model(self, info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+        """Signature problems, plus warnings about FP16 on CPU and CPU-specific layouts."""
+        resolved, found = self.findings_from_options(info, options)
+        if resolved is None:
+            return found
+        found += signature_findings(info, resolved["max_batch_size"], resolved["input_shapes"])
+        if resolved["ort_optimization_level"] == "all":
+            found.append(
+                warning(
+                    "cpu_specific_optimisation",
+                    "Optimisation level 'all' writes layout transformations chosen for this "
+                    "worker's CPU into the model file.",
+                    "Use 'extended' unless Triton runs on the same kind of CPU as this worker.",
+                )
+            )
+        if resolved["fp16"]:
+            found.append(
+                warning(
+                    "fp16_on_cpu",
+                    "FP16 halves the model size, but most x86 CPUs have no fast FP16 "
+                    "arithmetic, so inference is usually slower than in FP32.",
+                    "Keep FP32 unless the file size matters more than speed; the FP16 "
+                    "result is verified with looser tolerances.",
+                )
+            )
+        return found
+
+    def build(self, ctx: BuildContext) -> BuildResult:
+        """Writes ``workdir/model.onnx`` (and ``model.onnx.data`` only for > 2 GiB models)."""
+        options = self.resolve_options(ctx.options, ctx.info)
+        steps = ctx.workdir / STEPS_DIR
+        steps.mkdir()
+        notes: list[str] = []
+        try:
+            current = self._prepare(ctx, options, steps, notes)
+            final = ctx.workdir / ARTIFACT
+            level = options["ort_optimization_level"]
+            ctx.check_cancelled()
+            if level == "disabled":
+                optimise.copy_model(current, final, log=ctx.log)
+            else:
+                optimise.ort_optimise(current, final, level, log=ctx.log)
+                notes.append(f"ONNX Runtime offline optimisation at level '{level}'.")
+            ctx.progress(0.95)
+        finally:
+            shutil.rmtree(steps, ignore_errors=True)
+        compiled = inspect_onnx(final)
+        ctx.progress(1.0)
+        return BuildResult(final, ARTIFACT, [], notes, compiled)
+
+    def _prepare(
+        self, ctx: BuildContext, options: Mapping[str, Any], steps: Path, notes: list[str]
+    ) -> Path:
+        """Shape fixing, simplification and FP16, each into ``steps``; returns the last file."""
+        current = ctx.source
+        if options["input_shapes"]:
+            ctx.check_cancelled()
+            current = optimise.fix_input_shapes(
+                current, steps / "shapes.onnx", options["input_shapes"], log=ctx.log
+            ).output
+            notes.append("Input shapes fixed: " + _shapes_text(options["input_shapes"]) + ".")
+        ctx.progress(0.1)
+        if options["simplify"]:
+            ctx.check_cancelled()
+            try:
+                current = optimise.simplify_model(current, steps / "slim.onnx", log=ctx.log).output
+            except optimise.OptimiseError as exc:
+                # Simplification is an optimisation: its failure must not block serving.
+                ctx.log(f"warning: {exc.message}; continuing with the unsimplified graph")
+                notes.append(f"Simplification skipped: {exc.message}")
+        ctx.progress(0.5)
+        if options["fp16"]:
+            ctx.check_cancelled()
+            current = optimise.to_fp16(current, steps / "fp16.onnx", log=ctx.log).output
+            notes.append("Converted to FP16 (inputs and outputs stay FP32).")
+        ctx.progress(0.7)
+        return current
+
+    def make_config(
+        self, name: str, info: OnnxInfo, options: Mapping[str, Any], version: int
+    ) -> ModelConfig:
+        """``backend: "onnxruntime"``, KIND_CPU instances, batching and one warm-up request."""
+        validate_model_name(name)
+        validate_version(version)
+        resolved = self.resolve_options(options, info)
+        mbs = resolved["max_batch_size"]
+        overrides = resolved["input_shapes"]
+        sizes = symbol_sizes(info, overrides)
+        inputs = config_tensors(info.inputs, batched=mbs > 0, overrides=overrides, sizes=sizes)
+        outputs = config_tensors(info.outputs, batched=mbs > 0, overrides=overrides, sizes=sizes)
+        warmups, _ = warmup_for(inputs, 1)
+        return ModelConfig(
+            name=name,
+            backend=self.backend,
+            max_batch_size=mbs,
+            inputs=inputs,
+            outputs=outputs,
+            dynamic_batching=dynamic_batching_for(resolved),
+            instance_count=resolved["instance_count"],
+            instance_kind="KIND_CPU",
+            version_policy_specific=[version],
+            warmup=warmups,
+        )
+
+    def status(self, env: Mapping[str, str]) -> TargetStatus:
+        """Always available: ONNX Runtime is a dependency of the hub."""
+        return TargetStatus(True, "Runs on the CPU with ONNX Runtime; nothing else is needed.")
+
+    def verify_plan(self, options: Mapping[str, Any], info: OnnxInfo) -> VerifyPlan:
+        """Run both files on the CPU; FP16 builds get FP16 tolerances."""
+        resolved = self.resolve_options(options, info)
+        mbs = resolved["max_batch_size"]
+        return VerifyPlan(
+            artifact_kind="onnx",
+            precision="fp16" if resolved["fp16"] else "fp32",
+            batch=min(2, mbs) if mbs > 0 else 1,
+            input_shapes=resolved["input_shapes"],
+            note="Source and built model both run with ONNX Runtime on this worker's CPU.",
+        )
+
+
+def _shapes_text(shapes: Mapping[str, list[int]]) -> str:
+    """``"x:1,3,224,224; y:1,16"``."""
+    return "; ".join(f"{name}:{','.join(map(str, dims))}" for name, dims in shapes.items())

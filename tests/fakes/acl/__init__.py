@@ -1,0 +1,96 @@
+"""A FAKE ``acl`` (pyACL) module for tests. It is not pyACL and drives no NPU.
+
+It implements the subset of pyACL that shared/FACTS.md §3 documents, with the
+same signatures and the same conventions: functions that return data return
+``(value, ret)``, pure actions return ``ret``, and ``ret == 0`` is success;
+wrong ids, sizes or memory kinds give non-zero codes from CANN's acl_base.h.
+"Device memory" is a dict of bytearrays keyed by fake pointers, and
+``acl.mdl.execute`` runs the ONNX model stored in the fake OM written by
+tests/fakes/atc with onnxruntime.
+
+Import it as ``acl`` by putting tests/fakes on ``sys.path`` (or PYTHONPATH),
+or as ``tests.fakes.acl`` and place it in ``sys.modules["acl"]``. Test helpers
+live in ``acl._fake``: ``reset()``, ``CALLS`` (every call, in order) and
+``leaks()``.
+
+Environment knobs: ``FAKE_ACL_DEVICE_COUNT`` (default 1), ``FAKE_ACL_NOISE``
+(standard deviation of noise added to float outputs), ``FAKE_ACL_SOC`` (the
+chip of this fake machine; OMs built for another one fail to load).
+"""
+
+from __future__ import annotations
+
+from . import _fake, mdl, rt, util
+from ._fake import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_REPEAT_INITIALIZE,
+    ACL_ERROR_UNINITIALIZE,
+    ACL_SUCCESS,
+    record,
+)
+
+__all__ = [
+    "create_data_buffer",
+    "destroy_data_buffer",
+    "finalize",
+    "get_data_buffer_addr",
+    "get_data_buffer_size",
+    "get_data_buffer_size_v2",
+    "init",
+    "mdl",
+    "rt",
+    "util",
+]
+
+
+def init(config_path: str | None = None) -> int:
+    record("init")
+    s = _fake.state()
+    if s.initialized:
+        return ACL_ERROR_REPEAT_INITIALIZE
+    s.initialized = True
+    s.init_count += 1
+    return ACL_SUCCESS
+
+
+def finalize() -> int:
+    record("finalize")
+    s = _fake.state()
+    if not s.initialized:
+        return ACL_ERROR_UNINITIALIZE
+    s.initialized = False
+    return ACL_SUCCESS
+
+
+def create_data_buffer(data: int, size: int) -> int:
+    record("create_data_buffer")
+    s = _fake.state()
+    if size < 0:
+        return 0
+    handle = next(s.handles)
+    s.data_buffers[handle] = (data, size)
+    return handle
+
+
+def destroy_data_buffer(data_buffer: int) -> int:
+    record("destroy_data_buffer")
+    s = _fake.state()
+    if data_buffer not in s.data_buffers:
+        return ACL_ERROR_INVALID_PARAM
+    del s.data_buffers[data_buffer]
+    return ACL_SUCCESS
+
+
+def get_data_buffer_addr(data_buffer: int) -> int:
+    record("get_data_buffer_addr")
+    return _fake.state().data_buffers.get(data_buffer, (0, 0))[0]
+
+
+def get_data_buffer_size(data_buffer: int) -> int:
+    record("get_data_buffer_size")
+    return _fake.state().data_buffers.get(data_buffer, (0, 0))[1]
+
+
+def get_data_buffer_size_v2(data_buffer: int) -> int:
+    record("get_data_buffer_size_v2")
+    return _fake.state().data_buffers.get(data_buffer, (0, 0))[1]

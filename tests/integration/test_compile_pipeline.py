@@ -1,0 +1,136 @@
+"""The compile job end to end: API upload -> a real Celery worker over a real Redis runs
+validate -> compile -> verify -> package -> the packaged version loads and infers in a real
+Triton. Bad models fail with a reason and leave nothing in the repository."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+from django.test import Client
+
+from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs, wait_for_state
+from tests.fixtures.users import token_for
+from webapp.registry.models import Job, Version
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def api(operator):
+    key = token_for(operator)
+    client = Client()
+
+    def call(method: str, path: str, **kwargs):
+        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
+
+    return call
+
+
+def create_model(api, name: str, target: str = "onnxruntime") -> None:
+    response = api(
+        "post", "/api/v1/models", data=json.dumps({"name": name, "target": target}),
+        content_type="application/json",
+    )  # fmt: skip
+    assert response.status_code == 201, response.content
+
+
+def upload(api, name: str, payload: bytes, filename: str = "model.onnx", options: dict | None = None):
+    file = io.BytesIO(payload)
+    file.name = filename
+    data = {"file": file}
+    if options is not None:
+        data["options"] = json.dumps(options)
+    return api("post", f"/api/v1/models/{name}/versions", data=data)
+
+
+def wait_for_job(job_id: str, worker, timeout: float = 120) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = Job.objects.select_related("version").get(uuid=job_id)
+        if job.is_finished:
+            return job
+        if worker.proc.poll() is not None:
+            pytest.fail(f"the worker died:\n{worker.log_text()}")
+        time.sleep(0.2)
+    pytest.fail(f"job {job_id} did not finish in {timeout} s:\n{worker.log_text()[-4000:]}")
+
+
+def test_an_uploaded_model_is_validated_compiled_verified_and_packaged(
+    api, celery_worker, embedded_triton
+) -> None:
+    create_model(api, "mlp")
+    payload = mlp_onnx_bytes(in_features=16, out_features=10)
+    response = upload(api, "mlp", payload)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["version"] == 1
+
+    job = wait_for_job(body["job"], celery_worker)
+    assert job.state == Job.State.SUCCEEDED, (job.error, celery_worker.log_text()[-3000:])
+    assert [s["state"] for s in job.steps] == ["done", "done", "done", "done"]
+    lines = [line.text for line in job.log_lines.all()]
+    assert any("Packaged as mlp/1/model.onnx" in text for text in lines)
+
+    version = Version.objects.get(model__name="mlp", number=1)
+    assert version.status == Version.Status.READY and version.publishable
+    assert version.verification["status"] == "passed"
+    assert version.signature["inputs"][0]["name"] == "x"
+    assert 'backend: "onnxruntime"' in version.config_pbtxt
+
+    # What the API reports is what the database holds.
+    detail = api("get", "/api/v1/models/mlp/versions/1").json()
+    assert detail["status"] == "ready" and detail["verification_report"]["status"] == "passed"
+    job_body = api("get", f"/api/v1/jobs/{body['job']}").json()
+    assert job_body["state"] == "succeeded" and job_body["log"]
+
+    # The packaged version is a valid Triton model: serve it in a real Triton and compare.
+    package = celery_worker.store / "sources" / "mlp" / "1" / "package"
+    assert (celery_worker.store / "repository" / "mlp" / "1" / "model.onnx").is_file()
+    shutil.copytree(package, embedded_triton.repository / "mlp_packaged")
+    config = (package / "config.pbtxt").read_text().replace('name: "mlp"', 'name: "mlp_packaged"')
+    (embedded_triton.repository / "mlp_packaged" / "config.pbtxt").write_text(config)
+    embedded_triton.runtime.load("mlp_packaged")
+    wait_for_state(embedded_triton.runtime, "mlp_packaged", "READY", timeout=60)
+    x = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
+    got = embedded_triton.runtime.infer("mlp_packaged", {"x": x})["y"]
+    np.testing.assert_allclose(got, reference_outputs(payload, x), rtol=1e-5, atol=1e-5)
+    embedded_triton.runtime.unload("mlp_packaged")
+
+
+def test_the_same_file_twice_is_recognised_as_a_duplicate(api, celery_worker) -> None:
+    create_model(api, "dup")
+    payload = mlp_onnx_bytes()
+    first = upload(api, "dup", payload)
+    assert first.status_code == 201
+    second = upload(api, "dup", payload)
+    assert second.status_code == 409
+    assert second.json()["code"] == "duplicate"
+    assert "already version 1" in second.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "filename", "reason"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "photo.onnx", "not"),
+        (mlp_onnx_bytes()[:200], "truncated.onnx", ""),
+        (bytes(np.random.default_rng(0).integers(0, 255, 4096, dtype=np.uint8)), "random.onnx", ""),
+    ],
+)
+def test_a_bad_model_fails_validation_with_a_reason_and_nothing_is_packaged(
+    api, celery_worker, payload: bytes, filename: str, reason: str
+) -> None:
+    create_model(api, "bad")
+    response = upload(api, "bad", payload, filename)
+    assert response.status_code == 201, response.content
+    job = wait_for_job(response.json()["job"], celery_worker)
+    assert job.state == Job.State.FAILED
+    assert job.error_code == "invalid_model"
+    assert reason in job.error
+    assert job.version.status == Version.Status.FAILED
+    assert not (celery_worker.store / "repository" / "bad").exists()
+    assert not (celery_worker.store / "work").exists() or not any((celery_worker.store / "work").iterdir())

@@ -1,0 +1,134 @@
+"""Chunked, resumable uploads through the API: resume points, refusals, cancel."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+from django.test import Client
+
+from tests.fixtures.users import make_user, token_for
+
+
+@pytest.fixture
+def store(settings, tmp_path):
+    settings.MODEL_STORE_ROOT = tmp_path / "store"
+    settings.UPLOAD_CHUNK_BYTES = 64 * 1024
+    settings.UPLOAD_MAX_BYTES = 1 << 20
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def api(operator, store):
+    key = token_for(operator)
+    client = Client()
+
+    def call(method: str, path: str, body: object = None, raw: bytes | None = None, **headers):
+        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        if raw is not None:
+            return getattr(client, method)(
+                path, data=raw, content_type="application/octet-stream",
+                HTTP_AUTHORIZATION=f"Token {key}", **extra,
+            )  # fmt: skip
+        data = json.dumps(body) if body is not None else ""
+        return getattr(client, method)(
+            path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Token {key}",
+            **extra,
+        )  # fmt: skip
+
+    return call
+
+
+def start(api, size: int, filename: str = "model.onnx") -> str:
+    response = api("post", "/api/v1/uploads", {"filename": filename, "size": size})
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["offset"] == 0 and body["chunk_bytes"] == 64 * 1024
+    return body["id"]
+
+
+def test_chunks_arrive_in_order_and_the_offset_is_the_resume_point(api, store) -> None:
+    payload = os.urandom(150_000)
+    upload_id = start(api, len(payload))
+    first = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[:65536], upload_offset="0")
+    assert first.json()["offset"] == 65536
+    # A client that lost its place asks, then continues from the server's offset.
+    assert api("get", f"/api/v1/uploads/{upload_id}").json()["offset"] == 65536
+    rest = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[65536:131072], upload_offset="65536")
+    assert rest.json()["offset"] == 131072
+    last = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[131072:], upload_offset="131072")
+    assert last.json()["offset"] == len(payload)
+    part = next((store / "uploads").rglob("data.part"))
+    assert hashlib.sha256(part.read_bytes()).hexdigest() == hashlib.sha256(payload).hexdigest()
+
+
+def test_a_chunk_at_the_wrong_offset_is_refused_with_the_right_one(api) -> None:
+    upload_id = start(api, 100_000)
+    api("put", f"/api/v1/uploads/{upload_id}", raw=b"a" * 1000, upload_offset="0")
+    response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"b" * 1000, upload_offset="5000")
+    assert response.status_code == 409
+    assert response["Upload-Offset"] == "1000"
+    assert response.json()["code"] == "upload_offset"
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"filename": "../evil.onnx", "size": 10}, "invalid_upload"),
+        ({"filename": "a/b.onnx", "size": 10}, "invalid_upload"),
+        ({"filename": "notes.txt", "size": 10}, "invalid_upload"),
+        ({"filename": "model.onnx", "size": 0}, "invalid_upload"),
+        ({"filename": "model.onnx", "size": 10 << 20}, "upload_too_large"),
+        ({"filename": "model.onnx", "size": "10"}, "invalid_field"),
+        ({"size": 10}, "missing_field"),
+    ],
+)
+def test_bad_upload_requests_are_refused_with_a_reason(api, body: dict, code: str) -> None:
+    response = api("post", "/api/v1/uploads", body)
+    assert 400 <= response.status_code < 500
+    assert response.json()["code"] == code
+    assert response.json()["error"]
+
+
+def test_a_chunk_without_an_offset_header_is_refused(api) -> None:
+    upload_id = start(api, 10)
+    response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 10)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_offset"
+
+
+def test_a_chunk_beyond_the_declared_size_is_refused(api) -> None:
+    upload_id = start(api, 10)
+    response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 20, upload_offset="0")
+    assert response.status_code == 400
+
+
+def test_cancel_removes_everything_received(api, store) -> None:
+    upload_id = start(api, 1000)
+    api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 500, upload_offset="0")
+    assert api("delete", f"/api/v1/uploads/{upload_id}").status_code == 204
+    assert api("get", f"/api/v1/uploads/{upload_id}").status_code == 404
+    assert not any((store / "uploads").iterdir())
+
+
+@pytest.mark.parametrize("upload_id", ["..%2F..%2Fetc", "abc", "0" * 31 + "g"])
+def test_hostile_upload_ids_find_nothing(api, upload_id: str) -> None:
+    assert api("get", f"/api/v1/uploads/{upload_id}").status_code == 404
+
+
+def test_someone_elses_upload_is_invisible(api, store) -> None:
+    upload_id = start(api, 1000)
+    other = Client()
+    key = token_for(make_user("olga", "operator"))
+    response = other.get(f"/api/v1/uploads/{upload_id}", HTTP_AUTHORIZATION=f"Token {key}")
+    assert response.status_code == 404
+
+
+def test_viewers_cannot_upload(viewer, store) -> None:
+    response = Client().post(
+        "/api/v1/uploads", data=json.dumps({"filename": "m.onnx", "size": 10}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token_for(viewer)}",
+    )  # fmt: skip
+    assert response.status_code == 403

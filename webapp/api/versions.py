@@ -1,0 +1,228 @@
+"""API for uploads, versions and jobs.
+
+Large files arrive in chunks (``/api/v1/uploads``): create, then PUT each chunk with an
+``Upload-Offset`` header, resume from the offset ``GET`` reports, and finally name the upload
+when creating a version. Small files may also be sent as one multipart ``file`` field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from model_store.errors import ModelStoreError
+from model_store.targets import all_targets, options_json_schema
+from model_store.uploads import FinishedUpload, UploadOffsetMismatch
+from webapp.accounts.roles import Role
+from webapp.api.decorators import api_view, field, json_body
+from webapp.api.errors import ApiError, error_response
+from webapp.registry import versions as version_actions
+from webapp.registry.models import Job, Model, Version
+from webapp.registry.storage import get_uploads
+
+
+def _model(name: str) -> Model:
+    model = Model.objects.filter(name=name).first()
+    if model is None:
+        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
+    return model
+
+
+def _owner(request: HttpRequest) -> str:
+    return str(request.user.pk)
+
+
+@api_view("GET")
+def targets(request: HttpRequest) -> dict[str, Any]:
+    import os
+
+    return {
+        "targets": [
+            {
+                "name": t.name,
+                "label": t.label,
+                "needs_cann": t.needs_cann,
+                "hardware_verified": t.hardware_verified,
+                "status": vars(t.status(dict(os.environ))),
+                "options_schema": options_json_schema(t),
+            }
+            for t in all_targets()
+        ]
+    }
+
+
+@api_view("POST", role=Role.OPERATOR)
+def upload_create(request: HttpRequest) -> HttpResponse:
+    data = json_body(request)
+    upload = get_uploads().create(
+        filename=browser_filename(field(data, "filename", str, max_len=300)),
+        size=field(data, "size", int),
+        sha256=field(data, "sha256", str, default=None, max_len=64),
+        owner=_owner(request),
+    )
+    return JsonResponse(_upload_dict(upload), status=201)
+
+
+@api_view("GET", "PUT", "DELETE", role=Role.OPERATOR)
+def upload_detail(request: HttpRequest, upload_id: str) -> HttpResponse | dict[str, Any]:
+    uploads = get_uploads()
+    upload = uploads.status(upload_id)
+    if upload.owner != _owner(request):
+        raise ApiError("There is no such upload.", "upload_not_found", 404)
+    if request.method == "GET":
+        return _upload_dict(upload)
+    if request.method == "DELETE":
+        uploads.cancel(upload_id)
+        return HttpResponse(status=204)
+    offset_header = request.headers.get("Upload-Offset", "")
+    if not offset_header.isdigit():
+        raise ApiError("Send the chunk's start as an Upload-Offset header.", "invalid_offset")
+    length = int(request.headers.get("Content-Length") or 0)
+    if length <= 0 or length > settings.UPLOAD_CHUNK_BYTES * 2:
+        raise ApiError(
+            f"A chunk must be 1 byte to {settings.UPLOAD_CHUNK_BYTES * 2} bytes long.",
+            "invalid_chunk",
+        )
+    try:
+        received = uploads.write_chunk(upload_id, int(offset_header), request, length)
+    except UploadOffsetMismatch as exc:
+        response = error_response(str(exc), exc.code, 409)
+        response["Upload-Offset"] = str(exc.expected)
+        return response
+    return {"id": upload_id, "offset": received, "size": upload.size}
+
+
+def browser_filename(name: str) -> str:
+    """Spaces are common in file names people pick; the store's names allow none."""
+    return re.sub(r"\s+", "_", name.strip())
+
+
+def _upload_dict(upload: Any) -> dict[str, Any]:
+    return {
+        "id": upload.id,
+        "filename": upload.filename,
+        "size": upload.size,
+        "offset": upload.received,
+        "state": upload.state,
+        "chunk_bytes": settings.UPLOAD_CHUNK_BYTES,
+        "max_bytes": settings.UPLOAD_MAX_BYTES,
+    }
+
+
+def _options_from(value: Any) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ApiError("options must be a JSON object.", "invalid_options") from None
+    if not isinstance(value, dict):
+        raise ApiError("options must be a JSON object.", "invalid_options")
+    return value
+
+
+@api_view("GET", "POST", role=Role.OPERATOR)
+def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
+    model = _model(name)
+    if request.method == "GET":
+        return {"versions": [v.to_dict() for v in model.versions.order_by("-number")]}
+    upload_id, finished, raw_options, allow_duplicate = _received_file(request)
+    options = version_actions.parse_options(model, raw_options)
+    version, job = version_actions.create_version(
+        model=model,
+        upload=finished,
+        options=options,
+        user=request.user,  # type: ignore[arg-type]
+        allow_duplicate=allow_duplicate,
+    )
+    get_uploads().cancel(upload_id)  # stored as the version's source: the upload is spent
+    return JsonResponse(
+        {"version": version.number, "job": str(job.uuid), "status": version.status}, status=201
+    )
+
+
+def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool]:
+    """The new version's file: a finished chunked upload, or one multipart ``file`` field."""
+    uploads = get_uploads()
+    if request.content_type == "multipart/form-data":
+        file = request.FILES.get("file")
+        if file is None:
+            raise ApiError("Send the model as the multipart field 'file'.", "missing_file")
+        upload = uploads.create(
+            filename=browser_filename(file.name or ""), size=file.size or 0, owner=_owner(request)
+        )
+        try:
+            uploads.write_chunk(upload.id, 0, file, file.size or 0)
+            finished = uploads.finish(upload.id)
+        except ModelStoreError:
+            uploads.cancel(upload.id)
+            raise
+        allow = request.POST.get("allow_duplicate", "").lower() in ("1", "true", "yes")
+        return upload.id, finished, _options_from(request.POST.get("options")), allow
+    data = json_body(request)
+    upload_id = field(data, "upload_id", str, max_len=64)
+    upload = uploads.status(upload_id)
+    if upload.owner != _owner(request):
+        raise ApiError("There is no such upload.", "upload_not_found", 404)
+    finished = uploads.finish(upload_id)
+    allow = bool(field(data, "allow_duplicate", bool, default=False))
+    client_sha = field(data, "sha256", str, default="", max_len=64).lower()
+    if client_sha and client_sha != finished.sha256:
+        uploads.cancel(upload_id)
+        raise ApiError(
+            "The file changed in transit: your sha256 does not match what arrived. Upload again.",
+            "upload_corrupt",
+        )
+    return upload_id, finished, _options_from(data.get("options")), allow
+
+
+@api_view("GET")
+def version_detail(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
+    version = Version.objects.filter(model__name=name, number=number).select_related("model").first()
+    if version is None:
+        raise ApiError(f"{name} has no version {number}.", "not_found", 404)
+    return version.to_dict(detail=True)
+
+
+@api_view("POST", role=Role.ADMIN)
+def version_override(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
+    version = Version.objects.filter(model__name=name, number=number).select_related("model").first()
+    if version is None:
+        raise ApiError(f"{name} has no version {number}.", "not_found", 404)
+    reason = field(json_body(request), "reason", str, max_len=1000)
+    version = version_actions.override_verification(version, request.user, reason)  # type: ignore[arg-type]
+    return version.to_dict(detail=True)
+
+
+def _job(job_id: str) -> Job:
+    try:
+        job = Job.objects.select_related("model", "version").filter(uuid=job_id).first()
+    except ValidationError:  # not a UUID
+        job = None
+    if job is None:
+        raise ApiError(f"There is no job {job_id!r}.", "not_found", 404)
+    return job
+
+
+@api_view("GET")
+def job_detail(request: HttpRequest, job_id: str) -> dict[str, Any]:
+    return _job(job_id).to_dict(log=True)
+
+
+@api_view("POST", role=Role.OPERATOR)
+def job_cancel(request: HttpRequest, job_id: str) -> dict[str, Any]:
+    job = version_actions.cancel_job(_job(job_id), request.user)  # type: ignore[arg-type]
+    return job.to_dict()
+
+
+@api_view("GET")
+def jobs(request: HttpRequest) -> dict[str, Any]:
+    rows = Job.objects.select_related("model", "version")[:100]
+    return {"jobs": [j.to_dict() for j in rows]}
+

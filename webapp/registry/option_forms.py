@@ -1,0 +1,74 @@
+"""A Django form generated from a target's option specs (model_store.targets), so the page, the
+API and the worker share one definition of every compile option, its default and its help."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from model_store.targets.base import OptionSpec, Target
+
+
+def _int_list(text: str) -> list[int]:
+    parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise forms.ValidationError("Use whole numbers separated by commas, e.g. 1,2,4,8.") from None
+
+
+def _field(spec: OptionSpec) -> forms.Field:
+    common: dict[str, Any] = {"label": spec.label, "help_text": spec.help, "required": False}
+    kind = spec.kind
+    if kind == "bool":
+        return forms.BooleanField(initial=bool(spec.default), **common)
+    if kind == "int":
+        return forms.IntegerField(
+            initial=spec.default, min_value=spec.minimum, max_value=spec.maximum, **common
+        )
+    if kind == "float":
+        return forms.FloatField(
+            initial=spec.default, min_value=spec.minimum, max_value=spec.maximum, **common
+        )
+    if kind == "choice":
+        return forms.ChoiceField(choices=spec.choices or [], initial=spec.default, **common)
+    if kind == "int_list":
+        initial = ",".join(str(v) for v in spec.default or [])
+        return forms.CharField(initial=initial, max_length=200, **common)
+    initial = spec.default if isinstance(spec.default, str) else ""
+    return forms.CharField(initial=initial, max_length=500, **common)
+
+
+class OptionsForm(forms.Form):
+    """Fields named ``opt_<name>``; ``options()`` gives the raw dict for ``parse_options``."""
+
+    def __init__(self, target: Target, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.target = target
+        self.specs = {spec.name: spec for spec in target.option_specs()}
+        for spec in self.specs.values():
+            field = _field(spec)
+            field.widget.attrs["data-advanced"] = "1" if spec.advanced else "0"
+            self.fields[f"opt_{spec.name}"] = field
+
+    def options(self) -> dict[str, Any]:
+        """Only what the person set: empty fields fall back to the target's defaults."""
+        raw: dict[str, Any] = {}
+        for name, spec in self.specs.items():
+            value = self.cleaned_data.get(f"opt_{name}")
+            if spec.kind == "bool":
+                raw[name] = bool(value)
+            elif value in (None, ""):
+                continue
+            elif spec.kind == "int_list":
+                raw[name] = _int_list(value)
+            else:
+                raw[name] = value
+        return raw
+
+    def basic_fields(self) -> list[forms.BoundField]:
+        return [self[f"opt_{n}"] for n, s in self.specs.items() if not s.advanced]
+
+    def advanced_fields(self) -> list[forms.BoundField]:
+        return [self[f"opt_{n}"] for n, s in self.specs.items() if s.advanced]

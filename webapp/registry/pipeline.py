@@ -1,0 +1,333 @@
+"""The compile job's steps: validate -> compile -> verify -> package.
+
+Each step is run by its own Celery task (workers/tasks/compile.py) and may run on another
+worker host than the one before: what a step hands to the next lives in the job's work
+directory on the shared store (``state.json``) and in the database, never in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from model_store.config import lint, render_pbtxt
+from model_store.errors import ModelStoreError
+from model_store.onnx_info import OnnxInfo, inspect_onnx
+from model_store.store import ModelStore, sha256_file
+from model_store.targets import get_target
+from model_store.targets.base import BuildContext
+from model_store.uploads import unpack_bundle
+from model_store.validate import validate_model
+from model_store.verify import verify
+from webapp.registry import jobs
+from webapp.registry.models import Event, Job, Version
+from webapp.registry.storage import get_store
+
+log = logging.getLogger(__name__)
+
+
+class StepFailed(Exception):
+    """A deterministic failure: recorded on the job, never retried."""
+
+    def __init__(self, message: str, code: str, *, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.cancelled = cancelled
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _work(store: ModelStore, job: Job) -> Path:
+    return store.work_dir(job.uuid.hex)
+
+
+def _state(store: ModelStore, job: Job) -> dict[str, Any]:
+    path = _work(store, job) / "state.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _save_state(store: ModelStore, job: Job, **values: Any) -> None:
+    path = _work(store, job) / "state.json"
+    state = _state(store, job) | values
+    path.write_text(json.dumps(state))
+
+
+def _check_cancel(job: Job) -> None:
+    if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
+        raise StepFailed("Cancelled on request.", "cancelled", cancelled=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def signature_of(info: OnnxInfo) -> dict[str, Any]:
+    def tensors(items: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": t.name, "dtype": t.triton_type, "numpy": t.numpy_dtype, "dims": t.dims}
+            for t in items
+        ]
+
+    return {"inputs": tensors(info.inputs), "outputs": tensors(info.outputs)}
+
+
+def summary_of(info: OnnxInfo) -> dict[str, Any]:
+    return {
+        "ir_version": info.ir_version,
+        "opset": info.default_opset,
+        "opset_imports": info.opset_imports,
+        "producer": f"{info.producer_name} {info.producer_version}".strip(),
+        "operators": dict(sorted(info.operators.items(), key=lambda kv: -kv[1])),
+        "node_count": info.node_count,
+        "parameter_count": info.parameter_count,
+        "file_size": info.file_size,
+        "sha256": info.sha256,
+        "external_data_files": list(info.external_data_files),
+    }
+
+
+def precision_of(target: str, options: dict[str, Any]) -> str:
+    """The numeric precision a build runs at, which sets the verification tolerance."""
+    if target == "onnxruntime":
+        return "fp16" if options.get("fp16") else "fp32"
+    mode = str(options.get("precision_mode_v2") or options.get("precision_mode") or "")
+    if mode in ("origin", "must_keep_origin_dtype"):
+        return "fp32"
+    if "mix" in mode:
+        return "mixed"
+    return "fp16"  # GE's and ATC's defaults compute in fp16 (FACTS.md §1.3)
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def run_validate(job: Job) -> None:
+    version = _version(job)
+    store = get_store()
+    target = get_target(job.model.target)
+    jobs.start_step(job, "validate", Version.Status.VALIDATING)
+    _check_cancel(job)
+    work = _work(store, job)
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "source").mkdir(parents=True)
+    source_dir = store.source_dir(job.model.name, version.number)
+    if (source_dir / "bundle.zip").exists():
+        jobs.log(job, "Unpacking the bundle (one .onnx with its external data files)…")
+        onnx_path = unpack_bundle(
+            source_dir / "bundle.zip", work / "source", max_total_bytes=settings.UPLOAD_MAX_BYTES
+        )
+    else:
+        onnx_path = work / "source" / "model.onnx"
+        _link_or_copy(source_dir / "model.onnx", onnx_path)
+    jobs.log(job, f"Checking {version.source_filename} for target {target.name}…")
+    report = validate_model(onnx_path, target, version.options)
+    for finding in report.findings:
+        level = "error" if finding.level == "error" else "warning"
+        jobs.log(job, f"{finding.level.upper()} {finding.code}: {finding.message} {finding.advice}", level)
+    if report.info is not None:
+        version.signature = signature_of(report.info)
+        version.onnx_summary = summary_of(report.info)
+    version.findings = [_jsonable(f) for f in report.findings]
+    version.save(update_fields=["signature", "onnx_summary", "findings", "updated"])
+    if not report.ok:
+        errors = [f for f in report.findings if f.level == "error"]
+        raise StepFailed(
+            "The model did not pass validation: "
+            + " ".join(f"{f.message} {f.advice}".strip() for f in errors[:5]),
+            "invalid_model",
+        )
+    _save_state(store, job, onnx_path=str(onnx_path))
+    warnings = sum(1 for f in report.findings if f.level == "warning")
+    note = f"{warnings} warning(s)" if warnings else "no problems found"
+    jobs.finish_step(job, "validate", note, "warning" if warnings else "done")
+
+
+def run_compile(job: Job) -> None:
+    version = _version(job)
+    store = get_store()
+    target = get_target(job.model.target)
+    jobs.start_step(job, "compile", Version.Status.COMPILING)
+    _check_cancel(job)
+    state = _state(store, job)
+    onnx_path = Path(state["onnx_path"])
+    build_dir = _work(store, job) / "build"
+    shutil.rmtree(build_dir, ignore_errors=True)
+    build_dir.mkdir()
+    cancelled = jobs.CancelCheck(job)
+    ctx = BuildContext(
+        source=onnx_path,
+        workdir=build_dir,
+        info=inspect_onnx(onnx_path),
+        options=version.options,
+        log=lambda line: jobs.log(job, line),
+        progress=lambda f: jobs.set_progress(job, f),
+        cancelled=cancelled,
+        env=dict(os.environ),
+    )
+    result = target.build(ctx)
+    if cancelled():
+        raise StepFailed("Cancelled on request.", "cancelled", cancelled=True)
+    for command in result.commands:
+        jobs.add_command(job, command)
+    for note in result.notes:
+        jobs.log(job, note)
+    _save_state(store, job, artifact=str(result.artifact), artifact_name=result.artifact_name)
+    size = result.artifact.stat().st_size
+    jobs.finish_step(job, "compile", f"{result.artifact_name}, {size / 1e6:.1f} MB")
+
+
+def run_verify(job: Job) -> None:
+    version = _version(job)
+    store = get_store()
+    jobs.start_step(job, "verify", Version.Status.VERIFYING)
+    _check_cancel(job)
+    state = _state(store, job)
+    artifact = Path(state["artifact"])
+    kind = "om" if artifact.suffix == ".om" else "onnx"
+    precision = precision_of(job.model.target, version.options)
+    jobs.log(job, f"Running the source and the {kind.upper()} artifact on the same inputs ({precision})…")
+    report = verify(Path(state["onnx_path"]), artifact, kind, precision=precision)
+    data = report.to_dict()
+    if job.model.target == "npu_ge":
+        data["note"] = (
+            "Compared the GE-normalised ONNX with the source on the CPU. GE compiles the model "
+            "when Triton loads it on the NPU; that step is not verified here."
+        )
+    version.verification = data
+    version.save(update_fields=["verification", "updated"])
+    for output in data.get("outputs", []):
+        jobs.log(
+            job,
+            f"{output['name']}: max abs {output.get('max_abs')}, cosine {output.get('cosine')}, "
+            f"{'pass' if output.get('passed') else 'FAIL'}",
+        )
+    status = data["status"]
+    if status == "passed":
+        jobs.finish_step(job, "verify", "passed")
+    elif status == "not_run":
+        jobs.log(job, f"Not verified: {data.get('reason')}", "warning")
+        jobs.finish_step(job, "verify", "not run: " + str(data.get("reason", "")), "warning")
+    else:
+        jobs.log(
+            job,
+            "Verification FAILED: this version cannot be published unless an admin overrides it.",
+            "error",
+        )
+        jobs.finish_step(job, "verify", "failed; publishing is blocked", "warning")
+
+
+def run_package(job: Job) -> None:
+    version = _version(job)
+    store = get_store()
+    target = get_target(job.model.target)
+    jobs.start_step(job, "package", Version.Status.PACKAGING)
+    _check_cancel(job)
+    state = _state(store, job)
+    artifact = Path(state["artifact"])
+    name, number = job.model.name, version.number
+    info = inspect_onnx(artifact) if artifact.suffix == ".onnx" else inspect_onnx(Path(state["onnx_path"]))
+    config = target.make_config(name, info, version.options, number)
+    problems = lint(config)
+    if problems:
+        raise StepFailed("The generated config.pbtxt is not valid: " + "; ".join(problems), "invalid_config")
+    text = render_pbtxt(config)
+    files = [artifact, *(artifact.parent / f for f in _external_files(artifact))]
+    with store.stage_package(name, number) as staging:
+        (staging / str(number)).mkdir()
+        for path in files:
+            _link_or_copy(path, staging / str(number) / (state["artifact_name"] if path == artifact else path.name))
+        (staging / "config.pbtxt").write_text(text)
+    if job.model.target != "npu_ge":
+        # Versions of these targets sit side by side in the repository; which one serves is
+        # the config's version_policy, written when a version is served (not here).
+        with store.stage_version(name, number) as staging:
+            for path in files:
+                _link_or_copy(path, staging / (state["artifact_name"] if path == artifact else path.name))
+    version.config_pbtxt = text
+    version.artifact_name = state["artifact_name"]
+    version.artifact_sha256 = sha256_file(artifact)
+    version.artifact_size = artifact.stat().st_size
+    version.status = Version.Status.READY
+    version.error = ""
+    version.save()
+    jobs.log(job, f"Packaged as {name}/{number}/{version.artifact_name} with its config.pbtxt.")
+    jobs.finish_step(job, "package", "config.pbtxt generated and linted")
+    Event.objects.create(
+        model=job.model,
+        version=version,
+        job=job,
+        kind="version.packaged",
+        actor=job.created_by,
+        message=f"Version {number} packaged ({(version.verification or {}).get('status', 'unverified')}).",
+        data={"artifact_sha256": version.artifact_sha256},
+    )
+    shutil.rmtree(_work(store, job), ignore_errors=True)
+    jobs.succeed(job, "packaged")
+
+
+STEPS = {"validate": run_validate, "compile": run_compile, "verify": run_verify, "package": run_package}
+
+
+def run_step(step: str, job_id: int) -> bool:
+    """Run one step; record any failure. Returns False when the chain must stop."""
+    job = Job.objects.select_related("model", "version").get(pk=job_id)
+    if job.is_finished:
+        return False
+    try:
+        STEPS[step](job)
+        return True
+    except StepFailed as exc:
+        _record_failure(job, exc.message, exc.code, cancelled=exc.cancelled)
+    except ModelStoreError as exc:
+        _record_failure(job, str(exc), getattr(exc, "code", "failed"))
+    except Exception as exc:  # a bug or an environment problem: say so, keep the traceback in the log
+        log.exception("compile step %s of job %s crashed", step, job.uuid)
+        _record_failure(job, f"Unexpected error in {step}: {exc}. The worker log has details.", "internal_error")
+    return False
+
+
+def record_timeout(job_id: int, step: str) -> None:
+    job = Job.objects.select_related("model").get(pk=job_id)
+    _record_failure(job, f"The {step} step ran past its time limit and was stopped.", "timeout")
+
+
+def _record_failure(job: Job, message: str, code: str, *, cancelled: bool = False) -> None:
+    jobs.log(job, message, "error")
+    jobs.fail(job, message, code, cancelled=cancelled)
+    shutil.rmtree(_work(get_store(), job), ignore_errors=True)
+
+
+def _version(job: Job) -> Version:
+    assert job.version is not None
+    return job.version
+
+
+def _external_files(artifact: Path) -> list[str]:
+    if artifact.suffix != ".onnx":
+        return []
+    return list(inspect_onnx(artifact).external_data_files)
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """Hard-link when possible (same filesystem, no bytes copied), else copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)

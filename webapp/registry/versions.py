@@ -1,0 +1,158 @@
+"""Creating versions and their compile jobs; cancelling jobs; overriding verification.
+
+Every change here is also an Event (the audit trail) and is pushed to open pages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Max
+
+from model_store.errors import ModelStoreError
+from model_store.targets import get_target
+from model_store.uploads import FinishedUpload
+from webapp import live
+from webapp.accounts.roles import Role, role_of
+from webapp.registry.actions import RegistryError
+from webapp.registry.jobs import COMPILE_STEPS, initial_steps
+from webapp.registry.models import Event, Job, Model, Version
+from webapp.registry.storage import get_store
+
+SOURCE_NAMES = {".onnx": "model.onnx", ".zip": "bundle.zip"}
+
+
+def parse_options(model: Model, raw: object) -> dict[str, Any]:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RegistryError("options must be a JSON object.", "invalid_options")
+    try:
+        return get_target(model.target).parse_options(raw)
+    except ModelStoreError as exc:
+        raise RegistryError(str(exc), getattr(exc, "code", "invalid_options")) from exc
+
+
+def find_duplicate(model: Model, sha256: str) -> Version | None:
+    return (
+        model.versions.filter(source_sha256=sha256)
+        .exclude(status__in=[Version.Status.FAILED, Version.Status.CANCELLED])
+        .first()
+    )
+
+
+def create_version(
+    *,
+    model: Model,
+    upload: FinishedUpload,
+    options: dict[str, Any],
+    user: User,
+    allow_duplicate: bool = False,
+) -> tuple[Version, Job]:
+    """Store the uploaded file as the next version's immutable source and queue its compile job."""
+    duplicate = find_duplicate(model, upload.sha256)
+    if duplicate is not None and not allow_duplicate:
+        raise RegistryError(
+            f"This file is already version {duplicate.number} of {model.name} (same sha256). "
+            "Use that version, or send allow_duplicate=true to build it again with other options.",
+            "duplicate",
+            409,
+        )
+    suffix = Path(upload.filename).suffix.lower()
+    if suffix not in SOURCE_NAMES:
+        raise RegistryError("Upload a .onnx file or a .zip bundle.", "invalid_upload")
+    store = get_store()
+    with transaction.atomic():
+        # Locking the model row serialises number allocation across web processes.
+        locked = Model.objects.select_for_update().get(pk=model.pk)
+        number = (locked.versions.aggregate(m=Max("number"))["m"] or 0) + 1
+        store.store_source(model.name, number, upload.path, SOURCE_NAMES[suffix], move=True)
+        version = Version.objects.create(
+            model=locked,
+            number=number,
+            source_filename=upload.filename,
+            source_sha256=upload.sha256,
+            source_size=upload.size,
+            options=options,
+            created_by=user,
+        )
+        job = Job.objects.create(
+            kind=Job.Kind.COMPILE,
+            model=locked,
+            version=version,
+            steps=initial_steps(COMPILE_STEPS),
+            created_by=user,
+        )
+        Event.objects.create(
+            model=locked,
+            version=version,
+            job=job,
+            kind="version.uploaded",
+            actor=user,
+            message=f"{user.get_username()} uploaded {upload.filename} as version {number}.",
+            data={"sha256": upload.sha256, "size": upload.size, "options": options},
+        )
+        locked.save(update_fields=["updated"])
+        transaction.on_commit(lambda: _enqueue_compile(job))
+    return version, job
+
+
+def _enqueue_compile(job: Job) -> None:
+    from workers.tasks.compile import enqueue_compile
+
+    enqueue_compile(job.pk)
+    live.publish("models", {"model": job.model.name})
+
+
+def cancel_job(job: Job, user: User) -> Job:
+    if job.is_finished:
+        raise RegistryError(f"The job has already {job.state}.", "job_finished", 409)
+    Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+    Event.objects.create(
+        model_id=job.model_id,
+        version_id=job.version_id,
+        job=job,
+        kind="job.cancel_requested",
+        actor=user,
+        message=f"{user.get_username()} asked to cancel the {job.kind} job.",
+    )
+    job.refresh_from_db()
+    if job.state == Job.State.QUEUED:
+        # Not started yet: the first step sees the flag and stops at once.
+        live.publish(job.topic, {"cancel_requested": True})
+    return job
+
+
+def override_verification(version: Version, user: User, reason: str) -> Version:
+    """Let a version whose verification failed (or did not run) be published anyway."""
+    if role_of(user) < Role.ADMIN:
+        raise RegistryError("Only an admin can override a verification.", "forbidden", 403)
+    if version.status != Version.Status.READY:
+        raise RegistryError("Only a packaged version can be overridden.", "not_ready", 409)
+    if version.verification_passed:
+        raise RegistryError("This version passed verification; nothing to override.", "passed", 409)
+    reason = reason.strip()
+    if not 5 <= len(reason) <= 1000:
+        raise RegistryError("Say why, in 5 to 1000 characters.", "invalid_reason")
+    from django.utils import timezone
+
+    version.verification_override = {
+        "by": user.get_username(),
+        "at": timezone.now().isoformat(),
+        "reason": reason,
+        "verification_status": (version.verification or {}).get("status"),
+    }
+    version.save(update_fields=["verification_override", "updated"])
+    Event.objects.create(
+        model=version.model,
+        version=version,
+        kind="verification.override",
+        actor=user,
+        message=f"{user.get_username()} overrode the verification of version {version.number}: "
+        f"{reason}",
+        data=version.verification_override,
+    )
+    return version
