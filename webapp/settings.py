@@ -103,7 +103,7 @@ DATABASES = {
         base_dir=BASE_DIR,
     )
 }
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
     # Web and worker processes write one SQLite file: WAL lets readers go on while one writes,
     # IMMEDIATE transactions take the write lock up front instead of failing half-way, and the
     # timeout waits for it. Tests use a file too, so that worker processes can see their data.

@@ -12,5 +12,8 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
-app = Celery("triton_model_hub", include=["workers.tasks.health", "workers.tasks.server", "workers.tasks.compile"])
+app = Celery(
+    "triton_model_hub",
+    include=["workers.tasks.health", "workers.tasks.server", "workers.tasks.compile"],
+)
 app.config_from_object("django.conf:settings", namespace="CELERY")

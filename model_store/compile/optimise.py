@@ -183,9 +183,7 @@ def _finish(
     files = save_onnx(model, output, **kw)
     summary = _describe_change(step, source_model, after)
     log(summary)
-    return StepReport(
-        step, output, sum(source_model.values()), sum(after.values()), files, summary
-    )
+    return StepReport(step, output, sum(source_model.values()), sum(after.values()), files, summary)
 
 
 # Steps ---------------------------------------------------------------------------
@@ -235,9 +233,7 @@ def to_fp16(source: Path, output: Path, *, log: Log, allow_external: bool = True
     try:
         # Shape inference inside the converter cannot serialise protos over 2 GiB.
         big = model.ByteSize() >= SINGLE_FILE_LIMIT
-        converted = convert_float_to_float16(
-            model, keep_io_types=True, disable_shape_infer=big
-        )
+        converted = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=big)
     except Exception as exc:
         raise OptimiseError(f"The FP16 conversion failed: {exc}") from exc
     return _finish("fp16", before, converted, output, log, allow_external=allow_external)
@@ -434,9 +430,7 @@ def remove_model_files(path: Path) -> None:
     path.with_name(_data_file_name(path)).unlink(missing_ok=True)
 
 
-def copy_model(
-    source: Path, output: Path, *, log: Log, allow_external: bool = True
-) -> StepReport:
+def copy_model(source: Path, output: Path, *, log: Log, allow_external: bool = True) -> StepReport:
     """Re-saves a model unchanged: external data files of any name become ``<output>.data``.
 
     Used when no other step runs, so the output directory still holds only

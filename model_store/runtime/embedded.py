@@ -33,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
@@ -256,6 +256,10 @@ class EmbeddedTriton:
       so two Tritons on one host (a developer's ``make run`` and the test
       suite) would otherwise trample each other's regions.
 
+    ``env`` adds (or overrides) variables in the server's environment, which
+    its Python stubs inherit: e.g. ``PYTHONPATH`` for a module a backend
+    imports, such as pyACL's ``acl``.
+
     ``kill_with_parent`` sets PR_SET_PDEATHSIG so the server dies with us. Linux
     fires it when the *thread* that started the process exits, so call
     ``start()`` from a long-lived thread (the main thread) or pass False.
@@ -280,6 +284,7 @@ class EmbeddedTriton:
         prepare_backends: bool = True,
         kill_with_parent: bool = True,
         tritonserver: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.repository = Path(repository).resolve()
         self.backends_dir = Path(backends_dir).resolve()
@@ -299,6 +304,8 @@ class EmbeddedTriton:
         self.prepare_backends = prepare_backends
         self.kill_with_parent = kill_with_parent
         self.tritonserver = tritonserver
+        #: Extra variables for the server and its Python stubs (set last, so they win).
+        self.extra_env = dict(env or {})
         self.started_at: float | None = None
         self.ready_after: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -378,6 +385,7 @@ class EmbeddedTriton:
         env["LD_LIBRARY_PATH"] = os.pathsep.join([libs, *ld])
         # Output of our backends' print() should reach the log promptly.
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.update(self.extra_env)
         return env
 
     # ----------------------------------------------------------------- lifecycle

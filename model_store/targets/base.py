@@ -267,21 +267,21 @@ def _parse_shape(spec: OptionSpec, value: object) -> dict[str, list[int]] | None
         for part in (p.strip() for p in value.split(";")):
             if not part:
                 continue
-            name, sep, dims = part.rpartition(":")
+            name, sep, dims_text = part.rpartition(":")
             if not sep or not name:
                 raise _fail(spec, f"{part!r} should look like 'input_name:1,3,224,224'.")
-            entries[name.strip()] = dims
+            entries[name.strip()] = dims_text
     elif isinstance(value, Mapping):
         entries = dict(value)
     else:
         raise _fail(spec, "expected input names mapped to dims, e.g. {'input': '1,3,224,224'}.")
     shapes: dict[str, list[int]] = {}
-    for name, dims in entries.items():
+    for key, dims in entries.items():
         try:
-            validate_tensor_name(name)
+            validate_tensor_name(key)
         except ModelStoreError as exc:
             raise _fail(spec, exc.message) from None
-        shapes[str(name)] = _parse_dims(spec, str(name), dims)
+        shapes[str(key)] = _parse_dims(spec, str(key), dims)
     return shapes or None
 
 
@@ -303,10 +303,8 @@ def parse_value(spec: OptionSpec, value: object) -> Any:
         InvalidOptions: If the value has the wrong type, form or range, or a
             required option is missing.
     """
-    if value is None or (isinstance(value, str) and not value.strip() and spec.kind != "str"):
-        value = None
-    elif isinstance(value, str) and spec.kind == "str" and not value.strip():
-        value = None
+    if isinstance(value, str) and not value.strip():
+        value = None  # an empty form field means "not set"
     if value is None:
         if spec.required:
             raise _fail(spec, "a value is required. " + spec.help)
@@ -383,7 +381,8 @@ class BuildContext:
             leaves only the artifact there (and, for the onnxruntime target,
             ``model.onnx.data`` for models over 2 GiB).
         info: ``inspect_onnx(source)``.
-        options: Parsed options (see :meth:`Target.parse_options`).
+        options: Options as stored (raw or parsed); the build parses them again
+            with the model, which is idempotent, so defaults are always filled.
         log: Receives one human-readable line at a time.
         progress: Receives the fraction done, 0.0 to 1.0.
         cancelled: Polled between steps (and by ATC); True stops the build.
@@ -528,8 +527,8 @@ def signature_findings(
     sizes = symbol_sizes(info, overrides)
     for role, tensors in (("input", info.inputs), ("output", info.outputs)):
         for tensor in tensors:
-            found += _tensor_findings(role, tensor, effective_dims(tensor, overrides, sizes))
             dims = effective_dims(tensor, overrides, sizes)
+            found += _tensor_findings(role, tensor, dims)
             if max_batch_size > 0 and dims is not None and (not dims or is_fixed(dims[0])):
                 found.append(
                     error(
@@ -849,7 +848,8 @@ class Target(ABC):
 
     @abstractmethod
     def check_model(self, info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
-        """Target-specific problems with this model and these options (never raises for them)."""
+        """Problems with this model and these (raw or parsed) options; invalid options
+        become an ``invalid_options`` finding rather than an exception."""
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> BuildResult:
@@ -868,6 +868,11 @@ class Target(ABC):
 
         Pass ``BuildResult.compiled_info`` as ``info`` when the build returned
         one (its signature is what is served), else the source's info.
+        ``options`` may be raw or parsed.
+
+        Raises:
+            InvalidOptions: If the options are invalid for this model.
+            InvalidConfig: If a tensor has no Triton type or rank.
         """
 
     @abstractmethod
@@ -881,9 +886,9 @@ class Target(ABC):
     def findings_from_options(
         self, info: OnnxInfo, options: Mapping[str, Any]
     ) -> tuple[dict[str, Any] | None, list[Finding]]:
-        """Resolves options for ``check_model``: (resolved, []) or (None, [finding])."""
+        """Parses options for ``check_model``: (resolved, []) or (None, [finding])."""
         try:
-            return self.resolve_options(options, info), []
+            return self.parse_options(options, info=info), []
         except InvalidOptions as exc:
             return None, [
                 error("invalid_options", exc.message, "Change the options and try again.")

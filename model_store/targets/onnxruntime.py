@@ -37,8 +37,8 @@ from model_store.targets.base import (
     instance_count_spec,
     signature_findings,
     symbol_sizes,
-    warning,
     warmup_for,
+    warning,
 )
 
 ARTIFACT = "model.onnx"
@@ -70,13 +70,14 @@ class OnnxRuntimeTarget(Target):
             OptionSpec(
                 "ort_optimization_level",
                 "choice",
-                "extended",
+                "basic",
                 "ONNX Runtime optimisation",
-                "Offline graph optimisation saved into the file. 'extended' adds ONNX "
-                "Runtime's fused operators (needs ONNX Runtime at serve time, which every "
-                "onnxruntime backend has). 'all' also adds layout changes tuned to this "
-                "worker's CPU, so the file may be slower or fail on another machine; use it "
-                "only when the serving CPU is the same.",
+                "Offline graph optimisation saved into the file. 'basic' uses standard ONNX "
+                "operators only, so the file runs on any onnxruntime backend, including the "
+                "C++ one in NGC Triton images. 'extended' adds ONNX Runtime's fused contrib "
+                "operators, which need an ONNX Runtime at least as new as this worker's at "
+                "serve time. 'all' also adds layouts tuned to this worker's CPU; use it only "
+                "when the serving CPU is the same.",
                 choices=[
                     ("disabled", "Disabled (save the graph as is)"),
                     ("basic", "Basic (constant folding, redundant nodes)"),
@@ -148,7 +149,7 @@ class OnnxRuntimeTarget(Target):
 
     def build(self, ctx: BuildContext) -> BuildResult:
         """Writes ``workdir/model.onnx`` (and ``model.onnx.data`` only for > 2 GiB models)."""
-        options = self.resolve_options(ctx.options, ctx.info)
+        options = self.parse_options(ctx.options, info=ctx.info)
         steps = ctx.workdir / STEPS_DIR
         steps.mkdir()
         notes: list[str] = []
@@ -203,7 +204,7 @@ class OnnxRuntimeTarget(Target):
         """``backend: "onnxruntime"``, KIND_CPU instances, batching and one warm-up request."""
         validate_model_name(name)
         validate_version(version)
-        resolved = self.resolve_options(options, info)
+        resolved = self.parse_options(options, info=info)
         mbs = resolved["max_batch_size"]
         overrides = resolved["input_shapes"]
         sizes = symbol_sizes(info, overrides)
@@ -229,7 +230,7 @@ class OnnxRuntimeTarget(Target):
 
     def verify_plan(self, options: Mapping[str, Any], info: OnnxInfo) -> VerifyPlan:
         """Run both files on the CPU; FP16 builds get FP16 tolerances."""
-        resolved = self.resolve_options(options, info)
+        resolved = self.parse_options(options, info=info)
         mbs = resolved["max_batch_size"]
         return VerifyPlan(
             artifact_kind="onnx",

@@ -39,7 +39,9 @@ def create_model(api, name: str, target: str = "onnxruntime") -> None:
     assert response.status_code == 201, response.content
 
 
-def upload(api, name: str, payload: bytes, filename: str = "model.onnx", options: dict | None = None):
+def upload(
+    api, name: str, payload: bytes, filename: str = "model.onnx", options: dict | None = None
+):
     file = io.BytesIO(payload)
     file.name = filename
     data = {"file": file}
@@ -133,4 +135,6 @@ def test_a_bad_model_fails_validation_with_a_reason_and_nothing_is_packaged(
     assert reason in job.error
     assert job.version.status == Version.Status.FAILED
     assert not (celery_worker.store / "repository" / "bad").exists()
-    assert not (celery_worker.store / "work").exists() or not any((celery_worker.store / "work").iterdir())
+    assert not (celery_worker.store / "work").exists() or not any(
+        (celery_worker.store / "work").iterdir()
+    )

@@ -137,3 +137,31 @@ def test_onnxruntime_backend_imports_without_triton() -> None:
         spec_x.check(np.zeros((2, 5), np.float32), max_batch_size=8)
     with pytest.raises(module.RequestError, match="TYPE_FP32"):
         spec_x.check(np.zeros((2, 4), np.float64), max_batch_size=8)
+
+
+def test_the_acl_backend_is_shipped_and_self_contained() -> None:
+    """Triton's stub imports acl/model.py by path: only numpy, acl, Triton's utils and stdlib."""
+    import ast
+
+    found = our_backends(OUR_BACKENDS_SRC)
+    assert found["acl"] == OUR_BACKENDS_SRC / "acl" / "model.py"
+    tree = ast.parse(found["acl"].read_text())
+    imported = {
+        (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    allowed = set(sys.stdlib_module_names) | {"numpy", "acl", "triton_python_backend_utils"}
+    assert imported - allowed == set()
+    assert "model_store" not in imported
+
+
+def test_acl_backend_imports_without_triton_or_pyacl() -> None:
+    path = OUR_BACKENDS_SRC / "acl" / "model.py"
+    spec = importlib.util.spec_from_file_location("_acl_backend_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # pyACL is imported lazily, by OmSession
+    assert module.pb_utils is None
+    assert module.ACL_TO_NUMPY[0] is np.float32

@@ -56,7 +56,9 @@ def test_chunks_arrive_in_order_and_the_offset_is_the_resume_point(api, store) -
     assert first.json()["offset"] == 65536
     # A client that lost its place asks, then continues from the server's offset.
     assert api("get", f"/api/v1/uploads/{upload_id}").json()["offset"] == 65536
-    rest = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[65536:131072], upload_offset="65536")
+    rest = api(
+        "put", f"/api/v1/uploads/{upload_id}", raw=payload[65536:131072], upload_offset="65536"
+    )
     assert rest.json()["offset"] == 131072
     last = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[131072:], upload_offset="131072")
     assert last.json()["offset"] == len(payload)
@@ -102,7 +104,8 @@ def test_a_chunk_without_an_offset_header_is_refused(api) -> None:
 def test_a_chunk_beyond_the_declared_size_is_refused(api) -> None:
     upload_id = start(api, 10)
     response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 20, upload_offset="0")
-    assert response.status_code == 400
+    assert response.status_code == 413
+    assert response.json()["code"] == "upload_too_large"
 
 
 def test_cancel_removes_everything_received(api, store) -> None:

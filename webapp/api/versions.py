@@ -89,7 +89,8 @@ def upload_detail(request: HttpRequest, upload_id: str) -> HttpResponse | dict[s
             "invalid_chunk",
         )
     try:
-        received = uploads.write_chunk(upload_id, int(offset_header), request, length)
+        # The request is read as a stream: the chunk goes to disk piece by piece.
+        received = uploads.write_chunk(upload_id, int(offset_header), request, length)  # type: ignore[arg-type]
     except UploadOffsetMismatch as exc:
         response = error_response(str(exc), exc.code, 409)
         response["Upload-Offset"] = str(exc.expected)
@@ -158,7 +159,7 @@ def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool
             filename=browser_filename(file.name or ""), size=file.size or 0, owner=_owner(request)
         )
         try:
-            uploads.write_chunk(upload.id, 0, file, file.size or 0)
+            uploads.write_chunk(upload.id, 0, file, file.size or 0)  # type: ignore[arg-type]
             finished = uploads.finish(upload.id)
         except ModelStoreError:
             uploads.cancel(upload.id)
@@ -184,7 +185,9 @@ def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool
 
 @api_view("GET")
 def version_detail(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
-    version = Version.objects.filter(model__name=name, number=number).select_related("model").first()
+    version = (
+        Version.objects.filter(model__name=name, number=number).select_related("model").first()
+    )
     if version is None:
         raise ApiError(f"{name} has no version {number}.", "not_found", 404)
     return version.to_dict(detail=True)
@@ -192,7 +195,9 @@ def version_detail(request: HttpRequest, name: str, number: int) -> dict[str, An
 
 @api_view("POST", role=Role.ADMIN)
 def version_override(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
-    version = Version.objects.filter(model__name=name, number=number).select_related("model").first()
+    version = (
+        Version.objects.filter(model__name=name, number=number).select_related("model").first()
+    )
     if version is None:
         raise ApiError(f"{name} has no version {number}.", "not_found", 404)
     reason = field(json_body(request), "reason", str, max_len=1000)
@@ -225,4 +230,3 @@ def job_cancel(request: HttpRequest, job_id: str) -> dict[str, Any]:
 def jobs(request: HttpRequest) -> dict[str, Any]:
     rows = Job.objects.select_related("model", "version")[:100]
     return {"jobs": [j.to_dict() for j in rows]}
-

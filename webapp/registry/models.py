@@ -186,6 +186,12 @@ class Job(models.Model):
         return self.state in self.FINISHED
 
     @property
+    def duration_seconds(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return (self.finished - self.started).total_seconds()
+
+    @property
     def topic(self) -> str:
         return f"job.{self.uuid.hex}"
 
@@ -223,8 +229,16 @@ class JobLogLine(models.Model):
         ordering = ["job", "seq"]
         constraints = [models.UniqueConstraint(fields=["job", "seq"], name="log_seq_per_job")]
 
+    def __str__(self) -> str:
+        return f"{self.seq}: {self.text[:60]}"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "time": self.time.isoformat(), "level": self.level, "text": self.text}
+        return {
+            "seq": self.seq,
+            "time": self.time.isoformat(),
+            "level": self.level,
+            "text": self.text,
+        }
 
 
 class Event(models.Model):
@@ -247,6 +261,9 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message[:60]}"
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -15,18 +15,26 @@ def _int_list(text: str) -> list[int]:
     try:
         return [int(p) for p in parts]
     except ValueError:
-        raise forms.ValidationError("Use whole numbers separated by commas, e.g. 1,2,4,8.") from None
+        raise forms.ValidationError(
+            "Use whole numbers separated by commas, e.g. 1,2,4,8."
+        ) from None
+
+
+AUTO_BOOL = [("", "Automatic"), ("true", "Yes"), ("false", "No")]
 
 
 def _field(spec: OptionSpec) -> forms.Field:
     common: dict[str, Any] = {"label": spec.label, "help_text": spec.help, "required": False}
     kind = spec.kind
+    if kind == "bool" and spec.default is None:
+        # "Automatic" (decided from the model) must stay distinct from an unticked box.
+        return forms.ChoiceField(choices=AUTO_BOOL, initial="", **common)
     if kind == "bool":
         return forms.BooleanField(initial=bool(spec.default), **common)
     if kind == "int":
-        return forms.IntegerField(
-            initial=spec.default, min_value=spec.minimum, max_value=spec.maximum, **common
-        )
+        low = None if spec.minimum is None else int(spec.minimum)
+        high = None if spec.maximum is None else int(spec.maximum)
+        return forms.IntegerField(initial=spec.default, min_value=low, max_value=high, **common)
     if kind == "float":
         return forms.FloatField(
             initial=spec.default, min_value=spec.minimum, max_value=spec.maximum, **common
@@ -57,7 +65,10 @@ class OptionsForm(forms.Form):
         raw: dict[str, Any] = {}
         for name, spec in self.specs.items():
             value = self.cleaned_data.get(f"opt_{name}")
-            if spec.kind == "bool":
+            if spec.kind == "bool" and spec.default is None:
+                if value in ("true", "false"):
+                    raw[name] = value == "true"
+            elif spec.kind == "bool":
                 raw[name] = bool(value)
             elif value in (None, ""):
                 continue

@@ -103,18 +103,6 @@ def summary_of(info: OnnxInfo) -> dict[str, Any]:
     }
 
 
-def precision_of(target: str, options: dict[str, Any]) -> str:
-    """The numeric precision a build runs at, which sets the verification tolerance."""
-    if target == "onnxruntime":
-        return "fp16" if options.get("fp16") else "fp32"
-    mode = str(options.get("precision_mode_v2") or options.get("precision_mode") or "")
-    if mode in ("origin", "must_keep_origin_dtype"):
-        return "fp32"
-    if "mix" in mode:
-        return "mixed"
-    return "fp16"  # GE's and ATC's defaults compute in fp16 (FACTS.md §1.3)
-
-
 # --------------------------------------------------------------------------- steps
 
 
@@ -140,12 +128,20 @@ def run_validate(job: Job) -> None:
     report = validate_model(onnx_path, target, version.options)
     for finding in report.findings:
         level = "error" if finding.level == "error" else "warning"
-        jobs.log(job, f"{finding.level.upper()} {finding.code}: {finding.message} {finding.advice}", level)
+        jobs.log(
+            job,
+            f"{finding.level.upper()} {finding.code}: {finding.message} {finding.advice}",
+            level,
+        )
     if report.info is not None:
         version.signature = signature_of(report.info)
         version.onnx_summary = summary_of(report.info)
+    if report.options is not None:
+        # Keep the automatic values (batch size, input shape, ...) resolved from this model,
+        # so every later step, and the page, see the same options.
+        version.options = _jsonable(report.options)
     version.findings = [_jsonable(f) for f in report.findings]
-    version.save(update_fields=["signature", "onnx_summary", "findings", "updated"])
+    version.save(update_fields=["signature", "onnx_summary", "findings", "options", "updated"])
     if not report.ok:
         errors = [f for f in report.findings if f.level == "error"]
         raise StepFailed(
@@ -200,16 +196,24 @@ def run_verify(job: Job) -> None:
     _check_cancel(job)
     state = _state(store, job)
     artifact = Path(state["artifact"])
-    kind = "om" if artifact.suffix == ".om" else "onnx"
-    precision = precision_of(job.model.target, version.options)
-    jobs.log(job, f"Running the source and the {kind.upper()} artifact on the same inputs ({precision})…")
-    report = verify(Path(state["onnx_path"]), artifact, kind, precision=precision)
+    source = Path(state["onnx_path"])
+    plan = get_target(job.model.target).verify_plan(version.options, inspect_onnx(source))
+    jobs.log(
+        job,
+        f"Running the source and the {plan.artifact_kind.upper()} artifact on the same inputs "
+        f"({plan.precision} tolerances)…",
+    )
+    report = verify(
+        source,
+        artifact,
+        plan.artifact_kind,
+        precision=plan.precision,
+        batch=plan.batch,
+        input_shapes=plan.input_shapes,
+    )
     data = report.to_dict()
-    if job.model.target == "npu_ge":
-        data["note"] = (
-            "Compared the GE-normalised ONNX with the source on the CPU. GE compiles the model "
-            "when Triton loads it on the NPU; that step is not verified here."
-        )
+    if plan.note:
+        data["note"] = plan.note
     version.verification = data
     version.save(update_fields=["verification", "updated"])
     for output in data.get("outputs", []):
@@ -242,24 +246,35 @@ def run_package(job: Job) -> None:
     state = _state(store, job)
     artifact = Path(state["artifact"])
     name, number = job.model.name, version.number
-    info = inspect_onnx(artifact) if artifact.suffix == ".onnx" else inspect_onnx(Path(state["onnx_path"]))
+    info = (
+        inspect_onnx(artifact)
+        if artifact.suffix == ".onnx"
+        else inspect_onnx(Path(state["onnx_path"]))
+    )
     config = target.make_config(name, info, version.options, number)
     problems = lint(config)
     if problems:
-        raise StepFailed("The generated config.pbtxt is not valid: " + "; ".join(problems), "invalid_config")
+        raise StepFailed(
+            "The generated config.pbtxt is not valid: " + "; ".join(problems), "invalid_config"
+        )
     text = render_pbtxt(config)
     files = [artifact, *(artifact.parent / f for f in _external_files(artifact))]
     with store.stage_package(name, number) as staging:
         (staging / str(number)).mkdir()
         for path in files:
-            _link_or_copy(path, staging / str(number) / (state["artifact_name"] if path == artifact else path.name))
+            _link_or_copy(
+                path,
+                staging / str(number) / (state["artifact_name"] if path == artifact else path.name),
+            )
         (staging / "config.pbtxt").write_text(text)
     if job.model.target != "npu_ge":
         # Versions of these targets sit side by side in the repository; which one serves is
         # the config's version_policy, written when a version is served (not here).
         with store.stage_version(name, number) as staging:
             for path in files:
-                _link_or_copy(path, staging / (state["artifact_name"] if path == artifact else path.name))
+                _link_or_copy(
+                    path, staging / (state["artifact_name"] if path == artifact else path.name)
+                )
     version.config_pbtxt = text
     version.artifact_name = state["artifact_name"]
     version.artifact_sha256 = sha256_file(artifact)
@@ -269,20 +284,26 @@ def run_package(job: Job) -> None:
     version.save()
     jobs.log(job, f"Packaged as {name}/{number}/{version.artifact_name} with its config.pbtxt.")
     jobs.finish_step(job, "package", "config.pbtxt generated and linted")
+    verification_status = (version.verification or {}).get("status", "not run")
     Event.objects.create(
         model=job.model,
         version=version,
         job=job,
         kind="version.packaged",
         actor=job.created_by,
-        message=f"Version {number} packaged ({(version.verification or {}).get('status', 'unverified')}).",
+        message=f"Version {number} packaged (verification {verification_status}).",
         data={"artifact_sha256": version.artifact_sha256},
     )
     shutil.rmtree(_work(store, job), ignore_errors=True)
     jobs.succeed(job, "packaged")
 
 
-STEPS = {"validate": run_validate, "compile": run_compile, "verify": run_verify, "package": run_package}
+STEPS = {
+    "validate": run_validate,
+    "compile": run_compile,
+    "verify": run_verify,
+    "package": run_package,
+}
 
 
 def run_step(step: str, job_id: int) -> bool:
@@ -297,9 +318,13 @@ def run_step(step: str, job_id: int) -> bool:
         _record_failure(job, exc.message, exc.code, cancelled=exc.cancelled)
     except ModelStoreError as exc:
         _record_failure(job, str(exc), getattr(exc, "code", "failed"))
-    except Exception as exc:  # a bug or an environment problem: say so, keep the traceback in the log
+    except (
+        Exception
+    ) as exc:  # a bug or an environment problem: say so, keep the traceback in the log
         log.exception("compile step %s of job %s crashed", step, job.uuid)
-        _record_failure(job, f"Unexpected error in {step}: {exc}. The worker log has details.", "internal_error")
+        _record_failure(
+            job, f"Unexpected error in {step}: {exc}. The worker log has details.", "internal_error"
+        )
     return False
 
 

@@ -49,7 +49,9 @@ def model_new(request: HubRequest) -> HttpResponse:
             messages.success(request, f"Model {model.name} created.")
             return redirect("model", name=model.name)
     status = 400 if form.errors else 200
-    return render(request, "registry/model_new.html", {"form": form, "nav": "models"}, status=status)
+    return render(
+        request, "registry/model_new.html", {"form": form, "nav": "models"}, status=status
+    )
 
 
 def model_detail(request: HubRequest, name: str) -> HttpResponse:
@@ -81,7 +83,9 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
     form = OptionsForm(get_target(model.target), request.POST)
     if not form.is_valid():
         problems = "; ".join(
-            f"{form.fields[k].label}: {' '.join(v)}" for k, v in form.errors.items() if k in form.fields
+            f"{form.fields[k].label}: {' '.join(str(e) for e in v)}"
+            for k, v in form.errors.items()
+            if k in form.fields
         )
         return JsonResponse({"error": f"Check the options: {problems}"}, status=400)
     upload_id = request.POST.get("upload_id", "")
@@ -115,10 +119,10 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
         body: dict[str, object] = {"error": exc.message, "code": exc.code}
         return JsonResponse(body, status=exc.status)
     except ModelStoreError as exc:
-        return JsonResponse({"error": str(exc), "code": getattr(exc, "code", "invalid")}, status=400)
-    return JsonResponse(
-        {"version": version.number, "job_url": f"/jobs/{job.uuid}/"}, status=201
-    )
+        return JsonResponse(
+            {"error": str(exc), "code": getattr(exc, "code", "invalid")}, status=400
+        )
+    return JsonResponse({"version": version.number, "job_url": f"/jobs/{job.uuid}/"}, status=201)
 
 
 def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
@@ -146,7 +150,9 @@ def version_download(request: HubRequest, name: str, number: int, what: str) -> 
         filename = f"{name}-v{number}-{version.artifact_name}"
     elif what == "source":
         source = store.source_dir(name, number)
-        path = next((source / f for f in ("model.onnx", "bundle.zip") if (source / f).exists()), source)
+        path = next(
+            (source / f for f in ("model.onnx", "bundle.zip") if (source / f).exists()), source
+        )
         filename = f"{name}-v{number}-{path.name}"
     else:
         raise Http404
@@ -189,7 +195,9 @@ def job_cancel(request: HubRequest, job_id: str) -> HttpResponse:
 
 @require_POST
 def version_override(request: HubRequest, name: str, number: int) -> HttpResponse:
-    version = get_object_or_404(Version.objects.select_related("model"), model__name=name, number=number)
+    version = get_object_or_404(
+        Version.objects.select_related("model"), model__name=name, number=number
+    )
     try:
         version_actions.override_verification(version, request.user, request.POST.get("reason", ""))  # type: ignore[arg-type]
         messages.success(request, "Verification overridden; the override is in the history.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from celery import chain
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
+
 from workers.celery import app
 
 
@@ -26,7 +27,7 @@ def _run(step: str, job_id: int) -> None:
 STEP_LIMITS = {"validate": 600, "compile": 3600, "verify": 900, "package": 600}
 
 
-def _task(step: str):  # type: ignore[no-untyped-def]
+def _task(step: str):
     limit = STEP_LIMITS[step]
 
     @app.task(

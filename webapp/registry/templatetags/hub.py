@@ -11,7 +11,7 @@ register = template.Library()
 def sig(value: object, digits: int = 3) -> str:
     """A number with ``digits`` significant digits (errors span 1e-9 to 1e3)."""
     if value is None or value == "":
-        return "–"
+        return "-"
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -19,3 +19,15 @@ def sig(value: object, digits: int = 3) -> str:
     if math.isnan(number) or math.isinf(number):
         return str(number)
     return f"{number:.{int(digits)}g}"
+
+
+@register.filter
+def duration(seconds: object) -> str:
+    """``3.2`` -> ``3.2 s``; ``95`` -> ``1 min 35 s``."""
+    if seconds is None:
+        return "-"
+    value = float(seconds)  # type: ignore[arg-type]
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(int(round(value)), 60)
+    return f"{minutes} min {rest} s"

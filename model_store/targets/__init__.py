@@ -1,0 +1,72 @@
+"""Deployment targets: what a model version is built into, and its config.pbtxt.
+
+Three targets exist (shared/ARCHITECTURE.md, "Deployment targets"):
+
+* ``onnxruntime``: optimised ``model.onnx`` on the CPU (the embedded default);
+* ``npu_ge``: normalised ``model.onnx`` for CANN's GE backend on Ascend NPUs;
+* ``acl``: ``model.om`` compiled by ATC, served through pyACL.
+
+Example:
+    >>> [t.name for t in all_targets()]
+    ['onnxruntime', 'npu_ge', 'acl']
+    >>> get_target("acl").needs_cann
+    True
+"""
+
+from __future__ import annotations
+
+from model_store.targets.acl import AclTarget
+from model_store.targets.base import (
+    BuildCancelled,
+    BuildContext,
+    BuildResult,
+    Finding,
+    InvalidOptions,
+    OptionSpec,
+    Target,
+    TargetStatus,
+    UnknownTarget,
+    VerifyPlan,
+    options_json_schema,
+)
+from model_store.targets.npu_ge import NpuGeTarget
+from model_store.targets.onnxruntime import OnnxRuntimeTarget
+
+__all__ = [
+    "AclTarget",
+    "BuildCancelled",
+    "BuildContext",
+    "BuildResult",
+    "Finding",
+    "InvalidOptions",
+    "NpuGeTarget",
+    "OnnxRuntimeTarget",
+    "OptionSpec",
+    "Target",
+    "TargetStatus",
+    "UnknownTarget",
+    "VerifyPlan",
+    "all_targets",
+    "get_target",
+    "options_json_schema",
+]
+
+_TARGETS: dict[str, Target] = {
+    target.name: target for target in (OnnxRuntimeTarget(), NpuGeTarget(), AclTarget())
+}
+
+
+def get_target(name: object) -> Target:
+    """Returns the target called ``name``.
+
+    Raises:
+        UnknownTarget: (an InvalidOptions, code ``unknown_target``) naming the valid targets.
+    """
+    if isinstance(name, str) and name in _TARGETS:
+        return _TARGETS[name]
+    raise UnknownTarget(f"There is no target {name!r}. Choose one of: {', '.join(_TARGETS)}.")
+
+
+def all_targets() -> list[Target]:
+    """Every target, the CPU default first."""
+    return list(_TARGETS.values())

@@ -1,0 +1,628 @@
+"""The ``acl`` target: an offline-compiled ``model.om`` (ATC) served through pyACL.
+
+The worker runs ATC (``atc --framework=5 ...``) on the uploaded ONNX; the OM
+goes into the version directory and config.pbtxt says ``backend: "acl"``, our
+Python-based backend that executes OM files with pyACL (FACTS.md §2, §3).
+
+An OM has fixed shapes, or a dynamic batch limited to the "gears" given at
+compile time (``--dynamic_batch_size``). So ``input_shape`` is either fixed or
+has -1 on axis 0 with gears, and the config's ``max_batch_size`` is the
+largest gear (0 for a fixed-batch OM, whose dims then include the batch).
+The backend must pad a batch up to the next gear.
+
+This module also holds the ATC plumbing that the ``npu_ge`` pre-flight reuses.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from model_store.compile import optimise
+from model_store.compile.atc import (
+    AtcFailed,
+    AtcOptions,
+    AtcResult,
+    AtcUnavailable,
+    CannStatus,
+    atc_environment,
+    build_atc_command,
+    cann_status,
+    format_command,
+    run_atc,
+)
+from model_store.config import DynamicBatching, ModelConfig
+from model_store.names import validate_model_name, validate_version
+from model_store.onnx_info import OnnxInfo
+from model_store.targets.base import (
+    BuildCancelled,
+    BuildContext,
+    BuildResult,
+    Finding,
+    InvalidOptions,
+    OptionSpec,
+    Precision,
+    Target,
+    TargetStatus,
+    VerifyPlan,
+    config_tensors,
+    error,
+    instance_count_spec,
+    signature_findings,
+    symbol_sizes,
+    warmup_for,
+    warning,
+)
+
+ARTIFACT = "model.om"
+ATC_WORK_DIR = ".atc-work"
+ATC_TIMEOUT_S = 3600.0
+# ATC's --dynamic_batch_size takes 2 to 100 gears (FACTS.md §2).
+MIN_GEARS, MAX_GEARS = 2, 100
+ATC_OPSETS = range(11, 19)
+
+# "Ascend" + the Name column of `npu-smi info` (FACTS.md §2: values seen in hicann/ge).
+SOC_CHOICES: list[tuple[str, str]] = [
+    ("Ascend310P3", "Ascend310P3 (Atlas 300I Pro / Duo)"),
+    ("Ascend310P1", "Ascend310P1"),
+    ("Ascend310B1", "Ascend310B1 (Atlas 200I / 500 A2)"),
+    ("Ascend310", "Ascend310"),
+    ("Ascend910B1", "Ascend910B1"),
+    ("Ascend910B2", "Ascend910B2"),
+    ("Ascend910B3", "Ascend910B3"),
+    ("Ascend910B4", "Ascend910B4"),
+    ("Ascend910A", "Ascend910A"),
+    ("Ascend910_9391", "Ascend910_9391 (A3)"),
+    ("Ascend910_9392", "Ascend910_9392 (A3)"),
+    ("Ascend910_9381", "Ascend910_9381 (A3)"),
+    ("Ascend910_9382", "Ascend910_9382 (A3)"),
+    ("Ascend910_9372", "Ascend910_9372 (A3)"),
+    ("Ascend910_9362", "Ascend910_9362 (A3)"),
+]
+PRECISION_MODES: list[tuple[str, str]] = [
+    ("force_fp16", "force_fp16 (ATC default: float32 operators run in float16)"),
+    ("allow_fp32_to_fp16", "allow_fp32_to_fp16 (float16 only where the operator has no fp32)"),
+    ("must_keep_origin_dtype", "must_keep_origin_dtype (keep the model's precision)"),
+    ("allow_mix_precision", "allow_mix_precision (fp16 where safe)"),
+]
+PRECISION_MODES_V2: list[tuple[str, str]] = [
+    ("fp16", "fp16 (default)"),
+    ("origin", "origin (keep the model's precision)"),
+    ("mixed_float16", "mixed_float16 (fp16 where safe)"),
+]
+# How each precision setting should be verified (see model_store.verify.TOLERANCES).
+_PRECISION_CLASS: dict[str | None, Precision] = {
+    None: "fp16",
+    "force_fp16": "fp16",
+    "allow_fp32_to_fp16": "fp16",
+    "must_keep_origin_dtype": "fp32",
+    "allow_mix_precision": "mixed",
+    "fp16": "fp16",
+    "origin": "fp32",
+    "mixed_float16": "mixed",
+}
+HOW_TO_GET_CANN = (
+    "Install the CANN toolkit on the worker, set ATC_PATH (the atc binary) or "
+    "ASCEND_TOOLKIT_HOME (e.g. /usr/local/Ascend/ascend-toolkit/latest) in the worker's "
+    "environment, and restart the worker."
+)
+
+
+class AclTarget(Target):
+    """Ascend NPU through an ATC-compiled OM and our pyACL backend (``backend: "acl"``)."""
+
+    name = "acl"
+    label = "Ascend NPU (ATC-compiled OM)"
+    description = "An OM compiled by ATC on the worker, served through pyACL."
+    backend = "acl"
+    artifact_name = ARTIFACT
+    needs_cann = True
+    hardware_verified = False
+
+    def option_specs(self) -> list[OptionSpec]:
+        """ATC flags (soc_version, input_shape, precision, ...) and serving options."""
+        return [
+            OptionSpec(
+                "soc_version",
+                "choice",
+                None,
+                "Ascend SoC",
+                "The chip the OM runs on: 'Ascend' + the Name column of npu-smi info "
+                "(e.g. 310P3 -> Ascend310P3). An OM only runs on the SoC it was built for.",
+                choices=SOC_CHOICES,
+                required=True,
+            ),
+            OptionSpec(
+                "input_shape",
+                "shape",
+                None,
+                "Input shapes",
+                "ATC --input_shape, e.g. input:1,3,224,224 (several inputs separated by ';'). "
+                "Automatic: the model's shapes when fixed; with gears, -1 on the batch axis.",
+            ),
+            OptionSpec(
+                "dynamic_batch_size",
+                "int_list",
+                [],
+                "Batch gears",
+                f"ATC --dynamic_batch_size: the batch sizes the OM supports, e.g. 1,2,4,8 "
+                f"({MIN_GEARS} to {MAX_GEARS} gears). Needed when the batch axis is dynamic; "
+                "Triton's max batch is then the largest gear.",
+                minimum=1,
+                maximum=2048,
+            ),
+            OptionSpec(
+                "input_format",
+                "choice",
+                None,
+                "Input format",
+                "ATC --input_format. Automatic: NCHW when an input has 4 dims, else ND.",
+                choices=[("NCHW", "NCHW"), ("NHWC", "NHWC"), ("ND", "ND")],
+            ),
+            OptionSpec(
+                "precision_mode",
+                "choice",
+                None,
+                "Precision mode",
+                "ATC --precision_mode. Empty: ATC's default (force_fp16). Set this or "
+                "precision_mode_v2, not both.",
+                choices=PRECISION_MODES,
+            ),
+            OptionSpec(
+                "precision_mode_v2",
+                "choice",
+                None,
+                "Precision mode (v2)",
+                "ATC --precision_mode_v2, the newer form (default fp16; 'origin' keeps "
+                "accuracy). Set this or precision_mode, not both.",
+                choices=PRECISION_MODES_V2,
+            ),
+            OptionSpec(
+                "out_nodes",
+                "str",
+                None,
+                "Output nodes",
+                "ATC --out_nodes, e.g. node:0;node2:0 or output names out1;out2. Empty: the "
+                "model's outputs.",
+                advanced=True,
+            ),
+            OptionSpec(
+                "op_select_implmode",
+                "choice",
+                None,
+                "Operator implementation",
+                "ATC --op_select_implmode. Empty: ATC's default (high_performance).",
+                choices=[
+                    ("high_performance", "high_performance"),
+                    ("high_precision", "high_precision"),
+                ],
+                advanced=True,
+            ),
+            OptionSpec(
+                "log",
+                "choice",
+                "error",
+                "ATC log level",
+                "ATC --log: how much ATC prints into the build log.",
+                choices=[
+                    ("error", "error"),
+                    ("warning", "warning"),
+                    ("info", "info"),
+                    ("debug", "debug"),
+                    ("null", "null"),
+                ],
+                advanced=True,
+            ),
+            OptionSpec(
+                "target_opset",
+                "int",
+                0,
+                "ONNX opset",
+                "Convert the model to this opset before ATC (ATC parses 11 to 18). "
+                "0 keeps the model's opset.",
+                minimum=0,
+                maximum=ATC_OPSETS.stop - 1,
+                advanced=True,
+            ),
+            OptionSpec(
+                "device_id",
+                "str",
+                "0",
+                "NPU device id",
+                "The NPU the acl backend runs the OM on.",
+                pattern=r"[0-9]+",
+            ),
+            OptionSpec(
+                "dynamic_batching",
+                "bool",
+                None,
+                "Dynamic batching",
+                "Let Triton merge requests into batches up to the largest gear. Automatic: on "
+                "when gears are set.",
+            ),
+            OptionSpec(
+                "max_queue_delay_us",
+                "int",
+                100,
+                "Max queue delay (µs)",
+                "How long a request may wait for others to form a batch.",
+                minimum=0,
+                maximum=10_000_000,
+                advanced=True,
+            ),
+            instance_count_spec(
+                "Triton instances of the acl backend (each loads the OM on the device)."
+            ),
+        ]
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Precision flags exclude each other; gears count; batching needs gears; opset range."""
+        if options.get("precision_mode") and options.get("precision_mode_v2"):
+            raise InvalidOptions(
+                "Options 'precision_mode' and 'precision_mode_v2' cannot both be set (ATC "
+                "refuses the pair). Keep one; precision_mode_v2 is the newer form."
+            )
+        gears = options.get("dynamic_batch_size") or []
+        if gears and not MIN_GEARS <= len(gears) <= MAX_GEARS:
+            raise InvalidOptions(
+                f"Option 'dynamic_batch_size' has {len(gears)} gear(s); ATC needs "
+                f"{MIN_GEARS} to {MAX_GEARS} different sizes, e.g. 1,2,4,8."
+            )
+        if options.get("dynamic_batching") is True and not gears:
+            raise InvalidOptions(
+                "Option 'dynamic_batching' needs batch gears (dynamic_batch_size): an OM "
+                "without gears has a fixed batch."
+            )
+        opset = options.get("target_opset")
+        if opset and opset not in ATC_OPSETS:
+            raise InvalidOptions(
+                f"Option 'target_opset' is {opset}; use 0 (keep) or "
+                f"{ATC_OPSETS.start} to {ATC_OPSETS.stop - 1}, the opsets ATC parses."
+            )
+        for name, dims in (options.get("input_shape") or {}).items():
+            if any(d < 1 for d in dims[1:]):
+                raise InvalidOptions(
+                    f"Option 'input_shape': {name!r} has {dims}; only the batch axis (the "
+                    "first) may be -1, and only together with gears."
+                )
+            if dims and dims[0] < 1 and not gears:
+                raise InvalidOptions(
+                    f"Option 'input_shape': {name!r} has a dynamic batch (-1) but no gears; "
+                    "set dynamic_batch_size, e.g. 1,2,4,8, or fix the batch."
+                )
+
+    def resolve_options(self, options: Mapping[str, Any], info: OnnxInfo) -> dict[str, Any]:
+        """Derives input_shape and input_format from the model; batching follows the gears."""
+        resolved = dict(options)
+        gears = resolved.get("dynamic_batch_size") or []
+        # Inputs the user left out keep the model's shape; model order is kept (ATC reads it).
+        given = resolved.get("input_shape") or {}
+        merged = {name: given.get(name, dims) for name, dims in _derived_input_shape(info).items()}
+        merged.update({name: dims for name, dims in given.items() if name not in merged})
+        resolved["input_shape"] = merged
+        if resolved.get("input_format") is None:
+            ranks = [len(t.dims or []) for t in info.inputs]
+            resolved["input_format"] = "NCHW" if 4 in ranks else "ND"
+        if resolved.get("dynamic_batching") is None:
+            resolved["dynamic_batching"] = bool(gears)
+        return resolved
+
+    def check_model(self, info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+        """Shapes ATC can compile, opset range, non-standard operators."""
+        resolved, found = self.findings_from_options(info, options)
+        if resolved is None:
+            return found
+        found += signature_findings(info, _max_batch(resolved), resolved["input_shape"])
+        found += _shape_findings(info, resolved)
+        opset = info.default_opset
+        target_opset = resolved.get("target_opset")
+        if opset is not None and not target_opset and opset not in ATC_OPSETS:
+            found.append(
+                warning(
+                    "opset_outside_atc_range",
+                    f"The model uses opset {opset}; ATC parses opsets {ATC_OPSETS.start} to "
+                    f"{ATC_OPSETS.stop - 1} and may fail with E19010 (no parser for an op).",
+                    "Set target_opset to 17 (or export with an opset in that range).",
+                )
+            )
+        custom = sorted(op for op in info.operators if "." in op)
+        if custom:
+            found.append(
+                error(
+                    "non_standard_operator",
+                    f"ATC compiles standard ONNX operators only; the model uses "
+                    f"{', '.join(custom[:8])}{' ...' if len(custom) > 8 else ''}.",
+                    "Export without custom or ONNX Runtime-specific operators.",
+                )
+            )
+        return found
+
+    def build(self, ctx: BuildContext) -> BuildResult:
+        """Runs ATC into ``workdir/model.om``.
+
+        Raises:
+            AtcUnavailable: CANN is not on this worker (the message says how to set it up).
+            AtcFailed: ATC failed; the message carries ATC's error codes explained.
+            BuildCancelled: The user cancelled.
+            InvalidOptions: The options do not make a valid ATC command.
+        """
+        options = self.parse_options(ctx.options, info=ctx.info)
+        status = cann_status(dict(ctx.env))
+        if not status.available:
+            raise AtcUnavailable(
+                "The acl target compiles with ATC from the Ascend CANN toolkit, which this "
+                f"worker does not have: {status.reason} {HOW_TO_GET_CANN}"
+            )
+        scratch = ctx.workdir / ATC_WORK_DIR
+        scratch.mkdir()
+        notes: list[str] = []
+        try:
+            model = ctx.source
+            target_opset = options.get("target_opset")
+            if target_opset and ctx.info.default_opset != target_opset:
+                model = scratch / "model.onnx"
+            atc_options = make_atc_options(
+                soc_version=options["soc_version"],
+                input_shape=options["input_shape"],
+                input_format=options["input_format"],
+                precision_mode=options.get("precision_mode"),
+                precision_mode_v2=options.get("precision_mode_v2"),
+                dynamic_batch_size=options.get("dynamic_batch_size") or None,
+                out_nodes=options.get("out_nodes"),
+                op_select_implmode=options.get("op_select_implmode"),
+                log=options.get("log") or "error",
+            )
+            # The command is known before any step runs, so it is the first log line.
+            command, om_path = compile_with_atc(
+                ctx,
+                status,
+                model,
+                ctx.workdir / "model",
+                scratch,
+                atc_options,
+                before_run=lambda: _convert(ctx, model, target_opset, notes),
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        final = ctx.workdir / ARTIFACT
+        if om_path != final:
+            om_path.replace(final)  # ATC may name it model_<os>_<arch>.om
+        ctx.progress(1.0)
+        return BuildResult(final, ARTIFACT, [command], notes, None)
+
+    def make_config(
+        self, name: str, info: OnnxInfo, options: Mapping[str, Any], version: int
+    ) -> ModelConfig:
+        """``backend: "acl"``, parameter device_id; max_batch_size = largest gear (or 0)."""
+        validate_model_name(name)
+        validate_version(version)
+        resolved = self.parse_options(options, info=info)
+        mbs = _max_batch(resolved)
+        shape = resolved["input_shape"]
+        sizes = symbol_sizes(info, shape)
+        inputs = config_tensors(info.inputs, batched=mbs > 0, overrides=shape, sizes=sizes)
+        outputs = config_tensors(info.outputs, batched=mbs > 0, overrides=shape, sizes=sizes)
+        gears = resolved.get("dynamic_batch_size") or []
+        warmups, _ = warmup_for(inputs, min(gears) if gears else 1)
+        return ModelConfig(
+            name=name,
+            backend=self.backend,
+            max_batch_size=mbs,
+            inputs=inputs,
+            outputs=outputs,
+            # Triton aims for the gears; the backend pads other batch sizes up to a gear.
+            dynamic_batching=DynamicBatching(list(gears), resolved["max_queue_delay_us"])
+            if resolved["dynamic_batching"]
+            else None,
+            instance_count=resolved["instance_count"],
+            instance_kind="KIND_CPU",  # a Python-based backend; it picks the NPU itself
+            version_policy_specific=[version],
+            parameters={"device_id": resolved["device_id"]},
+            warmup=warmups,
+        )
+
+    def status(self, env: Mapping[str, str]) -> TargetStatus:
+        """Available when ATC is found; otherwise "needs CANN" with the reason."""
+        return cann_target_status(
+            env, "Serving also needs a Triton with the acl backend and pyACL on an Ascend machine."
+        )
+
+    def verify_plan(self, options: Mapping[str, Any], info: OnnxInfo) -> VerifyPlan:
+        """Run the OM through pyACL (where present) with the precision ATC compiled for."""
+        resolved = self.parse_options(options, info=info)
+        gears = resolved.get("dynamic_batch_size") or []
+        mode = resolved.get("precision_mode_v2") or resolved.get("precision_mode")
+        shapes = {
+            name: [min(gears) if d < 0 else d for d in dims]
+            for name, dims in resolved["input_shape"].items()
+        }
+        return VerifyPlan(
+            artifact_kind="om",
+            precision=_PRECISION_CLASS.get(mode, "fp16"),
+            batch=min(gears) if gears else 1,
+            input_shapes=shapes,
+            note="The OM runs through pyACL on the NPU; where pyACL is absent it is not run.",
+        )
+
+
+# Findings and shapes ---------------------------------------------------------------
+
+
+def _max_batch(options: Mapping[str, Any]) -> int:
+    """Triton's max_batch_size for an OM: the largest gear, or 0 for a fixed batch."""
+    gears = options.get("dynamic_batch_size") or []
+    return max(gears) if gears else 0
+
+
+def _derived_input_shape(info: OnnxInfo) -> dict[str, list[int]]:
+    """The model's input shapes with -1 for every dynamic dim.
+
+    -1 on the batch axis is what ATC wants together with gears; any other -1
+    is reported by check_model (ATC needs those fixed).
+    """
+    return {
+        tensor.name: [d if isinstance(d, int) and d > 0 else -1 for d in tensor.dims or []]
+        for tensor in info.inputs
+    }
+
+
+def _shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+    """ATC needs fixed dims, except the batch axis together with gears."""
+    gears = options.get("dynamic_batch_size") or []
+    shape: Mapping[str, Sequence[int]] = options["input_shape"]
+    found: list[Finding] = []
+    for name, dims in shape.items():
+        if any(d < 0 for d in dims[1:]):
+            # The example keeps -1 on the batch axis when gears will vary it.
+            example = [
+                str(d) if d > 0 or (axis == 0 and gears) else "1" for axis, d in enumerate(dims)
+            ]
+            found.append(
+                error(
+                    "acl_dynamic_dims",
+                    f"Input {name!r} has dynamic dims beyond the batch axis ({dims}); an OM "
+                    "needs them fixed.",
+                    "Give input_shape with fixed sizes for those dims, e.g. "
+                    f"{name}:{','.join(example)}.",
+                )
+            )
+        if dims and dims[0] < 0 and not gears:
+            found.append(
+                error(
+                    "acl_needs_gears",
+                    f"Input {name!r} has a dynamic batch axis, but no batch gears are set.",
+                    "Set dynamic_batch_size (e.g. 1,2,4,8), or fix the batch in input_shape "
+                    f"(e.g. {name}:{','.join('1' if d < 0 else str(d) for d in dims)}).",
+                )
+            )
+    return found
+
+
+# ATC plumbing (shared with the npu_ge pre-flight) ------------------------------------
+
+
+def cann_target_status(env: Mapping[str, str], serving_note: str) -> TargetStatus:
+    """TargetStatus of an Ascend target from the CANN probe ("needs CANN: ..." when absent)."""
+    status = cann_status(dict(env))
+    if status.available:
+        version = f" {status.version}" if status.version else ""
+        return TargetStatus(True, f"CANN{version} found (atc: {status.atc_path}). {serving_note}")
+    return TargetStatus(False, f"needs CANN: {status.reason} {serving_note}")
+
+
+def make_atc_options(
+    *,
+    soc_version: str,
+    input_shape: Mapping[str, Sequence[int]] | None,
+    input_format: str | None = None,
+    precision_mode: str | None = None,
+    precision_mode_v2: str | None = None,
+    dynamic_batch_size: Sequence[int] | None = None,
+    out_nodes: str | None = None,
+    op_select_implmode: str | None = None,
+    log: str = "error",
+    extra: Mapping[str, str] | None = None,
+) -> AtcOptions:
+    """Builds ``AtcOptions`` and refuses combinations ATC would reject.
+
+    Raises:
+        InvalidOptions: With ATC's own validation messages.
+    """
+    options = AtcOptions(
+        soc_version=soc_version,
+        input_shape=_shape_text(input_shape) if input_shape else None,
+        input_format=input_format,
+        precision_mode=precision_mode,
+        precision_mode_v2=precision_mode_v2,
+        dynamic_batch_size=list(dynamic_batch_size) if dynamic_batch_size else None,
+        out_nodes=out_nodes,
+        op_select_implmode=op_select_implmode,
+        log=log,
+        extra=dict(extra or {}),
+    )
+    problems = options.validate()
+    if problems:
+        raise InvalidOptions("The ATC options are not valid: " + " ".join(problems))
+    return options
+
+
+def _shape_text(shape: Mapping[str, Sequence[int]]) -> str:
+    """``"x:1,3,224,224;y:1,16"``, ATC's --input_shape syntax."""
+    return ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in shape.items())
+
+
+def _no_step() -> None:
+    return None
+
+
+def compile_with_atc(
+    ctx: BuildContext,
+    status: CannStatus,
+    model: Path,
+    output_stem: Path,
+    cwd: Path,
+    atc_options: AtcOptions,
+    *,
+    before_run: Callable[[], None] = _no_step,
+) -> tuple[str, Path]:
+    """Logs the ATC command, runs it streaming its output to ``ctx.log``, returns (command, om).
+
+    ATC writes scratch files (kernel_meta, fusion_result.json) into its working
+    directory, so ``cwd`` should be a scratch directory the caller removes.
+
+    Raises:
+        AtcFailed: With ATC's messages and their explanations.
+        BuildCancelled: If ``ctx.cancelled()`` turned True while ATC ran.
+    """
+    if status.atc_path is None:
+        raise AtcUnavailable(f"ATC is not available: {status.reason}")
+    argv = build_atc_command(status.atc_path, model, output_stem, atc_options)
+    command = format_command(argv)
+    ctx.log(command)
+    before_run()
+    ctx.check_cancelled()
+    result = run_atc(
+        argv,
+        env=atc_environment(status, dict(ctx.env)),
+        cwd=cwd,
+        on_line=ctx.log,
+        cancelled=ctx.cancelled,
+        timeout=ATC_TIMEOUT_S,
+    )
+    if result.cancelled:
+        raise BuildCancelled("The build was cancelled while ATC was running; nothing was kept.")
+    if result.timed_out:
+        raise AtcFailed(
+            f"ATC did not finish within {ATC_TIMEOUT_S / 60:.0f} minutes and was stopped. "
+            "Large models with many gears compile slowly; reduce the gears or try again.",
+            result,
+        )
+    if not result.success or result.om_path is None:
+        raise AtcFailed(_failure_message(result), result)
+    return command, Path(result.om_path)
+
+
+def _failure_message(result: AtcResult) -> str:
+    """ATC's exit status and up to five of its error codes, each with its explanation."""
+    lines = [f"ATC failed (exit status {result.returncode})."]
+    for message in result.errors[:5]:
+        lines.append(f"{message.code}: {message.text} -> {message.explanation}")
+    if not result.errors:
+        lines.append(result.summary())
+    return " ".join(lines)
+
+
+def _convert(ctx: BuildContext, output: Path, target_opset: int | None, notes: list[str]) -> None:
+    """Writes the opset-converted model to ``output`` when ATC should read that one."""
+    if output == ctx.source or not target_opset:
+        return
+    try:
+        optimise.convert_opset(ctx.source, output, target_opset, log=ctx.log)
+    except optimise.OptimiseError as exc:
+        raise optimise.OptimiseError(
+            f"{exc.message}. Export the model with opset {target_opset} (ATC parses "
+            f"{ATC_OPSETS.start} to {ATC_OPSETS.stop - 1}) or set target_opset to 0."
+        ) from exc
+    notes.append(f"Converted from opset {ctx.info.default_opset} to {target_opset} for ATC.")

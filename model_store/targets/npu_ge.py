@@ -1,0 +1,734 @@
+"""The ``npu_ge`` target: one normalised ``model.onnx`` for CANN's GE backend in Triton.
+
+The GE backend compiles the ONNX online when Triton loads it, and it runs the
+first ``.onnx`` it finds anywhere under the model directory (shared/FACTS.md
+§1.2), so the build writes exactly one self-contained file (no external data)
+and nothing else. The rules encoded in :meth:`NpuGeTarget.check_model` come
+from the backend's code and docs (FACTS.md §1.3-§1.7):
+
+* the config must list inputs/outputs explicitly for FP16/BOOL/DOUBLE tensors
+  (its auto-complete maps them to INVALID);
+* ``static_model`` needs every shape fixed and excludes dynamic batching;
+* requests are merged only when the batch axis is the only dynamic axis and
+  ``preferred_batch_size`` is set;
+* a dynamic output dim must carry a name that is an input axis name or
+  arithmetic of such names, else the load fails with "-1 dim has no name";
+* opset 14 is the version its docs suggest; operators must be standard ONNX.
+
+Where CANN is installed, ATC compiles the result once as a pre-flight check,
+so unsupported operators show up in the build log instead of at Triton load.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from model_store.compile import optimise
+from model_store.compile.atc import cann_status
+from model_store.config import ModelConfig
+from model_store.names import validate_model_name, validate_version
+from model_store.onnx_info import Dim, OnnxInfo, inspect_onnx
+from model_store.targets import acl as acl_target
+from model_store.targets.base import (
+    BuildContext,
+    BuildResult,
+    Finding,
+    InvalidOptions,
+    OptionSpec,
+    Target,
+    TargetStatus,
+    VerifyPlan,
+    batching_specs,
+    config_tensors,
+    dynamic_batching_for,
+    effective_dims,
+    error,
+    instance_count_spec,
+    is_fixed,
+    resolve_batching,
+    signature_findings,
+    symbol_sizes,
+    warmup_for,
+    warning,
+)
+
+ARTIFACT = "model.onnx"
+STEPS_DIR = ".build"
+PREFLIGHT_DIR = ".atc-preflight"
+SUGGESTED_OPSET = 14
+# ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (FACTS.md §2).
+PARSER_OPSETS = range(11, 19)
+# Element types the backend's auto-complete maps (FACTS.md §1.7).
+GE_AUTO_TYPES = frozenset({"FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64"})
+MANY_GEARS = 8
+# protobuf's limit for one .onnx file; the backend cannot read external data.
+SINGLE_FILE_BYTES = 2**31
+
+# An output dim name the backend can evaluate: input axis names, integers, + - * / ( ).
+_EXPRESSION_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|([0-9]+)|([-+*/()]))")
+_DEVICE_IDS = r"[0-9]+(,[0-9]+)*"
+_GEARS = r"[0-9]+(,[0-9]+)*(;[0-9]+(,[0-9]+)*)*"
+
+
+class NpuGeTarget(Target):
+    """Ascend NPU through the Triton GE backend (``backend: "npu_ge"``)."""
+
+    name = "npu_ge"
+    label = "Ascend NPU (Triton GE backend)"
+    description = (
+        "A normalised ONNX model that CANN's GE backend compiles on the NPU when Triton loads it."
+    )
+    backend = "npu_ge"
+    artifact_name = ARTIFACT
+    needs_cann = True
+    hardware_verified = False
+
+    def option_specs(self) -> list[OptionSpec]:
+        """See the module docstring for what each option maps to."""
+        return [
+            OptionSpec(
+                "precision_mode_v2",
+                "choice",
+                "fp16",
+                "Precision",
+                "GE session option ge.exec.precision_mode_v2. GE's default for online "
+                "inference is fp16 (float32 operators run in float16: fast, small accuracy "
+                "loss); 'origin' keeps the model's own precision for accuracy.",
+                choices=[
+                    ("fp16", "fp16 (GE default, fastest)"),
+                    ("origin", "origin (keep the model's precision)"),
+                    ("mixed_float16", "mixed_float16 (fp16 where safe)"),
+                ],
+            ),
+            OptionSpec(
+                "static_model",
+                "bool",
+                False,
+                "Static graph",
+                "Compile a static GE graph (static_model=1). Only when every input and output "
+                "shape is fixed; it excludes dynamic batching.",
+            ),
+            OptionSpec(
+                "device_ids",
+                "str",
+                "0",
+                "NPU device ids",
+                "Comma-separated NPU ids the model runs on, e.g. 0 or 0,1.",
+                pattern=_DEVICE_IDS,
+            ),
+            *batching_specs(),
+            instance_count_spec(
+                "Triton instances; the GE backend sums them to size its executors per device "
+                "(its docs advise at most 8 streams per card)."
+            ),
+            OptionSpec(
+                "input_shapes",
+                "shape",
+                None,
+                "Fixed input shapes",
+                "Fix dynamic input dims before packaging, e.g. input:1,3,224,224 (several "
+                "inputs separated by ';'). Needed for a static graph from a dynamic export.",
+                advanced=True,
+            ),
+            OptionSpec(
+                "dynamic_dims",
+                "str",
+                None,
+                "Shape gears",
+                "GE gear mode (graph.ge.dynamicDims with dynamicNodeType=1): sizes for the "
+                "dynamic dims, one group per gear, e.g. 1;2;4;8 for a dynamic batch. Every "
+                "size a request can have must be a gear; many gears lengthen the compile.",
+                advanced=True,
+                pattern=_GEARS,
+            ),
+            OptionSpec(
+                "ge_input_shape",
+                "shape",
+                None,
+                "Gear input shapes",
+                "graph.ge.inputShape for gear mode, with -1 for geared dims. Automatic: the "
+                "model's input shapes with -1 for every dynamic dim.",
+                advanced=True,
+            ),
+            OptionSpec(
+                "target_opset",
+                "int",
+                SUGGESTED_OPSET,
+                "ONNX opset",
+                "Convert the model to this opset when it differs (GE's docs suggest 14; its "
+                "parser takes 11 to 18). 0 keeps the model's opset.",
+                minimum=0,
+                maximum=PARSER_OPSETS.stop - 1,
+                advanced=True,
+            ),
+            OptionSpec(
+                "simplify",
+                "bool",
+                True,
+                "Simplify graph",
+                "Run onnxslim (GE's docs recommend a simplified export).",
+            ),
+            OptionSpec(
+                "atc_preflight",
+                "bool",
+                True,
+                "ATC pre-flight compile",
+                "Where CANN is installed, compile the model once with ATC to catch "
+                "unsupported operators before Triton loads it. Skipped, with a note, when "
+                "CANN is absent or no SoC is chosen.",
+            ),
+            OptionSpec(
+                "soc_version",
+                "choice",
+                None,
+                "Ascend SoC (pre-flight)",
+                "The chip ATC compiles the pre-flight check for ('Ascend' + the Name column "
+                "of npu-smi info). GE itself detects the chip at load.",
+                choices=acl_target.SOC_CHOICES,
+            ),
+        ]
+
+    def check_options(self, options: dict[str, Any]) -> None:
+        """Static graph excludes batching and gears; device ids must be digits and commas."""
+        super().check_options(options)
+        if options.get("static_model"):
+            if options.get("dynamic_batching") is True:
+                raise InvalidOptions(
+                    "Options 'static_model' and 'dynamic_batching' cannot both be on: a static "
+                    "GE graph has fixed shapes, so Triton must not form batches. Turn one off."
+                )
+            if (options.get("max_batch_size") or 0) > 0:
+                raise InvalidOptions(
+                    "Option 'static_model' needs 'max_batch_size' 0: the static graph's dims "
+                    "include the batch axis. Set max_batch_size to 0 or turn static_model off."
+                )
+            if options.get("dynamic_dims"):
+                raise InvalidOptions(
+                    "Options 'static_model' and 'dynamic_dims' (gears) exclude each other; "
+                    "gear mode already compiles one static graph per gear. Use one of them."
+                )
+
+        opset = options.get("target_opset")
+        if opset and opset not in PARSER_OPSETS:
+            raise InvalidOptions(
+                f"Option 'target_opset' is {opset}; use 0 (keep the model's opset) or "
+                f"{PARSER_OPSETS.start} to {PARSER_OPSETS.stop - 1}, the opsets GE parses."
+            )
+
+    def resolve_options(self, options: Mapping[str, Any], info: OnnxInfo) -> dict[str, Any]:
+        """Static graphs and gear mode default to no batching; gears get an input shape."""
+        resolved = dict(options)
+        geared_or_static = resolved.get("static_model") or resolved.get("dynamic_dims")
+        if geared_or_static and resolved.get("max_batch_size") is None:
+            resolved["max_batch_size"] = 0
+        resolve_batching(resolved, info, overrides=resolved.get("input_shapes"))
+        if resolved.get("dynamic_dims") and not resolved.get("ge_input_shape"):
+            resolved["ge_input_shape"] = _derived_input_shape(info, resolved.get("input_shapes"))
+        return resolved
+
+    # Checks ---------------------------------------------------------------------
+
+    def check_model(self, info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+        """Every GE rule in the module docstring, as errors and warnings."""
+        resolved, found = self.findings_from_options(info, options)
+        if resolved is None:
+            return found
+        overrides = resolved.get("input_shapes")
+        found += signature_findings(info, resolved["max_batch_size"], overrides)
+        found += _type_findings(info)
+        found += _shape_findings(info, resolved)
+        found += _output_name_findings(info, overrides)
+        found += _gear_findings(resolved)
+        found += _format_findings(info, resolved)
+        return found
+
+    # Build ----------------------------------------------------------------------
+
+    def build(self, ctx: BuildContext) -> BuildResult:
+        """Writes exactly one self-contained ``workdir/model.onnx``; ATC pre-flight if possible."""
+        options = self.parse_options(ctx.options, info=ctx.info)
+        steps = ctx.workdir / STEPS_DIR
+        steps.mkdir()
+        notes: list[str] = []
+        final = ctx.workdir / ARTIFACT
+        try:
+            current = self._transform(ctx, options, steps, notes)
+            ctx.check_cancelled()
+            # allow_external=False: the backend reads one file, so weights are embedded.
+            optimise.copy_model(current, final, log=ctx.log, allow_external=False)
+        finally:
+            shutil.rmtree(steps, ignore_errors=True)
+        ctx.progress(0.6)
+        compiled = inspect_onnx(final)
+        commands = self._preflight(ctx, options, final, compiled, notes)
+        ctx.progress(1.0)
+        return BuildResult(final, ARTIFACT, commands, notes, compiled)
+
+    def _transform(
+        self, ctx: BuildContext, options: Mapping[str, Any], steps: Path, notes: list[str]
+    ) -> Path:
+        """Fix shapes, convert the opset, simplify; each step into ``steps``."""
+        current = ctx.source
+        if options.get("input_shapes"):
+            ctx.check_cancelled()
+            current = optimise.fix_input_shapes(
+                current, steps / "shapes.onnx", options["input_shapes"], log=ctx.log
+            ).output
+        ctx.progress(0.1)
+        target_opset = options.get("target_opset")
+        if target_opset and ctx.info.default_opset != target_opset:
+            ctx.check_cancelled()
+            try:
+                current = optimise.convert_opset(
+                    current, steps / "opset.onnx", target_opset, log=ctx.log
+                ).output
+                notes.append(f"Converted from opset {ctx.info.default_opset} to {target_opset}.")
+            except optimise.OptimiseError as exc:
+                # GE may still parse the original opset (11-18), so this is not fatal.
+                ctx.log(f"warning: {exc.message}; keeping opset {ctx.info.default_opset}")
+                notes.append(
+                    f"Opset conversion to {target_opset} failed, so the model keeps opset "
+                    f"{ctx.info.default_opset}: {exc.message}"
+                )
+        ctx.progress(0.3)
+        if options.get("simplify"):
+            ctx.check_cancelled()
+            try:
+                current = optimise.simplify_model(current, steps / "slim.onnx", log=ctx.log).output
+            except optimise.OptimiseError as exc:
+                ctx.log(f"warning: {exc.message}; continuing with the unsimplified graph")
+                notes.append(f"Simplification skipped: {exc.message}")
+        ctx.progress(0.5)
+        return current
+
+    def _preflight(
+        self,
+        ctx: BuildContext,
+        options: Mapping[str, Any],
+        model: Path,
+        info: OnnxInfo,
+        notes: list[str],
+    ) -> list[str]:
+        """Compiles ``model`` with ATC where possible; returns the command lines run."""
+        if not options.get("atc_preflight"):
+            return []
+        status = cann_status(dict(ctx.env))
+        if not status.available:
+            note = (
+                f"ATC pre-flight skipped: CANN is not available on this worker "
+                f"({status.reason.rstrip('.')}). Unsupported operators will only show when "
+                "Triton loads the model."
+            )
+            ctx.log(note)
+            notes.append(note)
+            return []
+        if not options.get("soc_version"):
+            note = "ATC pre-flight skipped: no Ascend SoC was chosen (option soc_version)."
+            ctx.log(note)
+            notes.append(note)
+            return []
+        shape, extra = _preflight_shape(info, options)
+        if shape is None:
+            note = (
+                "ATC pre-flight skipped: the model has dynamic dims other than the batch axis "
+                "and no gears, and ATC needs fixed shapes or gears to compile."
+            )
+            ctx.log(note)
+            notes.append(note)
+            return []
+        scratch = ctx.workdir / PREFLIGHT_DIR
+        scratch.mkdir()
+        try:
+            atc_options = acl_target.make_atc_options(
+                soc_version=options["soc_version"],
+                input_shape=shape,
+                input_format="ND" if extra else None,
+                precision_mode_v2=options.get("precision_mode_v2"),
+                extra=extra,
+            )
+            command, _ = acl_target.compile_with_atc(
+                ctx, status, model, scratch / "preflight", scratch, atc_options
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        notes.append("ATC pre-flight compile succeeded (the OM was discarded).")
+        return [command]
+
+    # Config ---------------------------------------------------------------------
+
+    def make_config(
+        self, name: str, info: OnnxInfo, options: Mapping[str, Any], version: int
+    ) -> ModelConfig:
+        """``backend: "npu_ge"`` with device_ids, static_model and session./graph. parameters."""
+        validate_model_name(name)
+        validate_version(version)
+        resolved = self.parse_options(options, info=info)
+        mbs = resolved["max_batch_size"]
+        overrides = resolved.get("input_shapes")
+        sizes = symbol_sizes(info, overrides)
+        # Order matters: the backend attaches ONNX dim names to config IO by position.
+        inputs = config_tensors(info.inputs, batched=mbs > 0, overrides=overrides, sizes=sizes)
+        outputs = config_tensors(info.outputs, batched=mbs > 0, overrides=overrides, sizes=sizes)
+        parameters = {
+            "device_ids": resolved["device_ids"],
+            "session.ge.exec.precision_mode_v2": resolved["precision_mode_v2"],
+        }
+        if resolved.get("static_model"):
+            parameters["static_model"] = "1"
+        if resolved.get("dynamic_dims"):
+            parameters["graph.ge.inputShape"] = _shape_text(resolved["ge_input_shape"])
+            parameters["graph.ge.dynamicDims"] = resolved["dynamic_dims"]
+            parameters["graph.ge.dynamicNodeType"] = "1"
+        warmups, _ = warmup_for(inputs, 1)
+        return ModelConfig(
+            name=name,
+            backend=self.backend,
+            max_batch_size=mbs,
+            inputs=inputs,
+            outputs=outputs,
+            # Never with a static graph (check_options refuses it; this is the backstop).
+            dynamic_batching=None
+            if resolved.get("static_model")
+            else dynamic_batching_for(resolved),
+            instance_count=resolved["instance_count"],
+            instance_kind="KIND_CPU",  # ignored by the backend, which only sums the counts
+            version_policy_specific=[version],
+            parameters=parameters,
+            warmup=warmups,
+        )
+
+    def status(self, env: Mapping[str, str]) -> TargetStatus:
+        """Available when CANN is found; otherwise "needs CANN" with the reason."""
+        return acl_target.cann_target_status(
+            env,
+            "Packaging works without it, but the ATC pre-flight check is skipped and the "
+            "model needs a Triton with the npu_ge backend on an Ascend machine.",
+        )
+
+    def verify_plan(self, options: Mapping[str, Any], info: OnnxInfo) -> VerifyPlan:
+        """The packaged ONNX runs on the CPU: this checks the graph changes, not GE's numerics."""
+        resolved = self.parse_options(options, info=info)
+        mbs = resolved["max_batch_size"]
+        return VerifyPlan(
+            artifact_kind="onnx",
+            precision="fp32",
+            batch=min(2, mbs) if mbs > 0 else 1,
+            input_shapes=resolved.get("input_shapes"),
+            note=(
+                "The packaged ONNX is compared with the source on this worker's CPU, which "
+                "checks the opset conversion and simplification; GE's own precision "
+                f"({resolved['precision_mode_v2']}) on the NPU is not measured here."
+            ),
+        )
+
+
+# Findings -----------------------------------------------------------------------------
+
+
+def _type_findings(info: OnnxInfo) -> list[Finding]:
+    """FP16/BOOL/DOUBLE need explicit IO; strings are not supported at all."""
+    found = []
+    for tensor in [*info.inputs, *info.outputs]:
+        if tensor.triton_type is None or tensor.onnx_type in GE_AUTO_TYPES:
+            continue
+        if tensor.onnx_type == "STRING":
+            found.append(
+                error(
+                    "string_io",
+                    f"The tensor {tensor.name!r} is a string tensor; the GE backend only "
+                    "passes numeric tensors.",
+                    "Do the string processing (e.g. tokenising) outside the model.",
+                )
+            )
+            continue
+        found.append(
+            warning(
+                "io_type_needs_explicit_config",
+                f"The tensor {tensor.name!r} is {tensor.onnx_type}; the GE backend cannot "
+                "read this type from the ONNX file itself.",
+                "The generated config.pbtxt lists every input and output explicitly; keep "
+                "them there when editing the config by hand.",
+            )
+        )
+    return found
+
+
+def _dynamic_axes(dims: Sequence[Dim] | None) -> list[int]:
+    return [axis for axis, dim in enumerate(dims or []) if not is_fixed(dim)]
+
+
+def _shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+    """Static graph vs dynamic dims; which dynamic dims batching can merge."""
+    overrides = options.get("input_shapes")
+    sizes = symbol_sizes(info, overrides)
+    found: list[Finding] = []
+    dynamic = {
+        t.name: _dynamic_axes(effective_dims(t, overrides, sizes))
+        for t in [*info.inputs, *info.outputs]
+    }
+    if options.get("static_model"):
+        loose = sorted(name for name, axes in dynamic.items() if axes)
+        if loose:
+            found.append(
+                error(
+                    "static_needs_fixed_shapes",
+                    "A static GE graph needs every shape fixed, but "
+                    f"{', '.join(map(repr, loose))} have dynamic dims.",
+                    "Give fixed input shapes (option input_shapes), or turn static_model off.",
+                )
+            )
+        return found
+    beyond_batch = sorted(name for name, axes in dynamic.items() if any(a > 0 for a in axes))
+    if beyond_batch and not options.get("dynamic_dims"):
+        found.append(
+            warning(
+                "dynamic_non_batch_axes",
+                f"{', '.join(map(repr, beyond_batch))} have dynamic dims beyond the first axis. "
+                "GE supports them only as a dynamic graph: every new shape is compiled on "
+                "first use, and no warm-up request can be made.",
+                "Fix those dims (option input_shapes) or use shape gears, if the sizes are "
+                "known in advance.",
+            )
+        )
+    if options.get("dynamic_batching"):
+        if beyond_batch:
+            found.append(
+                warning(
+                    "batching_not_merged",
+                    "The GE backend merges requests only when the batch axis is the only "
+                    "dynamic axis; with this model, dynamic batching only queues requests.",
+                    "Fix the other dims (option input_shapes) to let it merge requests.",
+                )
+            )
+        elif not options.get("preferred_batch_sizes"):
+            found.append(
+                warning(
+                    "no_preferred_batch_sizes",
+                    "The GE backend merges requests only when preferred batch sizes are set.",
+                    f"Set preferred_batch_sizes, e.g. {options['max_batch_size']}.",
+                )
+            )
+    return found
+
+
+def _output_name_findings(
+    info: OnnxInfo, overrides: Mapping[str, Sequence[int]] | None
+) -> list[Finding]:
+    """Dynamic output dims must be named by input axis names (or arithmetic of them)."""
+    sizes = symbol_sizes(info, overrides)
+    input_axes = {d for t in info.inputs for d in (t.dims or []) if isinstance(d, str)}
+    found = []
+    for tensor in info.outputs:
+        for axis, dim in enumerate(effective_dims(tensor, overrides, sizes) or []):
+            if is_fixed(dim):
+                continue
+            if not isinstance(dim, str):
+                found.append(
+                    error(
+                        "unnamed_dynamic_output_dim",
+                        f"Axis {axis} of output {tensor.name!r} is dynamic but has no name; "
+                        "the GE backend then fails to load the model ('-1 dim has no name').",
+                        "Export with named dynamic axes for the outputs (dynamic_axes in "
+                        "torch.onnx.export) that reuse the input axis names.",
+                    )
+                )
+                continue
+            unknown = _unknown_names(dim, input_axes)
+            if unknown is not None:
+                found.append(
+                    error(
+                        "output_dim_name_unresolvable",
+                        f"Axis {axis} of output {tensor.name!r} is named {dim!r}, which is not "
+                        f"an input axis name or arithmetic of them ({unknown}); the GE backend "
+                        "cannot compute its size.",
+                        "Name it after an input axis (e.g. 'batch') or an expression of input "
+                        "axis names with + - * / and parentheses when exporting.",
+                    )
+                )
+    return found
+
+
+def _unknown_names(expression: str, input_axes: set[str]) -> str | None:
+    """None when ``expression`` only uses input axis names and + - * / ( ); else the problem."""
+    names_used = 0
+    position = 0
+    text = expression.rstrip()
+    while position < len(text):
+        match = _EXPRESSION_TOKEN.match(text, position)
+        if match is None:
+            offending = text[position:].lstrip()[:1]
+            return f"character {offending!r} is not allowed"
+        name = match.group(1)
+        if name is not None:
+            if name not in input_axes:
+                return f"{name!r} is not an input axis name"
+            names_used += 1
+        position = match.end()
+    return None if names_used else "it names no input axis"
+
+
+def _gear_findings(options: Mapping[str, Any]) -> list[Finding]:
+    """Gear groups must match the number of -1 dims; with batching they must cover every size."""
+    text = options.get("dynamic_dims")
+    if not text:
+        return []
+    gears = [[int(v) for v in group.split(",")] for group in text.split(";")]
+    shape = options.get("ge_input_shape") or {}
+    slots = [(name, axis) for name, dims in shape.items() for axis, d in enumerate(dims) if d < 0]
+    found: list[Finding] = []
+    if not slots:
+        return [
+            error(
+                "gears_without_dynamic_dims",
+                "Shape gears are set, but the gear input shape has no -1 dim to vary.",
+                "Remove dynamic_dims, or give ge_input_shape with -1 for the geared dims.",
+            )
+        ]
+    bad = [g for g in gears if len(g) != len(slots)]
+    if bad:
+        found.append(
+            error(
+                "gear_size_mismatch",
+                f"Each gear needs {len(slots)} value(s), one per -1 dim ({slots}), but "
+                f"{';'.join(','.join(map(str, g)) for g in bad)} do(es) not.",
+                "Give one value per -1 dim in every gear, gears separated by ';'.",
+            )
+        )
+    mbs = options.get("max_batch_size") or 0
+    if mbs > 0:
+        if any(axis != 0 for _, axis in slots):
+            found.append(
+                error(
+                    "gears_with_batching_not_batch_only",
+                    "With max_batch_size > 0, gears may only vary the batch axis.",
+                    "Set max_batch_size to 0, or make -1 appear on axis 0 only.",
+                )
+            )
+        covered = {g[0] for g in gears if len(g) == 1}
+        missing = [size for size in range(1, mbs + 1) if size not in covered]
+        if missing:
+            found.append(
+                error(
+                    "gears_do_not_cover_batches",
+                    f"Triton may form any batch from 1 to {mbs}, but there is no gear for "
+                    f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''}.",
+                    "Add those gears or lower max_batch_size to the largest covered size.",
+                )
+            )
+    if len(gears) > MANY_GEARS:
+        found.append(
+            warning(
+                "many_gears",
+                f"{len(gears)} gears make GE compile {len(gears)} graphs when the model loads.",
+                "Keep only the sizes that really occur.",
+            )
+        )
+    return found
+
+
+def _format_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+    """External data, opset, non-standard operators."""
+    found: list[Finding] = []
+    if info.uses_external_data:
+        estimate = info.file_size + info.parameter_count * 4
+        if estimate >= SINGLE_FILE_BYTES:
+            found.append(
+                error(
+                    "external_data_too_large",
+                    f"The model keeps about {estimate / 2**30:.1f} GiB of weights in external "
+                    "files; the GE backend reads exactly one .onnx file, which cannot exceed "
+                    "2 GiB.",
+                    "Shrink the model (e.g. FP16 or INT8 weights) below 2 GiB, or use the acl "
+                    "target (ATC compiles it to an OM).",
+                )
+            )
+        else:
+            found.append(
+                warning(
+                    "external_data_merged",
+                    "The model keeps its weights in external files; the GE backend reads one "
+                    ".onnx file, so the build embeds them.",
+                    "Nothing to do; the served file is self-contained.",
+                )
+            )
+    found += _opset_findings(info, options.get("target_opset"))
+    custom = sorted(op for op in info.operators if "." in op)
+    if custom:
+        found.append(
+            error(
+                "non_standard_operator",
+                "The GE backend parses standard ONNX operators only; the model uses "
+                f"{', '.join(custom[:8])}{' ...' if len(custom) > 8 else ''}.",
+                "Export without custom or ONNX Runtime-specific operators (do not upload a "
+                "model already optimised by ONNX Runtime).",
+            )
+        )
+    return found
+
+
+def _opset_findings(info: OnnxInfo, target_opset: int | None) -> list[Finding]:
+    opset = info.default_opset
+    if opset is None:
+        return []
+    if target_opset and opset != target_opset:
+        return [
+            warning(
+                "opset_conversion",
+                f"The model uses opset {opset}; the build converts it to {target_opset} "
+                f"(GE's docs suggest {SUGGESTED_OPSET}). A failed conversion keeps {opset}.",
+                f"Export with opset {target_opset} to skip the conversion.",
+            )
+        ]
+    if not target_opset and opset not in PARSER_OPSETS:
+        return [
+            warning(
+                "opset_outside_parser_range",
+                f"The model uses opset {opset}; GE's ONNX parser handles opsets "
+                f"{PARSER_OPSETS.start} to {PARSER_OPSETS.stop - 1}.",
+                f"Set target_opset to {SUGGESTED_OPSET} or export with that opset.",
+            )
+        ]
+    return []
+
+
+# Shapes for gears and pre-flight ------------------------------------------------------
+
+
+def _derived_input_shape(
+    info: OnnxInfo, overrides: Mapping[str, Sequence[int]] | None
+) -> dict[str, list[int]]:
+    """Input shapes with -1 for every dynamic dim (graph.ge.inputShape)."""
+    sizes = symbol_sizes(info, overrides)
+    shape: dict[str, list[int]] = {}
+    for tensor in info.inputs:
+        dims = effective_dims(tensor, overrides, sizes) or []
+        shape[tensor.name] = [d if isinstance(d, int) and d > 0 else -1 for d in dims]
+    return shape
+
+
+def _shape_text(shape: Mapping[str, Sequence[int]]) -> str:
+    """``"image:-1,3,224,224;mask:-1,1"`` (GE and ATC syntax)."""
+    return ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in shape.items())
+
+
+def _preflight_shape(
+    info: OnnxInfo, options: Mapping[str, Any]
+) -> tuple[dict[str, list[int]] | None, dict[str, str]]:
+    """ATC input shape for the pre-flight: fixed, batch 1, or the gears; None if impossible.
+
+    Operator support does not depend on the batch size, so a dynamic batch axis
+    is compiled at batch 1.
+    """
+    if options.get("dynamic_dims"):
+        return dict(options["ge_input_shape"]), {"dynamic_dims": options["dynamic_dims"]}
+    shape = _derived_input_shape(info, options.get("input_shapes"))
+    for dims in shape.values():
+        if any(d < 0 for d in dims[1:]):
+            return None, {}
+        if dims and dims[0] < 0:
+            dims[0] = 1
+    return shape, {}

@@ -1,0 +1,663 @@
+"""Does the built artifact compute what the uploaded model computes? Measured, not assumed.
+
+:func:`verify` runs the source ONNX (ONNX Runtime, CPU) and the artifact on
+the same inputs and compares every output: largest absolute and relative
+error, cosine similarity and, for classifier-like outputs, top-1/top-k
+agreement. Pass or fail follows :data:`TOLERANCES` for the precision the
+artifact was built in. An OM is run through pyACL when this worker has it;
+otherwise the report says "not_run" and why. It never reports a pass it did
+not measure.
+
+Example:
+    >>> report = verify(Path("src.onnx"), Path("work/model.onnx"), "onnx", precision="fp32")
+    >>> report.status, report.outputs[0].cosine
+    ('passed', 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from model_store.errors import ModelStoreError
+from model_store.onnx_info import OnnxInfo, TensorInfo, inspect_onnx
+
+Precision = Literal["fp32", "fp16", "mixed"]
+Sample = dict[str, np.ndarray]
+OmRunner = Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+#: Pass criteria per precision. An output passes when every criterion that is
+#: not None holds:
+#:
+#: * ``atol``/``rtol``: every element satisfies |got - ref| <= atol + rtol * |ref|
+#:   (numpy.allclose). Only for fp32: an FP32 rebuild (simplification, operator
+#:   fusion) changes results at rounding level (~1e-6), so 1e-4 absolute plus
+#:   1e-4 relative leaves a wide margin while catching any real change.
+#: * ``max_error_vs_range``: max |got - ref| / max |ref| at most this. For
+#:   float16 arithmetic (10-bit mantissa, ~5e-4 relative per operation) errors
+#:   accumulate over layers and are largest near zero, so an elementwise
+#:   relative test is meaningless; 2% of the output's range is a common bar
+#:   for FP16 inference, 1% for mixed precision (FP16 only where safe).
+#: * ``min_cosine``: cosine similarity of all outputs, flattened. 0.99999 for
+#:   fp32; 0.999 for fp16 (the usual acceptance bar for FP16 NPU ports);
+#:   0.9995 for mixed.
+#: * ``top1_margin``: for rank-2 float outputs with at least top_k classes, a
+#:   row whose top-1 class differs fails only when the reference preferred its
+#:   own class by more than this fraction of the row's value range. Random
+#:   inputs often give near-ties, and a flip between near-tied classes is the
+#:   expected effect of rounding, not an error.
+#: * ``min_topk_overlap``: mean |top-k(ref) ∩ top-k(got)| / k over rows.
+#: * ``min_exact_match``: for integer and bool outputs (indices, masks), the
+#:   fraction of equal elements. fp32 must match exactly; reduced precision
+#:   may flip a few near-tied argmax indices.
+TOLERANCES: dict[str, dict[str, float | None]] = {
+    "fp32": {
+        "atol": 1e-4,
+        "rtol": 1e-4,
+        "max_error_vs_range": None,
+        "min_cosine": 0.99999,
+        "top1_margin": 1e-3,
+        "min_topk_overlap": 0.95,
+        "min_exact_match": 1.0,
+    },
+    "fp16": {
+        "atol": None,
+        "rtol": None,
+        "max_error_vs_range": 2e-2,
+        "min_cosine": 0.999,
+        "top1_margin": 2e-2,
+        "min_topk_overlap": 0.8,
+        "min_exact_match": 0.99,
+    },
+    "mixed": {
+        "atol": None,
+        "rtol": None,
+        "max_error_vs_range": 1e-2,
+        "min_cosine": 0.9995,
+        "top1_margin": 1e-2,
+        "min_topk_overlap": 0.8,
+        "min_exact_match": 0.99,
+    },
+}
+
+#: Size used for a dynamic dim that is not the batch axis: spatial axes of
+#: 4-D inputs (N, C, H, W) get 64 (deep CNNs downsample by 32), others 16
+#: (sequence lengths, counts). Override with ``dim_sizes``.
+SPATIAL_DIM_SIZE = 64
+OTHER_DIM_SIZE = 16
+#: Random integer inputs are drawn from [0, INT_HIGH): valid as indices into
+#: any embedding table or class list, and as sizes/flags.
+INT_HIGH = 10
+#: Floor of the relative-error denominator: 1e-3 of the output's largest
+#: magnitude, so elements near zero do not turn tiny errors into huge ratios.
+REL_FLOOR = 1e-3
+
+
+class VerificationInputError(ModelStoreError):
+    """Verification cannot start: bad samples, unknown shapes, or the source itself fails."""
+
+    code = "verification_inputs"
+
+
+@dataclass
+class OutputComparison:
+    """How one output of the artifact compares with the source's.
+
+    Metrics are None when they do not apply (top-k for non-classifier outputs)
+    or could not be computed (non-finite values; ``problem`` then says so).
+    """
+
+    name: str
+    max_abs: float | None = None
+    max_rel: float | None = None
+    cosine: float | None = None
+    top1_agreement: float | None = None
+    topk_overlap: float | None = None
+    passed: bool = False
+    problem: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (finite floats or null)."""
+        return {
+            "name": self.name,
+            "max_abs": _finite(self.max_abs),
+            "max_rel": _finite(self.max_rel),
+            "cosine": _finite(self.cosine),
+            "top1_agreement": _finite(self.top1_agreement),
+            "topk_overlap": _finite(self.topk_overlap),
+            "passed": self.passed,
+            "problem": self.problem,
+        }
+
+
+@dataclass
+class VerificationReport:
+    """The outcome of :func:`verify`.
+
+    Attributes:
+        status: ``passed``, ``failed`` or ``not_run`` (the artifact could not
+            be executed here; ``reason`` says why).
+        precision: The tolerance set applied.
+        tolerances: ``TOLERANCES[precision]``.
+        samples_used: Number of input samples both models ran.
+        outputs: One comparison per output of the source.
+        reason: One sentence: why it passed, failed or did not run.
+        duration_s: Wall time of the whole verification.
+    """
+
+    status: Literal["passed", "failed", "not_run"]
+    precision: str
+    tolerances: dict[str, float | None]
+    samples_used: int = 0
+    outputs: list[OutputComparison] = field(default_factory=list)
+    reason: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """True only for a measured pass."""
+        return self.status == "passed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: finite floats or null, plain types only."""
+        return {
+            "status": self.status,
+            "precision": self.precision,
+            "tolerances": {k: _finite(v) for k, v in self.tolerances.items()},
+            "samples_used": self.samples_used,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "reason": self.reason,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+def _finite(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+# Entry point ---------------------------------------------------------------------------
+
+
+def verify(
+    source: Path,
+    artifact: Path,
+    artifact_kind: Literal["onnx", "om"],
+    *,
+    precision: Precision,
+    samples: list[dict[str, np.ndarray]] | None = None,
+    random_samples: int = 4,
+    seed: int = 0,
+    batch: int = 1,
+    top_k: int = 5,
+    runner_for_om: OmRunner | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dim_sizes: Mapping[str, int] | None = None,
+) -> VerificationReport:
+    """Compares the artifact's outputs with the source's on the same inputs.
+
+    Args:
+        source: The uploaded ONNX (external data beside it).
+        artifact: The built ``model.onnx`` or ``model.om``.
+        artifact_kind: ``"onnx"`` (run with ONNX Runtime) or ``"om"`` (pyACL).
+        precision: Which :data:`TOLERANCES` apply: how the artifact was built.
+        samples: Optional user inputs, each a dict input name -> array of the
+            model's dtype and shape (batch axis included); checked first.
+        random_samples: How many random samples to add (reproducible by ``seed``).
+        seed: Seed of the random generator.
+        batch: Size of a dynamic first axis in random samples.
+        top_k: k for top-k agreement on rank-2 float outputs.
+        runner_for_om: ``run(path, inputs) -> outputs`` for OMs; default
+            ``model_store.ascend.om_runner.run_om`` when pyACL is available.
+        input_shapes: Full input shapes to use for random samples (for
+            artifacts compiled with fixed shapes); ``-1`` keeps the signature's dim.
+        dim_sizes: Sizes for named dynamic dims (``{"seq": 128}``).
+
+    Returns:
+        The report. Slow for big models: both models are loaded and run
+        ``samples_used`` times.
+
+    Raises:
+        VerificationInputError: If samples do not fit the signature, a random
+            sample cannot be made (string inputs, unknown rank), the precision
+            is unknown, or the source model itself fails on the inputs.
+    """
+    started = time.monotonic()
+    if precision not in TOLERANCES:
+        raise VerificationInputError(
+            f"Unknown precision {precision!r}; use one of {', '.join(TOLERANCES)}."
+        )
+    tolerances = dict(TOLERANCES[precision])
+    info = inspect_onnx(Path(source))
+    check_samples(info, samples or [])
+    inputs = list(samples or [])
+    inputs += random_inputs(info, random_samples, seed, batch, input_shapes, dim_sizes)
+    if not inputs:
+        raise VerificationInputError("No samples to run: give samples or random_samples >= 1.")
+
+    def report(
+        status: Literal["passed", "failed", "not_run"], reason: str, **kw: Any
+    ) -> VerificationReport:
+        return VerificationReport(
+            status,
+            precision,
+            tolerances,
+            reason=reason,
+            duration_s=time.monotonic() - started,
+            **kw,
+        )
+
+    run_artifact: Callable[[Sample], dict[str, np.ndarray]]
+    if artifact_kind == "om":
+        runner, why_not = _om_runner(runner_for_om)
+        if runner is None:
+            return report("not_run", why_not)
+        om_runner = runner
+
+        def run_artifact(sample: Sample) -> dict[str, np.ndarray]:
+            return om_runner(Path(artifact), dict(sample))
+
+    elif artifact_kind == "onnx":
+        try:
+            run_artifact = _onnx_runner(Path(artifact), optimised=True)
+        except Exception as exc:  # the artifact is what is under test: a load failure fails it
+            return report("failed", f"The artifact cannot be loaded: {_plain(exc)}")
+    else:
+        raise VerificationInputError(f"Unknown artifact kind {artifact_kind!r}; use onnx or om.")
+
+    try:
+        run_source = _onnx_runner(Path(source), optimised=False)
+    except Exception as exc:
+        raise VerificationInputError(
+            f"ONNX Runtime cannot load the source model: {_plain(exc)}"
+        ) from exc
+    names = [t.name for t in info.outputs]
+    expected: list[dict[str, np.ndarray]] = []
+    for index, sample in enumerate(inputs):
+        try:
+            expected.append(run_source(sample))
+        except Exception as exc:
+            raise VerificationInputError(
+                f"The source model itself fails on sample {index + 1}: {_plain(exc)}. Give "
+                "samples with realistic values (or dim_sizes for its dynamic dims)."
+            ) from exc
+    got: list[dict[str, np.ndarray]] = []
+    for index, sample in enumerate(inputs):
+        try:
+            got.append(_match_outputs(names, run_artifact(sample)))
+        except Exception as exc:
+            return report(
+                "failed",
+                f"The artifact failed to run sample {index + 1}: {_plain(exc)}",
+                samples_used=len(inputs),
+            )
+    outputs = [
+        compare_output(name, [e[name] for e in expected], [g[name] for g in got], tolerances, top_k)
+        for name in names
+    ]
+    failed = [o for o in outputs if not o.passed]
+    if failed:
+        details = "; ".join(f"{o.name}: {o.problem}" for o in failed[:4])
+        return report(
+            "failed",
+            f"{len(failed)} of {len(outputs)} output(s) outside the {precision} tolerances "
+            f"on {len(inputs)} sample(s): {details}",
+            samples_used=len(inputs),
+            outputs=outputs,
+        )
+    return report(
+        "passed",
+        f"All {len(outputs)} output(s) within the {precision} tolerances on "
+        f"{len(inputs)} sample(s).",
+        samples_used=len(inputs),
+        outputs=outputs,
+    )
+
+
+# Runners ------------------------------------------------------------------------------
+
+
+def _plain(exc: BaseException) -> str:
+    from model_store.validate import plain_ort_error
+
+    return plain_ort_error(exc)
+
+
+def _onnx_runner(path: Path, *, optimised: bool) -> Callable[[Sample], dict[str, np.ndarray]]:
+    """An ONNX Runtime CPU session as a function; the source runs with basic optimisation only.
+
+    Basic optimisations (constant folding, dead-node removal) are exact; the
+    reference avoids fused kernels so that it is as plain as ONNX Runtime runs.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 2
+    if not optimised:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    wanted = {i.name for i in session.get_inputs()}
+
+    def run(sample: Sample) -> dict[str, np.ndarray]:
+        feed = {k: v for k, v in sample.items() if k in wanted}
+        return dict(zip(names, session.run(names, feed), strict=True))
+
+    return run
+
+
+def _om_runner(given: OmRunner | None) -> tuple[OmRunner | None, str]:
+    """The runner to use for OMs, or None and the reason there is none."""
+    if given is not None:
+        return given, ""
+    try:
+        from model_store.ascend import om_runner
+    except ImportError:
+        return None, (
+            "pyACL is not available on this worker (the OM runner is not installed), "
+            "so the OM was not executed."
+        )
+    available, why = om_runner.acl_available()
+    if not available:
+        return None, f"pyACL is not available on this worker, so the OM was not executed: {why}"
+
+    def run(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(om_runner.run_om(path, inputs))
+
+    return run, ""
+
+
+def _match_outputs(names: list[str], outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Artifact outputs keyed by the source's output names.
+
+    OMs may rename outputs (ATC names them after nodes); when no name matches
+    but the counts do, outputs are matched by position, in order.
+    """
+    if all(name in outputs for name in names):
+        return {name: np.asarray(outputs[name]) for name in names}
+    if len(outputs) == len(names):
+        return {
+            name: np.asarray(value) for name, value in zip(names, outputs.values(), strict=True)
+        }
+    missing = [n for n in names if n not in outputs]
+    raise VerificationInputError(
+        f"The artifact's outputs {sorted(outputs)} do not match the source's {names} "
+        f"(missing {missing})."
+    )
+
+
+# Inputs -------------------------------------------------------------------------------
+
+
+def check_samples(info: OnnxInfo, samples: Sequence[Mapping[str, Any]]) -> None:
+    """Checks user samples against the model's signature.
+
+    Raises:
+        VerificationInputError: Naming the sample, the input and what is wrong.
+    """
+    expected = {t.name: t for t in info.inputs}
+    for number, sample in enumerate(samples, start=1):
+        if not isinstance(sample, Mapping):
+            raise VerificationInputError(
+                f"Sample {number} is not a mapping of input names to arrays."
+            )
+        missing = sorted(set(expected) - set(sample))
+        extra = sorted(set(sample) - set(expected))
+        if missing or extra:
+            raise VerificationInputError(
+                f"Sample {number} does not match the model's inputs "
+                f"({', '.join(expected)}): missing {missing or 'none'}, unknown {extra or 'none'}."
+            )
+        for name, tensor in expected.items():
+            _check_array(number, tensor, sample[name])
+
+
+def _check_array(number: int, tensor: TensorInfo, array: object) -> None:
+    where = f"Sample {number}, input {tensor.name!r}"
+    if not isinstance(array, np.ndarray):
+        raise VerificationInputError(
+            f"{where}: expected a numpy array, got {type(array).__name__}."
+        )
+    if tensor.numpy_dtype is None or array.dtype != np.dtype(tensor.numpy_dtype):
+        raise VerificationInputError(
+            f"{where}: dtype {array.dtype} does not match the model's {tensor.numpy_dtype} "
+            f"({tensor.onnx_type}). Convert it with .astype('{tensor.numpy_dtype}')."
+        )
+    if tensor.dims is not None:
+        shape_ok = array.ndim == len(tensor.dims) and all(
+            not (isinstance(d, int) and d > 0) or d == size
+            for d, size in zip(tensor.dims, array.shape, strict=False)
+        )
+        if not shape_ok:
+            shown = ["?" if not (isinstance(d, int) and d > 0) else d for d in tensor.dims]
+            raise VerificationInputError(
+                f"{where}: shape {list(array.shape)} does not fit the model's {shown} "
+                "('?' = any size)."
+            )
+    if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+        raise VerificationInputError(f"{where}: contains NaN or infinity; use finite values.")
+
+
+def random_inputs(
+    info: OnnxInfo,
+    count: int,
+    seed: int,
+    batch: int,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dim_sizes: Mapping[str, int] | None = None,
+) -> list[Sample]:
+    """``count`` reproducible random samples that fit the signature.
+
+    Dynamic dims: axis 0 gets ``batch``; a named dim shared by several inputs
+    gets one size; others get :data:`SPATIAL_DIM_SIZE` / :data:`OTHER_DIM_SIZE`
+    unless ``dim_sizes`` names them. Floats are standard normal clipped to
+    [-3, 3]; integers are in [0, :data:`INT_HIGH`); bools are fair coins.
+
+    Raises:
+        VerificationInputError: For string or non-tensor inputs, or unknown ranks.
+    """
+    if count <= 0:
+        return []
+    shapes = {t.name: _concrete_shape(t, batch, input_shapes, dim_sizes) for t in info.inputs}
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(count):
+        sample: Sample = {}
+        for tensor in info.inputs:
+            sample[tensor.name] = _random_array(rng, tensor, shapes[tensor.name])
+        samples.append(sample)
+    return samples
+
+
+def _concrete_shape(
+    tensor: TensorInfo,
+    batch: int,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    dim_sizes: Mapping[str, int] | None,
+) -> list[int]:
+    if tensor.dims is None:
+        raise VerificationInputError(
+            f"Input {tensor.name!r} has no shape in the model, so random data cannot be "
+            "made for it; give samples."
+        )
+    override = list((input_shapes or {}).get(tensor.name, []))
+    if override and len(override) != len(tensor.dims):
+        raise VerificationInputError(
+            f"The shape given for {tensor.name!r} has {len(override)} dims; the input has "
+            f"{len(tensor.dims)}."
+        )
+    sizes = dict(dim_sizes or {})
+    shape = []
+    for axis, dim in enumerate(tensor.dims):
+        if override and override[axis] > 0:
+            shape.append(int(override[axis]))
+        elif isinstance(dim, int) and dim > 0:
+            shape.append(dim)
+        elif isinstance(dim, str) and dim in sizes:
+            shape.append(int(sizes[dim]))
+        elif axis == 0:
+            shape.append(batch)
+        else:
+            spatial = len(tensor.dims) == 4 and axis >= 2
+            shape.append(SPATIAL_DIM_SIZE if spatial else OTHER_DIM_SIZE)
+        if isinstance(dim, str):
+            sizes.setdefault(dim, shape[-1])  # the same symbol gets the same size everywhere
+    return shape
+
+
+def _random_array(rng: np.random.Generator, tensor: TensorInfo, shape: list[int]) -> np.ndarray:
+    if tensor.numpy_dtype is None or tensor.numpy_dtype == "object":
+        raise VerificationInputError(
+            f"Input {tensor.name!r} is {tensor.onnx_type}; random data cannot be made for it. "
+            "Give samples."
+        )
+    dtype = np.dtype(tensor.numpy_dtype)
+    if dtype.kind == "f":
+        return np.clip(rng.standard_normal(shape), -3.0, 3.0).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, INT_HIGH, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    raise VerificationInputError(
+        f"Input {tensor.name!r} has dtype {dtype}; random data cannot be made for it."
+    )
+
+
+# Comparison ---------------------------------------------------------------------------
+
+
+def compare_output(
+    name: str,
+    expected: Sequence[np.ndarray],
+    got: Sequence[np.ndarray],
+    tolerances: Mapping[str, float | None],
+    top_k: int = 5,
+) -> OutputComparison:
+    """Compares one output over all samples and applies ``tolerances``."""
+    result = OutputComparison(name)
+    for index, (ref, out) in enumerate(zip(expected, got, strict=True)):
+        if np.shape(ref) != np.shape(out):
+            result.problem = (
+                f"shape {list(np.shape(out))} differs from the source's {list(np.shape(ref))} "
+                f"(sample {index + 1})"
+            )
+            return result
+    ref_arrays = [np.asarray(r) for r in expected]
+    is_float = all(r.dtype.kind in "fc" for r in ref_arrays)
+    ref_flat = np.concatenate([r.astype(np.float64).ravel() for r in ref_arrays])
+    out_flat = np.concatenate([np.asarray(o).astype(np.float64).ravel() for o in got])
+    if not (np.all(np.isfinite(ref_flat)) and np.all(np.isfinite(out_flat))):
+        where = "source" if not np.all(np.isfinite(ref_flat)) else "artifact"
+        result.problem = f"the {where} output contains NaN or infinity"
+        return result
+    _fill_errors(result, ref_flat, out_flat)
+    flips = 0
+    if is_float:
+        flips = _fill_topk(result, ref_arrays, [np.asarray(o) for o in got], top_k, tolerances)
+    result.problem = _first_violation(result, ref_flat, out_flat, is_float, tolerances, flips)
+    result.passed = result.problem is None
+    return result
+
+
+def _fill_errors(result: OutputComparison, ref: np.ndarray, out: np.ndarray) -> None:
+    """max_abs, max_rel (guarded denominator) and cosine over all elements."""
+    if ref.size == 0:
+        result.max_abs = result.max_rel = 0.0
+        result.cosine = 1.0
+        return
+    diff = np.abs(out - ref)
+    scale = float(np.max(np.abs(ref)))
+    floor = max(REL_FLOOR * scale, float(np.finfo(np.float32).tiny))
+    result.max_abs = float(np.max(diff))
+    result.max_rel = float(np.max(diff / np.maximum(np.abs(ref), floor)))
+    norms = float(np.linalg.norm(ref)) * float(np.linalg.norm(out))
+    if norms == 0.0:
+        # Both all-zero is a perfect match; one all-zero is not.
+        result.cosine = 1.0 if not np.any(ref) and not np.any(out) else 0.0
+    else:
+        result.cosine = float(np.clip(np.dot(ref, out) / norms, -1.0, 1.0))
+
+
+def _fill_topk(
+    result: OutputComparison,
+    expected: Sequence[np.ndarray],
+    got: Sequence[np.ndarray],
+    top_k: int,
+    tolerances: Mapping[str, float | None],
+) -> int:
+    """Top-1 agreement and top-k overlap for (rows, classes) outputs with >= top_k classes.
+
+    Returns:
+        The number of rows whose top-1 class changed although the source was
+        not near a tie (see ``top1_margin``).
+    """
+    if not expected or any(r.ndim != 2 or r.shape[1] < max(top_k, 2) for r in expected):
+        return 0
+    ref = np.concatenate([r.astype(np.float64) for r in expected])
+    out = np.concatenate([o.astype(np.float64) for o in got])
+    if ref.shape[0] == 0:
+        return 0
+    ref_top = np.argsort(-ref, axis=1, kind="stable")[:, :top_k]
+    out_top = np.argsort(-out, axis=1, kind="stable")[:, :top_k]
+    same_top1 = ref_top[:, 0] == out_top[:, 0]
+    result.top1_agreement = float(np.mean(same_top1))
+    overlaps = [len(set(a) & set(b)) / top_k for a, b in zip(ref_top, out_top, strict=True)]
+    result.topk_overlap = float(np.mean(overlaps))
+    margin = tolerances.get("top1_margin")
+    if margin is None:
+        return int(np.count_nonzero(~same_top1))
+    rows = np.arange(ref.shape[0])
+    # How much more the source liked its own top-1 than the artifact's choice.
+    preference = ref[rows, ref_top[:, 0]] - ref[rows, out_top[:, 0]]
+    spread = np.maximum(np.ptp(ref, axis=1), np.finfo(np.float64).tiny)
+    return int(np.count_nonzero((~same_top1) & (preference > margin * spread)))
+
+
+def _first_violation(
+    result: OutputComparison,
+    ref: np.ndarray,
+    out: np.ndarray,
+    is_float: bool,
+    tol: Mapping[str, float | None],
+    flips: int,
+) -> str | None:
+    """The first tolerance this output breaks, in plain words; None if it passes."""
+    if not is_float:
+        match = float(np.mean(ref == out)) if ref.size else 1.0
+        need = tol.get("min_exact_match")
+        if need is not None and match < need:
+            return f"only {match:.1%} of the integer values match (need {need:.0%})"
+        return None
+    atol, rtol = tol.get("atol"), tol.get("rtol")
+    if atol is not None and rtol is not None and ref.size:
+        allowed = atol + rtol * np.abs(ref)
+        bad = int(np.count_nonzero(np.abs(out - ref) > allowed))
+        if bad:
+            return (
+                f"{bad} value(s) differ by more than {atol:g} + {rtol:g}*|ref| "
+                f"(max abs error {result.max_abs:.3g})"
+            )
+    vs_range = tol.get("max_error_vs_range")
+    if vs_range is not None and ref.size:
+        scale = float(np.max(np.abs(ref)))
+        ratio = (result.max_abs or 0.0) / scale if scale > 0 else (result.max_abs or 0.0)
+        if ratio > vs_range:
+            return f"max abs error is {ratio:.2%} of the output's range (limit {vs_range:.0%})"
+    min_cos = tol.get("min_cosine")
+    if min_cos is not None and result.cosine is not None and result.cosine < min_cos:
+        return f"cosine similarity {result.cosine:.6f} is below {min_cos}"
+    if flips:
+        return f"top-1 class changed in {flips} row(s) where the source was not near a tie"
+    need_overlap = tol.get("min_topk_overlap")
+    overlap = result.topk_overlap
+    if need_overlap is not None and overlap is not None and overlap < need_overlap:
+        return f"top-k overlap {result.topk_overlap:.2f} is below {need_overlap}"
+    return None
