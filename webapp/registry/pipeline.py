@@ -317,7 +317,8 @@ def run_step(step: str, job_id: int) -> bool:
     except StepFailed as exc:
         _record_failure(job, exc.message, exc.code, cancelled=exc.cancelled)
     except ModelStoreError as exc:
-        _record_failure(job, str(exc), getattr(exc, "code", "failed"))
+        code = getattr(exc, "code", "failed")
+        _record_failure(job, str(exc), code, cancelled=code == "cancelled")
     except (
         Exception
     ) as exc:  # a bug or an environment problem: say so, keep the traceback in the log
@@ -334,9 +335,10 @@ def record_timeout(job_id: int, step: str) -> None:
 
 
 def _record_failure(job: Job, message: str, code: str, *, cancelled: bool = False) -> None:
+    # Clean up before announcing the end, so whoever sees "failed" also sees no leftovers.
+    shutil.rmtree(_work(get_store(), job), ignore_errors=True)
     jobs.log(job, message, "error")
     jobs.fail(job, message, code, cancelled=cancelled)
-    shutil.rmtree(_work(get_store(), job), ignore_errors=True)
 
 
 def _version(job: Job) -> Version:
