@@ -11,9 +11,9 @@ import time
 import pytest
 
 from tests.fakes.cann import make_fake_toolkit
-from tests.integration.test_compile_pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import token_for
+from tests.integration.test_compile_pipeline import create_model, upload, wait_for_job
 from webapp.registry.models import Job, Version
 
 pytestmark = pytest.mark.integration

@@ -29,5 +29,5 @@ def duration(seconds: object) -> str:
     value = float(seconds)  # type: ignore[arg-type]
     if value < 60:
         return f"{value:.1f} s"
-    minutes, rest = divmod(int(round(value)), 60)
+    minutes, rest = divmod(round(value), 60)
     return f"{minutes} min {rest} s"
