@@ -48,6 +48,15 @@ def _field(spec: OptionSpec) -> forms.Field:
     return forms.CharField(initial=initial, max_length=500, **common)
 
 
+def _placeholder(spec: OptionSpec) -> str:
+    """Empty means "use the default", which for automatic options is decided from the model."""
+    if spec.default is None:
+        return "Automatic"
+    if isinstance(spec.default, list):
+        return ",".join(str(v) for v in spec.default) or "none"
+    return ""
+
+
 class OptionsForm(forms.Form):
     """Fields named ``opt_<name>``; ``options()`` gives the raw dict for ``parse_options``."""
 
@@ -58,6 +67,8 @@ class OptionsForm(forms.Form):
         for spec in self.specs.values():
             field = _field(spec)
             field.widget.attrs["data-advanced"] = "1" if spec.advanced else "0"
+            if placeholder := _placeholder(spec):
+                field.widget.attrs.setdefault("placeholder", placeholder)
             self.fields[f"opt_{spec.name}"] = field
 
     def options(self) -> dict[str, Any]:

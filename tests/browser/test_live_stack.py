@@ -1,0 +1,51 @@
+"""The whole embedded stack as `make run` starts it, seen from Chromium: a state pushed by the
+Celery beat/worker travels through Redis and Daphne's websocket to the open page."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.integration.test_make_run import ROOT, _fresh_machine_env, _wait_for_line
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def stack(tmp_path: Path):
+    env = _fresh_machine_env(tmp_path / "var")
+    log = tmp_path / "stack.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=env, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
+        yield f"http://127.0.0.1:{env['HUB_PORT']}", env["HUB_ADMIN_PASSWORD"]
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(90)
+
+
+def test_server_state_is_pushed_live_over_the_websocket(page: Page, stack) -> None:
+    base, password = stack
+    page.goto(f"{base}/login/")
+    page.get_by_label("User name").fill("admin")
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/models/")
+    page.goto(f"{base}/server/")
+    page.evaluate(
+        "window.__pushed = [];"
+        "document.body.addEventListener('live:server', e => window.__pushed.push(e.detail))"
+    )
+    # Beat pushes Triton's state every SERVER_STATE_PUSH_SECONDS (5 s by default).
+    page.wait_for_function("window.__pushed.length > 0", timeout=30_000)
+    assert page.evaluate("window.__pushed[0]") == {"live": True, "ready": True}
