@@ -1,12 +1,15 @@
 from __future__ import annotations
 
-from webapp import live
-from webapp.ops.triton import get_runtime
 from workers.celery import app
 
 
 @app.task(name="workers.tasks.server.push_server_state", ignore_result=True)
 def push_server_state() -> None:
     """Tell open server pages Triton's current state (they re-render their status panel)."""
+    # Imported here, not at module level: beat imports every task module only to schedule
+    # them, and tritonclient (with grpc and numpy) would add ~50 MiB to that process.
+    from webapp import live
+    from webapp.ops.triton import get_runtime
+
     runtime = get_runtime(timeout=2.0)
     live.publish("server", {"live": runtime.is_live(), "ready": runtime.is_ready()})

@@ -1,0 +1,402 @@
+"""Chunked upload throughput and the web process's memory, against a raw loopback copy.
+
+    .venv/bin/python bench/upload_throughput.py --size 1G
+
+Starts a private stack (``python -m webapp.stack`` in a temp dir, free ports, everything
+embedded) unless ``--url``/``--token`` name a running one; writes ``--size`` bytes of random
+data once to ``big.onnx`` in the temp dir; then, in the same run:
+
+* **raw** (the baseline): the same file sent over one TCP connection on 127.0.0.1 to a thread
+  that writes it to a file in the same temp dir and fsyncs it at the end; the client reads the
+  file in the server's chunk size, like the product client. Run before and after the product.
+* **raw, fsync per chunk** (informational): the same, with an fsync after every chunk, as the
+  product's ``write_chunk`` does. It separates the cost of durability from the rest.
+* **product**: ``POST /api/v1/uploads``, then one ``PUT`` per chunk (``Upload-Offset``, the
+  server's ``chunk_bytes``) over one keep-alive ``http.client`` connection, then ``DELETE``.
+  No version is created (the bytes are not a model).
+
+Reports MB/s of each, the ratio product/raw (goal >= 0.7), and the Daphne process's peak RSS
+growth over its pre-upload RSS, sampled every 100 ms (goal < 64 MiB). Results:
+``bench/results/upload_throughput.json``. Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _stack import (  # noqa: E402
+    MIB,
+    Api,
+    ApiError,
+    add_stack_arguments,
+    listening_process,
+    machine,
+    median,
+    parse_size,
+    percentile,
+    say,
+    stack_from_args,
+    table,
+    temp_workdir,
+    write_results,
+)
+
+PIECE = 1024 * 1024  # what the server side copies at a time (model_store.uploads.PIECE_SIZE)
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def make_file(path: Path, size: int) -> float:
+    """``size`` random bytes, written once and fsynced; returns the seconds it took."""
+    started = time.perf_counter()
+    with path.open("wb") as out:
+        left = size
+        while left:
+            piece = os.urandom(min(PIECE, left))
+            out.write(piece)
+            left -= len(piece)
+        out.flush()
+        os.fsync(out.fileno())
+    return time.perf_counter() - started
+
+
+# --------------------------------------------------------------------------- the baseline
+
+
+def raw_loopback(source: Path, size: int, dest: Path, chunk: int, fsync_every: bool) -> float:
+    """Sends ``source`` over a loopback TCP connection to a thread that writes it to ``dest``.
+
+    The client reads ``chunk`` bytes at a time (as the product client does) and ``sendall``s
+    them; the receiver copies ``PIECE`` bytes at a time to the file and fsyncs at the end (and
+    after every ``chunk`` bytes with ``fsync_every``), then acknowledges with one byte. The time
+    is from connecting until that acknowledgement: the bytes are on disk.
+    """
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    failure: list[BaseException] = []
+
+    def receive() -> None:
+        try:
+            conn, _ = server.accept()
+            with conn, dest.open("wb") as out:
+                buf = bytearray(PIECE)
+                view = memoryview(buf)
+                received = since_sync = 0
+                while received < size:
+                    n = conn.recv_into(buf, min(PIECE, size - received))
+                    if not n:
+                        break
+                    out.write(view[:n])
+                    received += n
+                    since_sync += n
+                    if fsync_every and since_sync >= chunk:
+                        out.flush()
+                        os.fsync(out.fileno())
+                        since_sync = 0
+                out.flush()
+                os.fsync(out.fileno())
+                conn.sendall(b"K" if received == size else b"E")
+        except BaseException as exc:  # reported by the caller
+            failure.append(exc)
+
+    thread = threading.Thread(target=receive, name="raw-receiver", daemon=True)
+    thread.start()
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as sock, source.open("rb") as src:
+        while n := src.readinto(buf):
+            sock.sendall(view[:n])
+        ack = sock.recv(1)
+    elapsed = time.perf_counter() - started
+    thread.join(60)
+    server.close()
+    if failure:
+        raise RuntimeError(f"the raw receiver failed: {failure[0]!r}")
+    if ack != b"K" or dest.stat().st_size != size:
+        raise RuntimeError(f"the raw copy is incomplete ({dest.stat().st_size} of {size} bytes)")
+    dest.unlink()
+    return elapsed
+
+
+# --------------------------------------------------------------------------- memory sampling
+
+
+class RssSampler:
+    """Samples the RSS of some processes every ``interval`` seconds in a thread."""
+
+    def __init__(self, processes: dict[str, psutil.Process | None], interval: float = 0.1):
+        self.processes = {k: p for k, p in processes.items() if p is not None}
+        self.interval = interval
+        self.peak: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _sample(self) -> None:
+        for name, proc in self.processes.items():
+            with contextlib.suppress(psutil.Error):
+                rss = proc.memory_info().rss
+                self.peak[name] = max(self.peak.get(name, 0), rss)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def _io(proc: psutil.Process | None) -> dict[str, float] | None:
+    if proc is None:
+        return None
+    try:
+        io = proc.io_counters()
+        cpu = proc.cpu_times()
+    except psutil.Error:
+        return None
+    return {
+        "read_chars": io.read_chars,
+        "write_chars": io.write_chars,
+        "write_bytes": io.write_bytes,
+        "cpu_s": cpu.user + cpu.system,
+        "user_s": cpu.user,
+        "system_s": cpu.system,
+    }
+
+
+# --------------------------------------------------------------------------- the product
+
+
+def product_upload(api: Api, source: Path, size: int, web: psutil.Process | None) -> dict[str, Any]:
+    """Uploads ``source`` through the chunked API on ``api``'s one connection, then deletes it."""
+    me = psutil.Process()
+    api.call("GET", "/api/v1/health/live")  # the connection is open and the web process warm
+    time.sleep(0.5)
+    pre = {"web": web.memory_info().rss if web else 0, "client": me.memory_info().rss}
+    io_before = _io(web)
+    chunk_seconds: list[float] = []
+    with RssSampler({"web": web, "client": me}) as sampler:
+        started = time.perf_counter()
+        upload = api.call("POST", "/api/v1/uploads", {"filename": "big.onnx", "size": size}, 201)
+        chunk = int(upload["chunk_bytes"])
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        offset = 0
+        with source.open("rb") as src:
+            while n := src.readinto(buf):
+                t0 = time.perf_counter()
+                status, _, body = api.raw(
+                    "PUT",
+                    f"/api/v1/uploads/{upload['id']}",
+                    body=view[:n],
+                    headers={
+                        "Upload-Offset": str(offset),
+                        "Content-Type": "application/octet-stream",
+                        "Content-Length": str(n),
+                    },
+                )
+                chunk_seconds.append(time.perf_counter() - t0)
+                if status != 200:
+                    raise ApiError(f"PUT chunk at {offset} -> {status}: {body[:300]!r}")
+                received = int(json.loads(body)["offset"])
+                if received != offset + n:
+                    raise ApiError(f"the server has {received} bytes, expected {offset + n}")
+                offset = received
+        elapsed = time.perf_counter() - started
+    io_after = _io(web)
+    t0 = time.perf_counter()
+    api.call("DELETE", f"/api/v1/uploads/{upload['id']}", expect=204)
+    delete_s = time.perf_counter() - t0
+    result: dict[str, Any] = {
+        "seconds": elapsed,
+        "mb_per_s": size / elapsed / 1e6,
+        "chunk_bytes": chunk,
+        "chunks": len(chunk_seconds),
+        "chunk_seconds": {
+            "median": median(chunk_seconds),
+            "p95": percentile(chunk_seconds, 95),
+            "max": max(chunk_seconds),
+            "first": chunk_seconds[0],
+        },
+        "delete_seconds": delete_s,
+        "connections_opened": api.connections_opened,
+        "rss_samples": sampler.samples,
+        "client_rss_peak_growth_mib": (sampler.peak.get("client", 0) - pre["client"]) / MIB,
+    }
+    if web is not None:
+        result |= {
+            "web_pid": web.pid,
+            "web_rss_before_mib": pre["web"] / MIB,
+            "web_rss_peak_mib": sampler.peak.get("web", 0) / MIB,
+            "web_rss_peak_growth_mib": (sampler.peak.get("web", 0) - pre["web"]) / MIB,
+        }
+    if io_before and io_after:
+        delta = {k: io_after[k] - io_before[k] for k in io_before}
+        result["web_process"] = {
+            "cpu_seconds": delta["cpu_s"],
+            "user_seconds": delta["user_s"],
+            "system_seconds": delta["system_s"],
+            "cpu_share_of_wall": delta["cpu_s"] / elapsed,
+            # write_chars: bytes passed to write(2) (page cache included), per uploaded byte.
+            "written_per_uploaded_byte": delta["write_chars"] / size,
+            "read_per_uploaded_byte": delta["read_chars"] / size,
+            "disk_written_per_uploaded_byte": delta["write_bytes"] / size,
+        }
+    return result
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, default=parse_size("1G"), help="default 1G")
+    parser.add_argument(
+        "--baseline-runs",
+        type=int,
+        default=2,
+        help="raw loopback runs, split before/after the product upload (default 2)",
+    )
+    add_stack_arguments(parser)
+    args = parser.parse_args()
+    size = int(args.size)
+
+    results: dict[str, Any] = {"benchmark": "upload_throughput", "machine": machine()}
+    results["size_bytes"] = size
+    with temp_workdir("hub-bench-upload-", args.keep_temp) as workdir:
+        source = workdir / "big.onnx"
+        say(f"writing {size / MIB:.0f} MiB of random bytes to {source} …")
+        results["file_write_seconds"] = make_file(source, size)
+        with stack_from_args(args, workdir) as (url, token, stack):
+            results["stack"] = "private (python -m webapp.stack)" if stack else url
+            api = Api(url, token)
+            try:
+                web = stack.web_process() if stack else listening_process(api.port)
+                if web is None:
+                    say("the web process is not visible; RSS is not measured")
+                name = f"bench-upload-{int(time.time())}"
+                api.call("POST", "/api/v1/models", {"name": name, "target": "onnxruntime"}, 201)
+                info = api.call("GET", "/api/v1/health/live")
+                results["health_live"] = info
+                # The server's chunk size is what the product client uses; ask it first so the
+                # baseline reads the file the same way.
+                probe = api.call("POST", "/api/v1/uploads", {"filename": "probe.onnx", "size": 1}, 201)
+                api.call("DELETE", f"/api/v1/uploads/{probe['id']}", expect=204)
+                chunk = int(probe["chunk_bytes"])
+
+                raw: list[float] = []
+                raw_sync: list[float] = []
+                before = (args.baseline_runs + 1) // 2
+                after = args.baseline_runs - before
+
+                def baseline(n: int) -> None:
+                    for _ in range(n):
+                        raw.append(raw_loopback(source, size, workdir / "raw.bin", chunk, False))
+                        say(f"raw loopback: {raw[-1]:.2f} s ({size / raw[-1] / 1e6:.0f} MB/s)")
+                        raw_sync.append(raw_loopback(source, size, workdir / "raw.bin", chunk, True))
+                        say(
+                            f"raw loopback, fsync per chunk: {raw_sync[-1]:.2f} s "
+                            f"({size / raw_sync[-1] / 1e6:.0f} MB/s)"
+                        )
+
+                baseline(before)
+                say(f"product upload of {size / MIB:.0f} MiB in {chunk / MIB:.0f} MiB chunks …")
+                product = product_upload(api, source, size, web)
+                say(f"product: {product['seconds']:.2f} s ({product['mb_per_s']:.0f} MB/s)")
+                baseline(after)
+            finally:
+                api.close()
+            if stack is not None:
+                results["stack_log_tail"] = stack.log_path.read_text(errors="replace")[-2000:]
+
+    raw_s = median(raw)
+    raw_sync_s = median(raw_sync)
+    results |= {
+        "raw_loopback": {
+            "runs_seconds": raw,
+            "median_seconds": raw_s,
+            "mb_per_s": size / raw_s / 1e6,
+        },
+        "raw_loopback_fsync_per_chunk": {
+            "runs_seconds": raw_sync,
+            "median_seconds": raw_sync_s,
+            "mb_per_s": size / raw_sync_s / 1e6,
+        },
+        "product": product,
+        "ratio_product_to_raw": raw_s / product["seconds"],
+        "ratio_product_to_raw_fsync_per_chunk": raw_sync_s / product["seconds"],
+        "goals": {"ratio_product_to_raw_min": 0.7, "web_rss_peak_growth_mib_max": 64},
+    }
+    if "web_rss_peak_growth_mib" in product:
+        results["web_rss_growth_per_chunk"] = product["web_rss_peak_growth_mib"] * MIB / chunk
+    path = write_results("upload_throughput", results)
+
+    rows = [
+        ("measure", "seconds", "MB/s", "vs raw"),
+        ("raw loopback -> file (baseline)", f"{raw_s:.2f}", f"{size / raw_s / 1e6:.0f}", "1.00"),
+        (
+            "raw loopback -> file, fsync per chunk",
+            f"{raw_sync_s:.2f}",
+            f"{size / raw_sync_s / 1e6:.0f}",
+            f"{raw_s / raw_sync_s:.2f}",
+        ),
+        (
+            "product: chunked API upload",
+            f"{product['seconds']:.2f}",
+            f"{product['mb_per_s']:.0f}",
+            f"{results['ratio_product_to_raw']:.2f}",
+        ),
+    ]
+    print()
+    print(f"Upload of {size / MIB:.0f} MiB, {product['chunks']} chunks of {chunk / MIB:.0f} MiB")
+    print(table(rows))
+    print()
+    print(f"throughput ratio product/raw: {results['ratio_product_to_raw']:.2f} (goal >= 0.7)")
+    if "web_rss_peak_growth_mib" in product:
+        print(
+            f"web (daphne) RSS: {product['web_rss_before_mib']:.0f} MiB before, peak growth "
+            f"{product['web_rss_peak_growth_mib']:.1f} MiB (goal < 64 MiB; "
+            f"{product['rss_samples']} samples at 100 ms)"
+        )
+    if "web_process" in product:
+        wp = product["web_process"]
+        print(
+            f"web process during the upload: {wp['cpu_seconds']:.1f} CPU s "
+            f"({wp['cpu_share_of_wall']:.0%} of wall), write() {wp['written_per_uploaded_byte']:.2f} "
+            f"bytes and read() {wp['read_per_uploaded_byte']:.2f} bytes per uploaded byte"
+        )
+    cs = product["chunk_seconds"]
+    print(
+        f"per chunk: median {cs['median'] * 1000:.0f} ms, p95 {cs['p95'] * 1000:.0f} ms, "
+        f"max {cs['max'] * 1000:.0f} ms; connections opened: {product['connections_opened']}; "
+        f"client RSS growth {product['client_rss_peak_growth_mib']:.1f} MiB"
+    )
+    print(f"results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
