@@ -177,7 +177,13 @@ def _io(proc: psutil.Process | None) -> dict[str, float] | None:
         cpu = proc.cpu_times()
     except psutil.Error:
         return None
+    cancelled = 0
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{proc.pid}/io").read_text().splitlines():
+            if line.startswith("cancelled_write_bytes:"):
+                cancelled = int(line.split()[1])
     return {
+        "cancelled_write_bytes": cancelled,
         "read_chars": io.read_chars,
         "write_chars": io.write_chars,
         "write_bytes": io.write_bytes,
@@ -263,7 +269,10 @@ def product_upload(api: Api, source: Path, size: int, web: psutil.Process | None
             # write_chars: bytes passed to write(2) (page cache included), per uploaded byte.
             "written_per_uploaded_byte": delta["write_chars"] / size,
             "read_per_uploaded_byte": delta["read_chars"] / size,
-            "disk_written_per_uploaded_byte": delta["write_bytes"] / size,
+            # write_bytes: pages dirtied for the disk; cancelled: dirtied pages of files that
+            # were deleted (or truncated) before writeback, i.e. temp files that never hit disk.
+            "dirtied_per_uploaded_byte": delta["write_bytes"] / size,
+            "dirtied_then_discarded_per_uploaded_byte": delta["cancelled_write_bytes"] / size,
         }
     return result
 
@@ -277,8 +286,8 @@ def main() -> int:
     parser.add_argument(
         "--baseline-runs",
         type=int,
-        default=2,
-        help="raw loopback runs, split before/after the product upload (default 2)",
+        default=4,
+        help="raw loopback runs of each kind, split before/after the product upload (default 4)",
     )
     add_stack_arguments(parser)
     args = parser.parse_args()

@@ -196,11 +196,17 @@ LOGGING = {
 }
 CSRF_FAILURE_VIEW = "webapp.api.views.csrf_failure"
 
+RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", default=60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
+    "reconcile": {
+        "task": "workers.tasks.serve.reconcile",
+        "schedule": float(RECONCILE_SECONDS),
+        "options": {"expires": float(RECONCILE_SECONDS)},
+    },
     "push-server-state": {
         "task": "workers.tasks.server.push_server_state",
         "schedule": float(SERVER_STATE_PUSH_SECONDS),
         # A state push older than one period is useless: never let them pile up in the queue.
         "options": {"expires": float(SERVER_STATE_PUSH_SECONDS)},
-    }
+    },
 }

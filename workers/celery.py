@@ -9,11 +9,24 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery(
     "triton_model_hub",
-    include=["workers.tasks.health", "workers.tasks.server", "workers.tasks.compile"],
+    include=[
+        "workers.tasks.health",
+        "workers.tasks.server",
+        "workers.tasks.compile",
+        "workers.tasks.serve",
+    ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+@worker_ready.connect
+def _reconcile_on_start(sender: object, **kwargs: object) -> None:
+    """A (re)started worker often means a (re)started Triton, which in explicit mode has
+    forgotten every model: bring the serving versions back without waiting for beat."""
+    app.send_task("workers.tasks.serve.reconcile")

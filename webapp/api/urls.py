@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.api import versions, views
+from webapp.api import serving, versions, views
 
 urlpatterns = [
     path("health", views.health, name="api-health"),
@@ -17,6 +17,12 @@ urlpatterns = [
         versions.version_override,
         name="api-version-override",
     ),
+    path("models/<str:name>/serve", serving.serve, name="api-serve"),
+    path("models/<str:name>/rollback", serving.rollback, name="api-rollback"),
+    path("models/<str:name>/unload", serving.unload, name="api-unload"),
+    path("models/<str:name>/load", serving.load, name="api-load"),
+    path("models/<str:name>/history", serving.history, name="api-history"),
+    path("audit", serving.audit, name="api-audit"),
     path("uploads", versions.upload_create, name="api-uploads"),
     path("uploads/<str:upload_id>", versions.upload_detail, name="api-upload"),
     path("jobs", versions.jobs, name="api-jobs"),

@@ -21,6 +21,7 @@ from model_store.uploads import FinishedUpload, UploadOffsetMismatch
 from webapp.accounts.roles import Role
 from webapp.api.decorators import api_view, field, json_body
 from webapp.api.errors import ApiError, error_response
+from webapp.registry import serving
 from webapp.registry import versions as version_actions
 from webapp.registry.models import Job, Model, Version
 from webapp.registry.storage import get_uploads
@@ -183,13 +184,16 @@ def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool
     return upload_id, finished, _options_from(data.get("options")), allow
 
 
-@api_view("GET")
-def version_detail(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
+@api_view("GET", "DELETE", role=Role.OPERATOR)
+def version_detail(request: HttpRequest, name: str, number: int) -> HttpResponse | dict[str, Any]:
     version = (
         Version.objects.filter(model__name=name, number=number).select_related("model").first()
     )
     if version is None:
         raise ApiError(f"{name} has no version {number}.", "not_found", 404)
+    if request.method == "DELETE":
+        serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
+        return HttpResponse(status=204)
     return version.to_dict(detail=True)
 
 

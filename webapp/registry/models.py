@@ -24,6 +24,13 @@ class Model(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
+    serving_version = models.PositiveIntegerField(null=True, blank=True)
+    # The version that served before the current one: what "roll back" returns to.
+    previous_version = models.PositiveIntegerField(null=True, blank=True)
+    # A switch lock that holds across processes and hosts; it expires, so a worker killed in
+    # the middle of a switch cannot keep it forever (see webapp/registry/serving.py).
+    lock_holder = models.CharField(max_length=64, blank=True)
+    lock_expires = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -40,7 +47,8 @@ class Model(models.Model):
             "description": self.description,
             "created": self.created.isoformat(),
             "created_by": self.created_by.get_username() if self.created_by else None,
-            "serving_version": None,
+            "serving_version": self.serving_version,
+            "previous_version": self.previous_version,
         }
         if versions:
             data["versions"] = [v.to_dict() for v in self.versions.order_by("-number")]
@@ -144,6 +152,10 @@ class Job(models.Model):
 
     class Kind(models.TextChoices):
         COMPILE = "compile", "Compile"
+        SERVE = "serve", "Serve"
+        ROLLBACK = "rollback", "Roll back"
+        UNLOAD = "unload", "Unload"
+        LOAD = "load", "Load"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -168,6 +180,8 @@ class Job(models.Model):
     error = models.TextField(blank=True)
     error_code = models.CharField(max_length=40, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # What a serve/rollback job switches from and to, and why (the operator's words).
+    params = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -275,3 +289,14 @@ class Event(models.Model):
             "data": self.data,
             "time": self.created.isoformat(),
         }
+
+
+class ReconcileReport(models.Model):
+    """The last comparison of database, repository files and Triton's index (one row)."""
+
+    created = models.DateTimeField(auto_now=True)
+    repairs = models.JSONField(default=list, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"reconcile at {self.created:%Y-%m-%d %H:%M:%S}"

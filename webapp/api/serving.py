@@ -1,0 +1,93 @@
+"""API for serving: switch, roll back, load, unload, delete a version, history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from webapp.accounts.roles import Role
+from webapp.api.decorators import api_view, field, json_body
+from webapp.api.errors import ApiError
+from webapp.registry import serving
+from webapp.registry.models import Event, Job, Model
+
+
+def _model(name: str) -> Model:
+    model = Model.objects.filter(name=name).first()
+    if model is None:
+        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
+    return model
+
+
+def _finished(job: Job) -> HttpResponse:
+    """The job's outcome: 200 when it succeeded, 409 when it failed, 202 if still running."""
+    job = serving.wait_for(job)
+    model = Model.objects.get(pk=job.model_id)
+    body: dict[str, Any] = {
+        "job": str(job.uuid),
+        "state": job.state,
+        "serving_version": model.serving_version,
+        "previous_version": model.previous_version,
+        "log": [line.text for line in job.log_lines.order_by("seq")],
+    }
+    if job.state == Job.State.SUCCEEDED:
+        return JsonResponse(body)
+    if not job.is_finished:
+        body |= {"error": "Still running; follow the job.", "code": "pending"}
+        return JsonResponse(body, status=202)
+    body |= {"error": job.error, "code": job.error_code or "failed"}
+    return JsonResponse(body, status=409)
+
+
+@api_view("POST", role=Role.OPERATOR)
+def serve(request: HttpRequest, name: str) -> HttpResponse:
+    data = json_body(request)
+    job = serving.request_switch(
+        model=_model(name),
+        number=field(data, "version", int),
+        user=request.user,  # type: ignore[arg-type]
+        reason=field(data, "reason", str, default="", max_len=500),
+        confirm_breaking=field(data, "confirm_breaking", bool, default=False),
+    )
+    return _finished(job)
+
+
+@api_view("POST", role=Role.OPERATOR)
+def rollback(request: HttpRequest, name: str) -> HttpResponse:
+    data = json_body(request)
+    job = serving.request_rollback(
+        model=_model(name),
+        user=request.user,  # type: ignore[arg-type]
+        reason=field(data, "reason", str, default="", max_len=500),
+    )
+    return _finished(job)
+
+
+@api_view("POST", role=Role.OPERATOR)
+def unload(request: HttpRequest, name: str) -> HttpResponse:
+    data = json_body(request)
+    reason = field(data, "reason", str, default="", max_len=500)
+    job = serving.request_unload(model=_model(name), user=request.user, reason=reason)  # type: ignore[arg-type]
+    return _finished(job)
+
+
+@api_view("POST", role=Role.OPERATOR)
+def load(request: HttpRequest, name: str) -> HttpResponse:
+    data = json_body(request)
+    reason = field(data, "reason", str, default="", max_len=500)
+    job = serving.request_load(model=_model(name), user=request.user, reason=reason)  # type: ignore[arg-type]
+    return _finished(job)
+
+
+@api_view("GET")
+def history(request: HttpRequest, name: str) -> dict[str, Any]:
+    model = _model(name)
+    rows = Event.objects.filter(model=model).select_related("model", "version", "actor")[:500]
+    return {"model": model.name, "events": [e.to_dict() for e in rows]}
+
+
+@api_view("GET")
+def audit(request: HttpRequest) -> dict[str, Any]:
+    rows = Event.objects.select_related("model", "version", "actor")[:500]
+    return {"events": [e.to_dict() for e in rows]}

@@ -1,0 +1,454 @@
+"""Serving: switch which version a model serves, roll back, load/unload, delete, reconcile.
+
+The web process checks and records the request, takes the model's switch lock and enqueues a
+job; a worker does the switch with ``model_store.serving`` and releases the lock. The lock is
+two columns on the model row, taken with a conditional UPDATE, so it holds across processes
+and hosts; it expires (``LOCK_TTL``), so a worker killed mid-switch cannot keep it forever,
+and the next reconcile puts files and Triton back in line with the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from model_store.serving import (
+    load_serving,
+    repository_state,
+    signature_changes,
+    switch_version,
+    unload_model,
+)
+from webapp import live
+from webapp.ops.triton import get_runtime
+from webapp.registry import jobs
+from webapp.registry.actions import RegistryError
+from webapp.registry.models import Event, Job, Model, ReconcileReport, Version
+from webapp.registry.storage import get_store
+
+log = logging.getLogger(__name__)
+
+LOCK_TTL = timedelta(seconds=300)
+SWITCH_TIMEOUT_S = 180.0
+
+
+# --------------------------------------------------------------------------- the lock
+
+
+def acquire_lock(model: Model, holder: str) -> bool:
+    now = timezone.now()
+    free = Q(lock_expires__isnull=True) | Q(lock_expires__lt=now) | Q(lock_holder=holder)
+    taken = Model.objects.filter(free, pk=model.pk).update(
+        lock_holder=holder, lock_expires=now + LOCK_TTL
+    )
+    return taken == 1
+
+
+def release_lock(model: Model, holder: str) -> None:
+    Model.objects.filter(pk=model.pk, lock_holder=holder).update(lock_holder="", lock_expires=None)
+
+
+def _lock_busy_error(model: Model) -> RegistryError:
+    model.refresh_from_db(fields=["lock_holder", "lock_expires"])
+    job = Job.objects.filter(uuid=_as_uuid(model.lock_holder)).first()
+    who = f" by {job.created_by.get_username()}" if job and job.created_by else ""
+    return RegistryError(
+        f"Another switch of {model.name} is in progress{who}. Wait for it to finish "
+        f"(job {model.lock_holder}), then try again.",
+        "switch_in_progress",
+        409,
+    )
+
+
+def _as_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(hex=text)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- requests (web)
+
+
+def request_switch(
+    *,
+    model: Model,
+    number: int,
+    user: User,
+    reason: str = "",
+    kind: str = Job.Kind.SERVE,
+    confirm_breaking: bool = False,
+) -> Job:
+    """Check a serve/rollback request, take the lock and queue the switch job."""
+    version = model.versions.filter(number=number).first()
+    if version is None:
+        raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
+    if not version.publishable:
+        why = (
+            f"its status is {version.status}"
+            if version.status != Version.Status.READY
+            else f"its verification {(version.verification or {}).get('status', 'did not run')} "
+            "and no admin has overridden it"
+        )
+        raise RegistryError(f"Version {number} cannot serve: {why}.", "not_publishable", 409)
+    changes: list[dict[str, str]] = []
+    current = model.versions.filter(number=model.serving_version).first()
+    if current is not None and current.number != number:
+        changes = [vars(c) for c in signature_changes(current.signature, version.signature)]
+        breaking = [c for c in changes if c["kind"] == "breaking"]
+        if breaking and not confirm_breaking:
+            raise RegistryError(
+                f"Version {number} changes the model's interface: "
+                + "; ".join(c["message"] for c in breaking)
+                + ". Clients may break. Confirm to switch anyway.",
+                "breaking_change",
+                409,
+            )
+    return _queue(model, kind, user, version=version, reason=reason, changes=changes)
+
+
+def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
+    if model.previous_version is None:
+        raise RegistryError(
+            f"{model.name} has no earlier serving version to roll back to.", "no_previous", 409
+        )
+    return request_switch(
+        model=model,
+        number=model.previous_version,
+        user=user,
+        reason=reason or "rollback",
+        kind=Job.Kind.ROLLBACK,
+        confirm_breaking=True,  # going back to what served before is the safe direction
+    )
+
+
+def request_unload(*, model: Model, user: User, reason: str = "") -> Job:
+    return _queue(model, Job.Kind.UNLOAD, user, reason=reason)
+
+
+def request_load(*, model: Model, user: User, reason: str = "") -> Job:
+    if model.serving_version is None:
+        raise RegistryError(
+            f"{model.name} has no serving version; serve one first.", "not_served", 409
+        )
+    return _queue(model, Job.Kind.LOAD, user, reason=reason)
+
+
+def _queue(
+    model: Model,
+    kind: str,
+    user: User,
+    *,
+    version: Version | None = None,
+    reason: str = "",
+    changes: list[dict[str, str]] | None = None,
+) -> Job:
+    job_uuid = uuid.uuid4()
+    if not acquire_lock(model, job_uuid.hex):
+        raise _lock_busy_error(model)
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                uuid=job_uuid,
+                kind=kind,
+                model=model,
+                version=version,
+                steps=jobs.initial_steps((kind,)),
+                params={
+                    "from": model.serving_version,
+                    "to": version.number if version else model.serving_version,
+                    "reason": reason[:500],
+                    "changes": changes or [],
+                },
+                created_by=user,
+            )
+            Event.objects.create(
+                model=model,
+                version=version,
+                job=job,
+                kind=f"{kind}.requested",
+                actor=user,
+                message=_describe(job, user),
+                data=job.params,
+            )
+            transaction.on_commit(lambda: _enqueue(job))
+    except Exception:
+        release_lock(model, job_uuid.hex)
+        raise
+    return job
+
+
+def _enqueue(job: Job) -> None:
+    from workers.tasks.serve import enqueue_switch
+
+    enqueue_switch(job.pk)
+
+
+def _describe(job: Job, user: User) -> str:
+    p = job.params
+    name = job.model.name
+    if job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
+        verb = "roll back" if job.kind == Job.Kind.ROLLBACK else "serve"
+        origin = f" (from v{p['from']})" if p.get("from") else ""
+        text = f"{user.get_username()} asked to {verb} {name} v{p['to']}{origin}"
+    else:
+        text = f"{user.get_username()} asked to {job.kind} {name}"
+    return text + (f": {p['reason']}" if p.get("reason") else ".")
+
+
+def wait_for(job: Job, timeout_s: float = SWITCH_TIMEOUT_S + 30) -> Job:
+    """Block until a job ends (the API's serve call returns when READY or failed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.is_finished:
+            return job
+        time.sleep(0.1)
+    return job
+
+
+def delete_version(*, version: Version, user: User) -> None:
+    model = version.model
+    if model.serving_version == version.number:
+        raise RegistryError(
+            f"Version {version.number} is serving; serve another version first.", "serving", 409
+        )
+    if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
+        raise RegistryError("A job for this version is still running.", "busy", 409)
+    holder = uuid.uuid4().hex
+    if not acquire_lock(model, holder):
+        raise _lock_busy_error(model)
+    try:
+        store = get_store()
+        number = version.number
+        if model.target != "npu_ge" and store.version_dir(model.name, number).exists():
+            store.remove_version(model.name, number)
+        shutil.rmtree(store.source_dir(model.name, number), ignore_errors=True)
+        Event.objects.create(
+            model=model,
+            kind="version.deleted",
+            actor=user,
+            message=f"{user.get_username()} deleted version {number} of {model.name}.",
+            data={"version": number, "sha256": version.source_sha256},
+        )
+        if model.previous_version == number:
+            Model.objects.filter(pk=model.pk).update(previous_version=None)
+        version.delete()
+    finally:
+        release_lock(model, holder)
+    live.publish("models", {"model": model.name})
+
+
+# --------------------------------------------------------------------------- the work (worker)
+
+
+def run_job(job_id: int) -> None:
+    job = Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
+    model = job.model
+    holder = job.uuid.hex
+    if job.is_finished:
+        return
+    if not acquire_lock(model, holder):  # the lock expired and someone else took it
+        jobs.fail(
+            job, "The switch lock was taken by another job; nothing was changed.", "lock_lost"
+        )
+        return
+    jobs.start_step(job, job.kind)
+    try:
+        if job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
+            _run_switch(job)
+        elif job.kind == Job.Kind.UNLOAD:
+            _run_unload(job)
+        else:
+            _run_load(job)
+    except Exception as exc:
+        log.exception("serving job %s crashed", job.uuid)
+        _failed(job, f"Unexpected error: {exc}. The worker log has details.", "internal_error")
+    finally:
+        release_lock(model, holder)
+        live.publish("models", {"model": model.name})
+
+
+def _run_switch(job: Job) -> None:
+    model, params = job.model, job.params
+    to_version, from_version = int(params["to"]), params.get("from")
+    runtime = get_runtime(timeout=SWITCH_TIMEOUT_S)
+    result = switch_version(
+        get_store(),
+        runtime,
+        name=model.name,
+        target=model.target,
+        to_version=to_version,
+        from_version=from_version,
+        timeout_s=SWITCH_TIMEOUT_S,
+        on_log=lambda line: jobs.log(job, line),
+    )
+    evidence: dict[str, Any] = {
+        "from": from_version,
+        "to": to_version,
+        "duration_s": round(result.duration_s, 3),
+        "load_s": round(result.load_s, 3) if result.load_s is not None else None,
+        "reason": params.get("reason", ""),
+        "changes": params.get("changes", []),
+        "verification": (job.version.verification or {}).get("status") if job.version else None,
+        "override": job.version.verification_override if job.version else None,
+    }
+    if not result.ok:
+        evidence["error"] = result.reason
+        evidence["restored"] = result.restored
+        _failed(
+            job, f"v{to_version} did not become ready: {result.reason}", "switch_failed", evidence
+        )
+        return
+    updates: dict[str, Any] = {"serving_version": to_version}
+    if from_version is not None and from_version != to_version:
+        updates["previous_version"] = from_version
+    Model.objects.filter(pk=model.pk).update(**updates)
+    verb = "rolled back" if job.kind == Job.Kind.ROLLBACK else "switched"
+    origin = f" from v{from_version}" if from_version else ""
+    Event.objects.create(
+        model=model,
+        version=job.version,
+        job=job,
+        kind=job.kind,
+        actor=job.created_by,
+        message=f"{_who(job)} {verb} {model.name}{origin} to v{to_version} "
+        f"in {result.duration_s:.2f} s.",
+        data=evidence,
+    )
+    jobs.finish_step(job, job.kind, f"v{to_version} is READY ({result.duration_s:.2f} s)")
+    jobs.succeed(job, f"v{to_version} serving")
+
+
+def _run_unload(job: Job) -> None:
+    model = job.model
+    unload_model(get_runtime(timeout=60), model.name, timeout_s=60)
+    Event.objects.create(
+        model=model, job=job, kind="unload", actor=job.created_by,
+        message=f"{_who(job)} unloaded {model.name}; it no longer answers requests.",
+        data={"reason": job.params.get("reason", "")},
+    )  # fmt: skip
+    jobs.finish_step(job, job.kind, "unloaded")
+    jobs.succeed(job)
+
+
+def _run_load(job: Job) -> None:
+    model = job.model
+    ok, reason = load_serving(
+        get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name, timeout_s=SWITCH_TIMEOUT_S
+    )
+    if not ok:
+        _failed(job, f"{model.name} did not load: {reason}", "load_failed")
+        return
+    Event.objects.create(
+        model=model, job=job, kind="load", actor=job.created_by,
+        message=f"{_who(job)} loaded {model.name} (v{model.serving_version}).",
+        data={"reason": job.params.get("reason", "")},
+    )  # fmt: skip
+    jobs.finish_step(job, job.kind, "READY")
+    jobs.succeed(job)
+
+
+def _failed(job: Job, message: str, code: str, evidence: dict[str, Any] | None = None) -> None:
+    jobs.log(job, message, "error")
+    jobs.fail(job, message, code)
+    Event.objects.filter(job=job, kind__in=("job.failed",)).update(data=evidence or {"code": code})
+
+
+def _who(job: Job) -> str:
+    return job.created_by.get_username() if job.created_by else "the hub"
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def reconcile() -> ReconcileReport:
+    """Compare database, repository and Triton; repair what is safe; keep the rest as warnings.
+
+    Safe repairs: reload serving models Triton forgot (explicit mode forgets everything on a
+    restart); rewrite a config.pbtxt that disagrees with the database; remove stale staging
+    directories. Models whose lock is held are skipped (a switch is in progress).
+    """
+    store = get_store()
+    runtime = get_runtime(timeout=SWITCH_TIMEOUT_S)
+    repairs: list[str] = []
+    warnings: list[str] = []
+    if not runtime.is_live():
+        warnings.append("Triton is not reachable; nothing was compared.")
+        return _save_report(repairs, warnings)
+    known = set()
+    for model in Model.objects.all():
+        known.add(model.name)
+        if model.lock_expires and model.lock_expires > timezone.now():
+            continue
+        holder = f"reconcile-{uuid.uuid4().hex[:8]}"
+        if not acquire_lock(model, holder):
+            continue
+        try:
+            _reconcile_model(store, runtime, model, repairs, warnings)
+        except Exception as exc:
+            log.exception("reconcile of %s failed", model.name)
+            warnings.append(f"{model.name}: could not be checked ({exc}).")
+        finally:
+            release_lock(model, holder)
+    for row in runtime.repository_index():
+        if row["name"] not in known and row.get("state") == "READY":
+            warnings.append(f"Triton serves {row['name']}, which this hub does not know.")
+    return _save_report(repairs, warnings)
+
+
+def _reconcile_model(
+    store: Any, runtime: Any, model: Model, repairs: list[str], warnings: list[str]
+) -> None:
+    state = repository_state(store, runtime, model.name)
+    for path in state.get("stale_staging", []):
+        shutil.rmtree(path, ignore_errors=True)
+        repairs.append(f"{model.name}: removed the stale staging directory {path}.")
+    if model.serving_version is None:
+        if state.get("ready_versions"):
+            warnings.append(
+                f"{model.name}: Triton serves it but the hub records no serving version."
+            )
+        return
+    serving = model.serving_version
+    if state.get("policy_versions") != [serving]:
+        result = switch_version(
+            store, runtime, name=model.name, target=model.target, to_version=serving,
+            from_version=None, timeout_s=SWITCH_TIMEOUT_S,
+        )  # fmt: skip
+        if result.ok:
+            repairs.append(
+                f"{model.name}: the repository config disagreed; v{serving} serves again."
+            )
+        else:
+            warnings.append(f"{model.name}: v{serving} could not be restored: {result.reason}")
+        return
+    if serving not in state.get("ready_versions", []):
+        ok, reason = load_serving(store, runtime, model.name, timeout_s=SWITCH_TIMEOUT_S)
+        if ok:
+            repairs.append(f"{model.name}: Triton had forgotten it; v{serving} is loaded again.")
+        else:
+            warnings.append(f"{model.name}: v{serving} does not load: {reason}")
+
+
+def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:
+    report, _ = ReconcileReport.objects.get_or_create(pk=1)
+    report.repairs = repairs
+    report.warnings = warnings
+    report.save()
+    if repairs:
+        Event.objects.create(
+            kind="reconcile", message="Reconcile repaired: " + " ".join(repairs)[:900],
+            data={"repairs": repairs, "warnings": warnings},
+        )  # fmt: skip
+    live.publish("server", {"reconciled": True})
+    return report

@@ -1,0 +1,33 @@
+"""Serving jobs (serve, roll back, load, unload) and the periodic reconcile."""
+
+from __future__ import annotations
+
+from workers.celery import app
+
+# A switch waits for Triton (load + warm-up); the hard limit leaves room for restoring the
+# previous version when the new one fails.
+SWITCH_LIMIT_S = 600
+
+
+@app.task(
+    name="workers.tasks.serve.run_job",
+    soft_time_limit=SWITCH_LIMIT_S,
+    time_limit=SWITCH_LIMIT_S + 60,
+    acks_late=True,
+    ignore_result=True,
+)
+def run_job(job_id: int) -> None:
+    from webapp.registry import serving
+
+    serving.run_job(job_id)
+
+
+@app.task(name="workers.tasks.serve.reconcile", ignore_result=True, soft_time_limit=900)
+def reconcile() -> None:
+    from webapp.registry import serving
+
+    serving.reconcile()
+
+
+def enqueue_switch(job_id: int) -> None:
+    run_job.delay(job_id)
