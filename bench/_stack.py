@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,7 +61,7 @@ def say(text: str) -> None:
 
 
 def parse_size(text: str) -> int:
-    """``"1G"`` -> 1073741824; K/M/G/T are binary (like UPLOAD_MAX_BYTES), a plain number is bytes."""
+    """``"1G"`` -> 1073741824: K/M/G/T are binary (as in UPLOAD_MAX_BYTES); no suffix is bytes."""
     text = text.strip().upper().removesuffix("IB").removesuffix("B")
     factor = 1
     for suffix, power in (("K", 1), ("M", 2), ("G", 3), ("T", 4)):
@@ -238,9 +238,9 @@ def listening_process(port: int) -> psutil.Process | None:
     """The process listening on 127.0.0.1:``port`` (for ``--url`` mode), if visible to us."""
     with contextlib.suppress(psutil.Error):
         for conn in psutil.net_connections(kind="tcp"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
-                if conn.pid:
-                    return psutil.Process(conn.pid)
+            listening = conn.status == psutil.CONN_LISTEN and conn.laddr
+            if listening and conn.laddr.port == port and conn.pid:
+                return psutil.Process(conn.pid)
     return None
 
 
@@ -248,11 +248,15 @@ def listening_process(port: int) -> psutil.Process | None:
 
 
 class _CountingConnection(http.client.HTTPConnection):
-    connects = 0
+    """Counts the TCP connections it opens (1 means every request reused the first)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connects = 0
 
     def connect(self) -> None:
         super().connect()
-        type(self).connects += 1
+        self.connects += 1
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
@@ -271,12 +275,11 @@ class Api:
         self.port = parts.port or 80
         self.token = token
         self.timeout = timeout
-        self.conn_class = type("Conn", (_CountingConnection,), {"connects": 0})
-        self.conn = self.conn_class(self.host, self.port, timeout=timeout)
+        self.conn = _CountingConnection(self.host, self.port, timeout=timeout)
 
     @property
     def connections_opened(self) -> int:
-        return int(self.conn_class.connects)
+        return self.conn.connects
 
     def raw(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
@@ -305,9 +308,18 @@ class Api:
         self.conn.close()
 
 
+def loopback_url(text: str) -> str:
+    """An argparse type: ``http://127.0.0.1:PORT`` (or localhost/[::1]); nothing else."""
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme != "http" or parts.hostname not in LOOPBACK_HOSTS:
+        raise argparse.ArgumentTypeError(f"must be http://127.0.0.1:PORT (loopback), not {text!r}")
+    return text.rstrip("/")
+
+
 def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
+        type=loopback_url,
         help="use an already running stack at this loopback URL (e.g. http://127.0.0.1:8080) "
         "instead of starting a private one; needs --token",
     )
@@ -367,8 +379,15 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
+    git: dict[str, Any] = {}
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        run = {"cwd": ROOT, "capture_output": True, "text": True, "timeout": 10}
+        git["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()  # type: ignore[call-overload]
+        status = subprocess.run(["git", "status", "--porcelain"], **run).stdout  # type: ignore[call-overload]
+        git["changed_files"] = len(status.splitlines())
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git": git,
         "os": os_name,
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -388,7 +407,7 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
     return path
 
 
-def table(rows: list[tuple[str, ...]]) -> str:
+def table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):

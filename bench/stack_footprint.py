@@ -50,14 +50,17 @@ def main() -> None:
             rows = []
             for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
                 with_mem = p.memory_full_info()
-                rows.append({"process": " ".join(p.cmdline())[:80], "pss_mib": with_mem.pss / 2**20})
+                rows.append(
+                    {"process": " ".join(p.cmdline())[:80], "pss_mib": with_mem.pss / 2**20}
+                )
         finally:
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(90)
     total = sum(r["pss_mib"] for r in rows)
     for row in sorted(rows, key=lambda r: -r["pss_mib"]):
         print(f"{row['pss_mib']:8.1f} MiB  {row['process']}")
-    print(f"command to ready: {ready_s:.1f} s; idle memory (PSS, {len(rows)} processes): {total:.0f} MiB")
+    print(f"command to ready: {ready_s:.1f} s")
+    print(f"idle memory (PSS, {len(rows)} processes): {total:.0f} MiB")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "stack_footprint.json").write_text(

@@ -37,7 +37,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack import (  # noqa: E402
+from _stack import (
     MIB,
     Api,
     ApiError,
@@ -312,7 +312,9 @@ def main() -> int:
                 results["health_live"] = info
                 # The server's chunk size is what the product client uses; ask it first so the
                 # baseline reads the file the same way.
-                probe = api.call("POST", "/api/v1/uploads", {"filename": "probe.onnx", "size": 1}, 201)
+                probe = api.call(
+                    "POST", "/api/v1/uploads", {"filename": "probe.onnx", "size": 1}, 201
+                )
                 api.call("DELETE", f"/api/v1/uploads/{probe['id']}", expect=204)
                 chunk = int(probe["chunk_bytes"])
 
@@ -325,7 +327,9 @@ def main() -> int:
                     for _ in range(n):
                         raw.append(raw_loopback(source, size, workdir / "raw.bin", chunk, False))
                         say(f"raw loopback: {raw[-1]:.2f} s ({size / raw[-1] / 1e6:.0f} MB/s)")
-                        raw_sync.append(raw_loopback(source, size, workdir / "raw.bin", chunk, True))
+                        raw_sync.append(
+                            raw_loopback(source, size, workdir / "raw.bin", chunk, True)
+                        )
                         say(
                             f"raw loopback, fsync per chunk: {raw_sync[-1]:.2f} s "
                             f"({size / raw_sync[-1] / 1e6:.0f} MB/s)"
@@ -394,8 +398,8 @@ def main() -> int:
         wp = product["web_process"]
         print(
             f"web process during the upload: {wp['cpu_seconds']:.1f} CPU s "
-            f"({wp['cpu_share_of_wall']:.0%} of wall), write() {wp['written_per_uploaded_byte']:.2f} "
-            f"bytes and read() {wp['read_per_uploaded_byte']:.2f} bytes per uploaded byte"
+            f"({wp['cpu_share_of_wall']:.0%} of wall); per uploaded byte: write() "
+            f"{wp['written_per_uploaded_byte']:.2f}, read() {wp['read_per_uploaded_byte']:.2f}"
         )
     cs = product["chunk_seconds"]
     print(

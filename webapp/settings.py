@@ -197,6 +197,7 @@ LOGGING = {
 CSRF_FAILURE_VIEW = "webapp.api.views.csrf_failure"
 
 RECONCILE_SECONDS = env_int("RECONCILE_SECONDS", default=60, minimum=5)
+SWITCH_LOCK_TTL_SECONDS = env_int("SWITCH_LOCK_TTL_SECONDS", default=720, minimum=2)
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {
         "task": "workers.tasks.serve.reconcile",

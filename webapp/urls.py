@@ -17,6 +17,16 @@ urlpatterns = [
     path("models/new/", registry_views.model_new, name="model-new"),
     path("models/<str:name>/", registry_views.model_detail, name="model"),
     path("models/<str:name>/versions/new/", registry_views.version_new, name="version-new"),
+    path("models/<str:name>/serve/", registry_views.model_serve, name="model-serve"),
+    path("models/<str:name>/rollback/", registry_views.model_rollback, name="model-rollback"),
+    path("models/<str:name>/unload/", registry_views.model_unload, name="model-unload"),
+    path("models/<str:name>/load/", registry_views.model_load, name="model-load"),
+    path(
+        "models/<str:name>/versions/<int:number>/delete/",
+        registry_views.version_delete,
+        name="version-delete",
+    ),
+    path("audit/", registry_views.audit, name="audit"),
     path("models/<str:name>/versions/<int:number>/", registry_views.version_detail, name="version"),
     path(
         "models/<str:name>/versions/<int:number>/override/",

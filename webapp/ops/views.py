@@ -5,9 +5,15 @@ from django.shortcuts import render
 
 from webapp.http import HubRequest
 from webapp.ops.server_state import devices_summary, triton_summary
+from webapp.registry.models import ReconcileReport
 
 
 def server(request: HubRequest) -> HttpResponse:
-    context = {"triton": triton_summary(), "devices": devices_summary(), "nav": "server"}
+    context = {
+        "triton": triton_summary(),
+        "devices": devices_summary(),
+        "reconcile": ReconcileReport.objects.first(),
+        "nav": "server",
+    }
     template = "ops/_server_status.html" if request.htmx else "ops/server.html"
     return render(request, template, context)

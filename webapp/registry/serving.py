@@ -3,8 +3,8 @@
 The web process checks and records the request, takes the model's switch lock and enqueues a
 job; a worker does the switch with ``model_store.serving`` and releases the lock. The lock is
 two columns on the model row, taken with a conditional UPDATE, so it holds across processes
-and hosts; it expires (``LOCK_TTL``), so a worker killed mid-switch cannot keep it forever,
-and the next reconcile puts files and Triton back in line with the database.
+and hosts; it expires (``SWITCH_LOCK_TTL_SECONDS``), so a worker killed mid-switch cannot
+keep it forever, and the next reconcile puts files and Triton back in line with the database.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
@@ -37,8 +38,12 @@ from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
 
-LOCK_TTL = timedelta(seconds=300)
 SWITCH_TIMEOUT_S = 180.0
+
+
+def lock_ttl() -> timedelta:
+    """Longer than any switch (load + warm-up + restore), short enough to recover from a crash."""
+    return timedelta(seconds=settings.SWITCH_LOCK_TTL_SECONDS)
 
 
 # --------------------------------------------------------------------------- the lock
@@ -48,7 +53,7 @@ def acquire_lock(model: Model, holder: str) -> bool:
     now = timezone.now()
     free = Q(lock_expires__isnull=True) | Q(lock_expires__lt=now) | Q(lock_holder=holder)
     taken = Model.objects.filter(free, pk=model.pk).update(
-        lock_holder=holder, lock_expires=now + LOCK_TTL
+        lock_holder=holder, lock_expires=now + lock_ttl()
     )
     return taken == 1
 
@@ -59,7 +64,8 @@ def release_lock(model: Model, holder: str) -> None:
 
 def _lock_busy_error(model: Model) -> RegistryError:
     model.refresh_from_db(fields=["lock_holder", "lock_expires"])
-    job = Job.objects.filter(uuid=_as_uuid(model.lock_holder)).first()
+    holder = _as_uuid(model.lock_holder)
+    job = Job.objects.filter(uuid=holder).first() if holder else None
     who = f" by {job.created_by.get_username()}" if job and job.created_by else ""
     return RegistryError(
         f"Another switch of {model.name} is in progress{who}. Wait for it to finish "
@@ -101,7 +107,11 @@ def request_switch(
         )
         raise RegistryError(f"Version {number} cannot serve: {why}.", "not_publishable", 409)
     changes: list[dict[str, str]] = []
-    current = model.versions.filter(number=model.serving_version).first()
+    current = (
+        model.versions.filter(number=model.serving_version).first()
+        if model.serving_version is not None
+        else None
+    )
     if current is not None and current.number != number:
         changes = [vars(c) for c in signature_changes(current.signature, version.signature)]
         breaking = [c for c in changes if c["kind"] == "breaking"]
@@ -385,6 +395,7 @@ def reconcile() -> ReconcileReport:
     if not runtime.is_live():
         warnings.append("Triton is not reachable; nothing was compared.")
         return _save_report(repairs, warnings)
+    _fail_interrupted_jobs(repairs)
     known = set()
     for model in Model.objects.all():
         known.add(model.name)
@@ -406,6 +417,32 @@ def reconcile() -> ReconcileReport:
     return _save_report(repairs, warnings)
 
 
+SERVING_KINDS = (Job.Kind.SERVE, Job.Kind.ROLLBACK, Job.Kind.LOAD, Job.Kind.UNLOAD)
+
+
+def _fail_interrupted_jobs(repairs: list[str]) -> None:
+    """A serving job still "running" after its lock expired lost its worker (killed, host
+    down): say so, so nobody waits for it; the model itself is repaired below."""
+    cutoff = timezone.now() - lock_ttl()
+    stale = Job.objects.filter(
+        kind__in=SERVING_KINDS, state__in=(Job.State.QUEUED, Job.State.RUNNING), created__lt=cutoff
+    ).select_related("model")
+    for job in stale:
+        model = job.model
+        if (
+            model.lock_holder == job.uuid.hex
+            and model.lock_expires
+            and model.lock_expires > timezone.now()
+        ):
+            continue
+        jobs.fail(
+            job,
+            "The worker stopped in the middle of this job; reconcile checked the model.",
+            "interrupted",
+        )
+        repairs.append(f"{model.name}: marked the interrupted {job.kind} job {job.uuid} as failed.")
+
+
 def _reconcile_model(
     store: Any, runtime: Any, model: Model, repairs: list[str], warnings: list[str]
 ) -> None:
@@ -413,6 +450,8 @@ def _reconcile_model(
     for path in state.get("stale_staging", []):
         shutil.rmtree(path, ignore_errors=True)
         repairs.append(f"{model.name}: removed the stale staging directory {path}.")
+    for problem in state.get("problems", []):
+        warnings.append(f"{model.name}: {problem}")
     if model.serving_version is None:
         if state.get("ready_versions"):
             warnings.append(

@@ -14,11 +14,12 @@ from model_store.errors import ModelStoreError
 from model_store.targets import get_target
 from webapp.accounts.roles import Role, role_of
 from webapp.http import HubRequest
-from webapp.registry import actions
+from webapp.registry import actions, serving
 from webapp.registry import versions as version_actions
 from webapp.registry.forms import NewModelForm
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
+from webapp.registry.state import state_of, triton_states
 from webapp.registry.storage import get_store, get_uploads
 
 
@@ -32,7 +33,14 @@ def model_list(request: HubRequest) -> HttpResponse:
     rows = Model.objects.select_related("created_by")
     if query:
         rows = rows.filter(Q(name__icontains=query) | Q(description__icontains=query))
-    context = {"models": rows, "query": query, "total": Model.objects.count(), "nav": "models"}
+    states, triton_error = triton_states()
+    context = {
+        "models": [(m, states.get(m.name)) for m in rows],
+        "query": query,
+        "total": Model.objects.count(),
+        "triton_error": triton_error,
+        "nav": "models",
+    }
     template = "registry/_model_rows.html" if request.htmx else "registry/model_list.html"
     return render(request, template, context)
 
@@ -58,8 +66,16 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
     model = get_object_or_404(Model.objects.select_related("created_by"), name=name)
     target = get_target(model.target)
     rows = model.versions.select_related("created_by").order_by("-number")
+    state, triton_error = state_of(model.name, model.serving_version is not None)
+    previous = (
+        rows.filter(number=model.previous_version).first() if model.previous_version else None
+    )
     context = {
         "model": model,
+        "state": state,
+        "triton_error": triton_error,
+        "previous": previous,
+        "events": Event.objects.filter(model=model).select_related("actor", "version")[:50],
         "target": target,
         "target_status": target.status(dict(os.environ)),
         "versions": rows,
@@ -212,3 +228,84 @@ def job_list(request: HubRequest) -> HttpResponse:
     rows = Job.objects.select_related("model", "version", "created_by")[:100]
     template = "registry/_job_rows.html" if request.htmx else "registry/job_list.html"
     return render(request, template, {"jobs": rows, "nav": "jobs"})
+
+
+def _switch_response(request: HubRequest, model: Model, start: object) -> HttpResponse:
+    _require(request, Role.OPERATOR)
+    try:
+        job = start()  # type: ignore[operator]
+    except actions.RegistryError as exc:
+        messages.error(request, exc.message)
+        return redirect("model", name=model.name)
+    return redirect("job", job_id=job.uuid)
+
+
+@require_POST
+def model_serve(request: HubRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(Model, name=name)
+    try:
+        number = int(request.POST.get("version", ""))
+    except ValueError:
+        messages.error(request, "Choose a version to serve.")
+        return redirect("model", name=name)
+    return _switch_response(
+        request,
+        model,
+        lambda: serving.request_switch(
+            model=model,
+            number=number,
+            user=request.user,  # type: ignore[arg-type]
+            reason=request.POST.get("reason", "")[:500],
+            confirm_breaking=request.POST.get("confirm_breaking") == "1",
+        ),
+    )
+
+
+@require_POST
+def model_rollback(request: HubRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(Model, name=name)
+    reason = request.POST.get("reason", "")[:500]
+    return _switch_response(
+        request,
+        model,
+        lambda: serving.request_rollback(model=model, user=request.user, reason=reason),  # type: ignore[arg-type]
+    )
+
+
+@require_POST
+def model_unload(request: HubRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(Model, name=name)
+    return _switch_response(
+        request,
+        model,
+        lambda: serving.request_unload(model=model, user=request.user),  # type: ignore[arg-type]
+    )
+
+
+@require_POST
+def model_load(request: HubRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(Model, name=name)
+    return _switch_response(
+        request,
+        model,
+        lambda: serving.request_load(model=model, user=request.user),  # type: ignore[arg-type]
+    )
+
+
+@require_POST
+def version_delete(request: HubRequest, name: str, number: int) -> HttpResponse:
+    _require(request, Role.OPERATOR)
+    version = get_object_or_404(
+        Version.objects.select_related("model"), model__name=name, number=number
+    )
+    try:
+        serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
+        messages.success(request, f"Version {number} deleted (files and record).")
+    except actions.RegistryError as exc:
+        messages.error(request, exc.message)
+    return redirect("model", name=name)
+
+
+def audit(request: HubRequest) -> HttpResponse:
+    rows = Event.objects.select_related("model", "version", "actor")[:300]
+    return render(request, "registry/audit.html", {"events": rows, "nav": "audit"})

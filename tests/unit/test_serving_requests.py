@@ -1,0 +1,145 @@
+"""Serving requests as the web layer checks them: refusals, the switch lock, deletion, history.
+
+The switch itself (worker + Triton) is tested in tests/integration/test_serving_product.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tests.fixtures.users import token_for
+from webapp.registry import serving
+from webapp.registry.actions import RegistryError
+from webapp.registry.models import Event, Job, Model, Version
+
+SIG_V1 = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
+          "outputs": [{"name": "y", "dtype": "TYPE_FP32", "dims": ["batch", 3]}]}  # fmt: skip
+
+
+@pytest.fixture
+def model(operator, settings, tmp_path) -> Model:
+    settings.MODEL_STORE_ROOT = tmp_path / "store"
+    return Model.objects.create(name="mlp", target="onnxruntime", created_by=operator)
+
+
+def make_version(
+    model: Model, number: int, *, status="ready", verification="passed", signature=None
+):
+    return Version.objects.create(
+        model=model, number=number, status=status, source_filename="m.onnx",
+        source_sha256=f"{number:064d}", source_size=10, verification={"status": verification},
+        signature=signature or SIG_V1,
+    )  # fmt: skip
+
+
+def test_a_version_that_failed_verification_cannot_serve(model, operator) -> None:
+    make_version(model, 1, verification="failed")
+    with pytest.raises(RegistryError, match="verification failed") as info:
+        serving.request_switch(model=model, number=1, user=operator)
+    assert info.value.code == "not_publishable"
+
+
+def test_an_unpackaged_version_cannot_serve(model, operator) -> None:
+    make_version(model, 1, status="compiling")
+    with pytest.raises(RegistryError, match="status is compiling"):
+        serving.request_switch(model=model, number=1, user=operator)
+
+
+def test_a_second_switch_is_refused_while_the_first_holds_the_lock(model, operator) -> None:
+    make_version(model, 1)
+    make_version(model, 2)
+    first = serving.request_switch(model=model, number=1, user=operator)
+    assert first.kind == Job.Kind.SERVE
+    with pytest.raises(RegistryError, match="in progress") as info:
+        serving.request_switch(model=model, number=2, user=operator)
+    assert info.value.status == 409 and info.value.code == "switch_in_progress"
+    assert Job.objects.count() == 1
+
+
+def test_an_expired_lock_can_be_taken_over(model, operator) -> None:
+    make_version(model, 1)
+    Model.objects.filter(pk=model.pk).update(
+        lock_holder="dead-worker", lock_expires=timezone.now() - timedelta(seconds=1)
+    )
+    job = serving.request_switch(model=model, number=1, user=operator)
+    model.refresh_from_db()
+    assert model.lock_holder == job.uuid.hex
+
+
+def test_release_only_frees_the_holders_own_lock(model) -> None:
+    assert serving.acquire_lock(model, "a")
+    assert not serving.acquire_lock(model, "b")
+    serving.release_lock(model, "b")
+    assert not serving.acquire_lock(model, "b")
+    serving.release_lock(model, "a")
+    assert serving.acquire_lock(model, "b")
+
+
+def test_a_breaking_interface_change_needs_confirmation(model, operator) -> None:
+    make_version(model, 1)
+    renamed = {"inputs": [{"name": "image", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
+               "outputs": SIG_V1["outputs"]}  # fmt: skip
+    make_version(model, 2, signature=renamed)
+    Model.objects.filter(pk=model.pk).update(serving_version=1)
+    model.refresh_from_db()
+    with pytest.raises(RegistryError) as info:
+        serving.request_switch(model=model, number=2, user=operator)
+    assert info.value.code == "breaking_change" and "x" in info.value.message
+    job = serving.request_switch(model=model, number=2, user=operator, confirm_breaking=True)
+    assert any(c["kind"] == "breaking" for c in job.params["changes"])
+
+
+def test_rollback_needs_an_earlier_version(model, operator) -> None:
+    with pytest.raises(RegistryError, match="no earlier serving version"):
+        serving.request_rollback(model=model, user=operator)
+
+
+def test_the_serving_version_cannot_be_deleted_but_others_can(model, operator, tmp_path) -> None:
+    make_version(model, 1)
+    v2 = make_version(model, 2)
+    Model.objects.filter(pk=model.pk).update(serving_version=1)
+    with pytest.raises(RegistryError, match="is serving"):
+        serving.delete_version(version=Version.objects.get(number=1), user=operator)
+    source = tmp_path / "store" / "sources" / "mlp" / "2"
+    source.mkdir(parents=True)
+    (source / "model.onnx").write_bytes(b"x")
+    serving.delete_version(version=v2, user=operator)
+    assert not Version.objects.filter(number=2).exists()
+    assert not source.exists()
+    assert Event.objects.filter(kind="version.deleted", data__version=2).exists()
+
+
+def test_serve_through_the_api_checks_role_and_input(model, operator, viewer) -> None:
+    make_version(model, 1, verification="failed")
+    client = Client()
+    viewer_key, operator_key = token_for(viewer), token_for(operator)
+    body = json.dumps({"version": 1})
+    denied = client.post("/api/v1/models/mlp/serve", data=body, content_type="application/json",
+                         HTTP_AUTHORIZATION=f"Token {viewer_key}")  # fmt: skip
+    assert denied.status_code == 403
+    refused = client.post("/api/v1/models/mlp/serve", data=body, content_type="application/json",
+                          HTTP_AUTHORIZATION=f"Token {operator_key}")  # fmt: skip
+    assert refused.status_code == 409 and refused.json()["code"] == "not_publishable"
+    auth = {"HTTP_AUTHORIZATION": f"Token {operator_key}", "content_type": "application/json"}
+    bad = client.post("/api/v1/models/mlp/serve", data=json.dumps({"version": "one"}), **auth)
+    assert bad.status_code == 400
+    missing = client.post("/api/v1/models/mlp/serve", data=json.dumps({"version": 9}), **auth)
+    assert missing.status_code == 404
+
+
+def test_history_and_audit_list_events(model, operator) -> None:
+    Event.objects.create(
+        model=model, kind="serve", actor=operator, message="otto switched mlp to v1"
+    )
+    client = Client()
+    key = token_for(operator)
+    history = client.get("/api/v1/models/mlp/history", HTTP_AUTHORIZATION=f"Token {key}").json()
+    assert history["events"][0]["message"] == "otto switched mlp to v1"
+    assert client.get("/api/v1/audit", HTTP_AUTHORIZATION=f"Token {key}").json()["events"]
+    client.force_login(operator)
+    assert "otto switched mlp to v1" in client.get("/audit/").content.decode()
+    assert "otto switched mlp to v1" in client.get("/models/mlp/").content.decode()
