@@ -473,25 +473,10 @@ class UploadStore:
             InvalidUpload: Negative values, or the upload is already complete.
             UploadBusy: Another writer held the upload for longer than the lock timeout.
         """
-        for what, value in (("offset", offset), ("length", length)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidUpload(f"The chunk {what} must be a whole number >= 0, not {value!r}.")
+        _check_chunk_numbers(offset, length)
         with self._locked_part(upload_id) as (_dir, fh, meta):
-            if meta.get("state") != STATE_RECEIVING:
-                raise InvalidUpload(f"The upload {upload_id!r} is already complete.")
             received = os.fstat(fh.fileno()).st_size
-            if offset != received:
-                raise UploadOffsetMismatch(
-                    f"The chunk starts at byte {offset}, but {received} bytes have been "
-                    f"received. Resume from byte {received}.",
-                    expected=received,
-                )
-            size = int(meta["size"])
-            if offset + length > size:
-                raise UploadTooLarge(
-                    f"The chunk would end at byte {offset + length}, past the declared size "
-                    f"of {size} bytes. Send at most {size - offset} more bytes."
-                )
+            _check_chunk(upload_id, meta, received, offset, length)
             fh.seek(offset)
             remaining = length
             try:
@@ -507,6 +492,28 @@ class UploadStore:
                 fh.flush()
                 os.fsync(fh.fileno())
             return offset + length - remaining
+
+    def check_chunk(self, upload_id: str, offset: int, length: int) -> Upload:
+        """Refuses a chunk that :meth:`write_chunk` would refuse, before its bytes are read.
+
+        The same checks and errors as :meth:`write_chunk`, on the upload's state now and
+        without the lock: a server that streams the request body can answer a wrong offset
+        or an oversized chunk at once, instead of receiving megabytes it will not keep.
+        :meth:`write_chunk` checks again under the lock, so a race with another writer is
+        still caught.
+
+        Returns:
+            The upload (as :meth:`status`).
+
+        Raises:
+            UploadNotFound, UploadOffsetMismatch, UploadTooLarge, InvalidUpload: As
+            :meth:`write_chunk`.
+        """
+        _check_chunk_numbers(offset, length)
+        upload = self.status(upload_id)
+        meta = {"state": upload.state, "size": upload.size}
+        _check_chunk(upload_id, meta, upload.received, offset, length)
+        return upload
 
     def finish(self, upload_id: str) -> FinishedUpload:
         """Verifies a fully received upload and marks it complete.
@@ -620,6 +627,32 @@ class UploadStore:
         except FileNotFoundError:
             return
         shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _check_chunk_numbers(offset: object, length: object) -> None:
+    for what, value in (("offset", offset), ("length", length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidUpload(f"The chunk {what} must be a whole number >= 0, not {value!r}.")
+
+
+def _check_chunk(
+    upload_id: str, meta: dict[str, Any], received: int, offset: int, length: int
+) -> None:
+    """The chunk must continue a receiving upload at its end and stay within its size."""
+    if meta.get("state") != STATE_RECEIVING:
+        raise InvalidUpload(f"The upload {upload_id!r} is already complete.")
+    if offset != received:
+        raise UploadOffsetMismatch(
+            f"The chunk starts at byte {offset}, but {received} bytes have been "
+            f"received. Resume from byte {received}.",
+            expected=received,
+        )
+    size = int(meta["size"])
+    if offset + length > size:
+        raise UploadTooLarge(
+            f"The chunk would end at byte {offset + length}, past the declared size "
+            f"of {size} bytes. Send at most {size - offset} more bytes."
+        )
 
 
 # Bundles -------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
         model=model,
         number=model.previous_version,
         user=user,
-        reason=reason or "rollback",
+        reason=reason,
         kind=Job.Kind.ROLLBACK,
         confirm_breaking=True,  # going back to what served before is the safe direction
     )
@@ -406,6 +406,9 @@ def reconcile() -> ReconcileReport:
             continue
         try:
             _reconcile_model(store, runtime, model, repairs, warnings)
+            # What is still wrong after the repairs, in the store's own plain words.
+            for problem in repository_state(store, runtime, model.name)["problems"]:
+                warnings.append(f"{model.name}: {problem}")
         except Exception as exc:
             log.exception("reconcile of %s failed", model.name)
             warnings.append(f"{model.name}: could not be checked ({exc}).")
@@ -450,8 +453,6 @@ def _reconcile_model(
     for path in state.get("stale_staging", []):
         shutil.rmtree(path, ignore_errors=True)
         repairs.append(f"{model.name}: removed the stale staging directory {path}.")
-    for problem in state.get("problems", []):
-        warnings.append(f"{model.name}: {problem}")
     if model.serving_version is None:
         if state.get("ready_versions"):
             warnings.append(
