@@ -1,4 +1,9 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (``/ws/live/``)."""
+"""ASGI entry point: HTTP through Django, websockets through Channels (``/ws/live/``).
+
+Chunk uploads (``PUT /api/v1/uploads/<id>``) are streamed to the store by
+``webapp.api.stream_upload`` in front of Django, which would otherwise read each whole body
+into a temporary file before the view runs; every other request reaches Django unchanged.
+"""
 
 import os
 
@@ -11,11 +16,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from webapp.api.stream_upload import StreamingUploads  # noqa: E402
 from webapp.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": StreamingUploads(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

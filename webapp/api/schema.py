@@ -69,6 +69,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         403: "Role too low or CSRF failed",
         404: "Not found",
         409: "Conflict",
+        413: "Too large",
         503: "Unhealthy",
     }
     return {str(c): _json(ERROR, meaning[c]) for c in codes}
@@ -188,6 +189,7 @@ def openapi_schema() -> dict[str, Any]:
                     "responses": {"200": _json(MODEL, "The model"), **_errors(401, 404)},
                 }
             },
+            **_more_paths(),
             "/api/v1/schema": {
                 "get": {
                     "summary": "This document",
@@ -195,4 +197,133 @@ def openapi_schema() -> dict[str, Any]:
                 }
             },
         },
+    }
+
+
+def _op(summary: str, *codes: int, body: dict[str, Any] | None = None, ok: str = "200") -> dict:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "responses": {ok: {"description": "OK"}, **_errors(*codes)},
+    }
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    return op
+
+
+def _obj(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props}
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+NAME = [{"name": "name", "in": "path", "required": True, "schema": STR}]
+VERSION = [*NAME, {"name": "number", "in": "path", "required": True, "schema": INT}]
+
+
+def _more_paths() -> dict[str, Any]:
+    """Uploads, versions, jobs and serving."""
+    return {
+        "/api/v1/targets": {
+            "get": _op("Targets with their compile options (JSON schema) and status", 401)
+        },
+        "/api/v1/uploads": {
+            "post": _op(
+                "Start a chunked upload (operator); answer has id and chunk_bytes",
+                400,
+                401,
+                403,
+                413,
+                body=_obj(filename=STR, size=INT, sha256=STR),
+                ok="201",
+            )
+        },
+        "/api/v1/uploads/{upload_id}": {
+            "get": _op("Bytes received so far (the offset to resume from)", 401, 404),
+            "put": _op(
+                "Send one chunk: raw body, header Upload-Offset; 409 carries the expected offset",
+                400,
+                401,
+                403,
+                404,
+                409,
+                413,
+            ),
+            "delete": _op("Cancel and delete everything received", 401, 404, ok="204"),
+        },
+        "/api/v1/models/{name}/versions": {
+            "get": {
+                "summary": "Versions of a model",
+                "parameters": NAME,
+                "responses": {"200": {"description": "OK"}},
+            },
+            "post": _op(
+                "New version from a finished upload ({upload_id, sha256?, options?, "
+                "allow_duplicate?}) or one multipart 'file' (+ 'options' JSON); "
+                "201 {version, job}; 409 duplicate",
+                400,
+                401,
+                403,
+                404,
+                409,
+                body=_obj(
+                    upload_id=STR, sha256=STR, options={"type": "object"}, allow_duplicate=BOOL
+                ),
+                ok="201",
+            ),
+        },
+        "/api/v1/models/{name}/versions/{number}": {
+            "get": _op("Status, signature, options, findings, verification, config", 401, 404),
+            "delete": _op(
+                "Delete a version that is not serving (files and record)",
+                401,
+                403,
+                404,
+                409,
+                ok="204",
+            ),
+        },
+        "/api/v1/models/{name}/versions/{number}/override": {
+            "post": _op(
+                "Allow a version whose verification failed to be published (admin)",
+                400,
+                401,
+                403,
+                404,
+                409,
+                body=_obj(reason=STR),
+            )
+        },
+        "/api/v1/jobs": {"get": _op("Recent jobs", 401)},
+        "/api/v1/jobs/{job_id}": {"get": _op("State, steps, progress, commands, log", 401, 404)},
+        "/api/v1/jobs/{job_id}/cancel": {
+            "post": _op("Ask a running job to stop", 401, 403, 404, 409)
+        },
+        "/api/v1/models/{name}/serve": {
+            "post": _op(
+                "Switch to a version; returns when it is READY (200) or failed (409, the old one "
+                "keeps serving). Breaking interface changes need confirm_breaking.",
+                400,
+                401,
+                403,
+                404,
+                409,
+                body=_obj(version=INT, reason=STR, confirm_breaking=BOOL),
+            )
+        },
+        "/api/v1/models/{name}/rollback": {
+            "post": _op(
+                "Back to the version that served before", 401, 403, 404, 409, body=_obj(reason=STR)
+            )
+        },
+        "/api/v1/models/{name}/unload": {
+            "post": _op("Unload from Triton (clients then fail)", 401, 403, 404, 409)
+        },
+        "/api/v1/models/{name}/load": {
+            "post": _op("Load the serving version again", 401, 403, 404, 409)
+        },
+        "/api/v1/models/{name}/history": {
+            "get": _op("Who switched what, when, why, with evidence", 401, 404)
+        },
+        "/api/v1/audit": {"get": _op("Every event across models", 401)},
     }

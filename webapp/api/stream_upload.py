@@ -1,0 +1,408 @@
+"""Chunk uploads streamed from the socket to the store: ``PUT /api/v1/uploads/<id>``.
+
+Django's ``ASGIHandler`` reads a request's whole body into a ``SpooledTemporaryFile`` (a file
+in ``/tmp`` past ``FILE_UPLOAD_MAX_MEMORY_SIZE``) before any middleware or view runs, so an
+8 MiB chunk went through ``/tmp`` once before ``UploadStore.write_chunk`` copied it again.
+:class:`StreamingUploads` sits in front of Django (``webapp/asgi.py``) and takes only the
+chunk ``PUT``; everything else, and this URL's ``GET``/``DELETE``, goes to Django unchanged.
+
+For each chunk:
+
+1. **Before a byte of the body is read**, in one ``database_sync_to_async`` call: the request
+   phase of the same Django middleware the view runs behind (security, session, common,
+   CSRF, authentication, API token, sign-in required), then the checks of
+   ``versions.upload_detail`` (operator role, the upload's owner, ``Upload-Offset``,
+   ``Content-Length``) and ``UploadStore.check_chunk`` (state, offset, size). A refusal is
+   answered at once; the server discards the unread body.
+2. ``UploadStore.write_chunk`` runs in a writer thread, reading from a :class:`BodyPipe`
+   that the event loop fills with the ``http.request`` messages as they arrive. At most
+   :data:`PIPE_BYTES` wait in between: memory stays flat, and a client faster than the disk
+   is held back by TCP. ``write_chunk`` still takes the upload's lock and checks again, and
+   fsyncs before it returns. If the client goes away mid-body, the bytes that arrived are
+   kept and flushed; the next ``GET`` reports them as the resume point.
+3. The response: the same JSON body, statuses, codes and ``Upload-Offset`` header as
+   ``upload_detail``, through the same response middleware (security headers, session).
+
+Anything unexpected before the body is touched (a host not in ``ALLOWED_HOSTS``, a database
+outage) hands the untouched request to Django, which answers it as it always has. Under a
+server that buffers bodies anyway this path is merely not faster; the view keeps working as
+the fallback (and for Django's test client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import io
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.core.exceptions import SuspiciousOperation
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.common import CommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware
+from django.middleware.security import SecurityMiddleware
+from django.urls import Resolver404, resolve
+from django.utils.log import log_response
+
+from model_store.errors import ModelStoreError
+from model_store.uploads import Upload, UploadOffsetMismatch, UploadStore
+from webapp.accounts.auth import LoginRequiredMiddleware, TokenAuthenticationMiddleware
+from webapp.accounts.roles import Role, role_of
+from webapp.api import versions
+from webapp.api.decorators import STATUS_BY_CODE
+from webapp.api.errors import error_response
+from webapp.api.views import server_error
+from webapp.registry.storage import get_uploads
+
+logger = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: Body bytes that may wait between the event loop and the writer thread, per request. A few
+#: MiB keep the writer busy while the loop parses the next packets; more buys nothing.
+PIPE_BYTES = 4 << 20
+#: Chunks written at the same time (each holds a thread while its body arrives); more wait.
+WRITER_THREADS = 32
+
+
+class StreamingUploads:
+    """ASGI app: chunk ``PUT``\\ s streamed here, every other HTTP request to ``app``."""
+
+    def __init__(self, app: AsgiApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        upload_id = _chunk_upload_id(scope)
+        if upload_id is None:
+            await self.app(scope, receive, send)
+            return
+        # Each request its own thread for the sync work, as Django's ASGIHandler does.
+        async with ThreadSensitiveContext():
+            await _handle_chunk(scope, receive, send, upload_id, self.app)
+
+
+def _chunk_upload_id(scope: Scope) -> str | None:
+    """The upload id if this is a ``PUT`` to the URL of ``versions.upload_detail``."""
+    if scope.get("type") != "http" or scope.get("method") != "PUT":
+        return None
+    path = str(scope.get("path", ""))
+    root = str(scope.get("root_path", "") or "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    try:
+        match = resolve(path)  # the project's own URLconf decides, not a copy of it
+    except Resolver404:
+        return None
+    if match.func is not versions.upload_detail:
+        return None
+    return str(match.kwargs["upload_id"])
+
+
+# --------------------------------------------------------------------------- the body pipe
+
+
+class BodyPipe:
+    """Request body bytes handed from the event loop to one reader thread.
+
+    The loop side :meth:`put`\\ s each message's bytes and waits (without blocking the loop)
+    while ``limit`` bytes or more are queued; :meth:`close` is the end of the body. The
+    thread side is a blocking, file-like :meth:`read` (what ``write_chunk`` expects): it
+    returns the queued messages' bytes without copying them (slicing only a message longer
+    than asked for) and ``b""`` at the end. When the reader is done it calls
+    :meth:`abandon`, and any further :meth:`put` returns False.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int = PIPE_BYTES) -> None:
+        self._loop = loop
+        self._limit = limit
+        self._pieces: collections.deque[bytes] = collections.deque()
+        self._queued = 0
+        self._closed = False  # no more bytes will come
+        self._abandoned = False  # nobody reads any more
+        self._lock = threading.Lock()
+        self._readable = threading.Condition(self._lock)
+        self._writable = asyncio.Event()  # touched only on the loop's thread
+        self._writable.set()
+
+    # -- loop side ------------------------------------------------------------------------
+    async def put(self, data: bytes) -> bool:
+        """Queues ``data`` for the reader; False if the reader has stopped reading."""
+        while True:
+            with self._lock:
+                if self._abandoned:
+                    return False
+                if self._queued < self._limit:
+                    self._pieces.append(data)
+                    self._queued += len(data)
+                    self._readable.notify()
+                    return True
+                # Cleared under the lock: a reader that frees room after this sets it again.
+                self._writable.clear()
+            await self._writable.wait()
+
+    def close(self) -> None:
+        """No more bytes: the reader gets what is queued, then ``b""``."""
+        with self._lock:
+            self._closed = True
+            self._readable.notify_all()
+
+    # -- reader side ------------------------------------------------------------------------
+    def read(self, size: int = -1, /) -> bytes:
+        with self._lock:
+            while not self._pieces and not self._closed:
+                self._readable.wait()
+            if not self._pieces:
+                return b""
+            was_full = self._queued >= self._limit
+            piece = self._pieces.popleft()
+            if 0 <= size < len(piece):
+                self._pieces.appendleft(piece[size:])
+                piece = piece[:size]
+            self._queued -= len(piece)
+            room = was_full and self._queued < self._limit
+        if room:
+            self._loop.call_soon_threadsafe(self._writable.set)
+        return piece
+
+    def abandon(self) -> None:
+        """The reader is done: drop what is queued and let :meth:`put` return False."""
+        with self._lock:
+            self._abandoned = True
+            self._pieces.clear()
+            self._queued = 0
+        self._loop.call_soon_threadsafe(self._writable.set)
+
+
+_writer_pool: ThreadPoolExecutor | None = None
+_writer_pool_lock = threading.Lock()
+
+
+def _writers() -> ThreadPoolExecutor:
+    global _writer_pool
+    with _writer_pool_lock:
+        if _writer_pool is None:
+            _writer_pool = ThreadPoolExecutor(WRITER_THREADS, thread_name_prefix="upload-writer")
+        return _writer_pool
+
+
+def _write(uploads: UploadStore, upload_id: str, offset: int, pipe: BodyPipe, length: int) -> int:
+    try:
+        return uploads.write_chunk(upload_id, offset, pipe, length)  # type: ignore[arg-type]
+    finally:
+        pipe.abandon()
+
+
+# --------------------------------------------------------------------------- the request
+
+
+def _through(request: HttpRequest) -> HttpResponse:
+    return _PASSED
+
+
+_PASSED = HttpResponse()  # what the middleware below returns when it lets a request through
+
+
+@dataclass(frozen=True)
+class _Middleware:
+    """The project's middleware whose hooks this path runs, in ``settings.MIDDLEWARE`` order.
+
+    Not run: WhiteNoise (static files only), messages and htmx (pages only).
+    """
+
+    security: SecurityMiddleware
+    session: SessionMiddleware
+    common: CommonMiddleware
+    csrf: CsrfViewMiddleware
+    auth: AuthenticationMiddleware
+    token: TokenAuthenticationMiddleware
+    login: LoginRequiredMiddleware
+    xframe: XFrameOptionsMiddleware
+
+    @classmethod
+    def build(cls) -> _Middleware:
+        return cls(
+            SecurityMiddleware(_through),
+            SessionMiddleware(_through),
+            CommonMiddleware(_through),
+            CsrfViewMiddleware(_through),
+            AuthenticationMiddleware(_through),
+            TokenAuthenticationMiddleware(_through),
+            LoginRequiredMiddleware(_through),
+            XFrameOptionsMiddleware(_through),
+        )
+
+
+@dataclass
+class _Admission:
+    """The outcome of the checks: a response to send now, or a chunk to receive."""
+
+    request: HttpRequest
+    response: HttpResponse | None = None
+    uploads: UploadStore | None = None
+    upload: Upload | None = None
+    offset: int = 0
+    length: int = 0
+
+
+def _admit(scope: Scope, upload_id: str) -> _Admission:
+    """Everything ``upload_detail`` (and the middleware before it) checks, body unread."""
+    request = ASGIRequest(scope, io.BytesIO())  # the body is never read through it
+    mw = _Middleware.build()
+    for process_request in (
+        mw.security.process_request,
+        mw.session.process_request,
+        mw.common.process_request,  # get_host(): DisallowedHost goes to Django
+        mw.csrf.process_request,
+        mw.auth.process_request,
+    ):
+        early = process_request(request)
+        if early is not None:
+            return _Admission(request, early)
+    answer = mw.token(request)
+    if answer is not _PASSED:
+        return _Admission(request, answer)
+    view = versions.upload_detail
+    for process_view in (mw.csrf.process_view, mw.login.process_view):
+        early = process_view(request, view, (), {"upload_id": upload_id})
+        if early is not None:
+            return _Admission(request, early)
+    # What api_view(role=Role.OPERATOR) and upload_detail's PUT branch check.
+    have = role_of(request.user)
+    if have < Role.OPERATOR:
+        message = f"This needs the {Role.OPERATOR.label} role; you are {have.label}."
+        return _Admission(request, error_response(message, "forbidden", 403))
+    uploads = get_uploads()
+    try:
+        upload = uploads.status(upload_id)
+        if upload.owner != str(request.user.pk):
+            return _Admission(
+                request, error_response("There is no such upload.", "upload_not_found", 404)
+            )
+        offset_header = request.headers.get("Upload-Offset", "")
+        if not offset_header.isdigit():
+            message = "Send the chunk's start as an Upload-Offset header."
+            return _Admission(request, error_response(message, "invalid_offset", 400))
+        length = int(request.headers.get("Content-Length") or 0)
+        if length <= 0 or length > settings.UPLOAD_CHUNK_BYTES * 2:
+            message = f"A chunk must be 1 byte to {settings.UPLOAD_CHUNK_BYTES * 2} bytes long."
+            return _Admission(request, error_response(message, "invalid_chunk", 400))
+        offset = int(offset_header)
+        uploads.check_chunk(upload_id, offset, length)
+    except ModelStoreError as exc:
+        return _Admission(request, _store_error(exc))
+    return _Admission(request, None, uploads, upload, offset, length)
+
+
+def _store_error(exc: ModelStoreError) -> HttpResponse:
+    """A store error as ``api_view`` answers it (409 carries the expected offset)."""
+    code = getattr(exc, "code", "invalid")
+    response = error_response(str(exc), code, STATUS_BY_CODE.get(code, 400))
+    if isinstance(exc, UploadOffsetMismatch):
+        response["Upload-Offset"] = str(exc.expected)
+    return response
+
+
+def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """The response phase of the same middleware (reverse order), and Django's 4xx/5xx log."""
+    mw = _Middleware.build()
+    response = mw.xframe.process_response(request, response)
+    response = mw.csrf.process_response(request, response)
+    response = mw.common.process_response(request, response)  # Content-Length
+    if hasattr(request, "session"):  # not if the security middleware answered first
+        response = mw.session.process_response(request, response)  # Vary: Cookie; saves
+    response = mw.security.process_response(request, response)
+    if response.status_code >= 400:
+        log_response(
+            "%s: %s", response.reason_phrase, request.path, response=response, request=request
+        )
+    return response
+
+
+async def _handle_chunk(
+    scope: Scope, receive: Receive, send: Send, upload_id: str, fallback: AsgiApp
+) -> None:
+    try:
+        admission = await database_sync_to_async(_admit)(scope, upload_id)
+    except SuspiciousOperation:  # e.g. a host not in ALLOWED_HOSTS: Django's own 400
+        await fallback(scope, receive, send)
+        return
+    except Exception:
+        # Nothing of the body has been read yet: let Django answer exactly as it always has
+        # (its error page and its log).
+        logger.warning("Streaming upload checks failed; Django takes the request.", exc_info=True)
+        await fallback(scope, receive, send)
+        return
+    response = admission.response
+    disconnected = False
+    if response is None:
+        response, disconnected = await _receive_chunk(admission, upload_id, receive)
+    response = await database_sync_to_async(_finish)(admission.request, response)
+    if not disconnected:
+        await _send_response(response, send)
+
+
+async def _receive_chunk(
+    admission: _Admission, upload_id: str, receive: Receive
+) -> tuple[HttpResponse, bool]:
+    """Streams the body into ``write_chunk``; returns the response and whether the client left."""
+    assert admission.uploads is not None and admission.upload is not None
+    loop = asyncio.get_running_loop()
+    pipe = BodyPipe(loop)
+    writer = loop.run_in_executor(
+        _writers(), _write, admission.uploads, upload_id, admission.offset, pipe, admission.length
+    )
+    disconnected = False
+    try:
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected = True
+                break
+            if message["type"] != "http.request":
+                continue
+            more = bool(message.get("more_body", False))
+            body = message.get("body", b"")
+            if body and not await pipe.put(body):
+                break  # the writer stopped (all bytes taken, or an error): answer now
+    finally:
+        pipe.close()  # the end of the body; early if the client left
+    try:
+        received = await writer
+    except ModelStoreError as exc:
+        return _store_error(exc), disconnected
+    except Exception as exc:  # e.g. the disk is full: what Django does with a view's error
+        request = admission.request
+        response = server_error(request)
+        log_response(
+            "%s: %s", response.reason_phrase, request.path,
+            response=response, request=request, exception=exc,
+        )  # fmt: skip
+        return response, disconnected
+    body = {"id": upload_id, "offset": received, "size": admission.upload.size}
+    return JsonResponse(body), disconnected
+
+
+async def _send_response(response: HttpResponse, send: Send) -> None:
+    """A non-streaming Django response as ASGI messages (as ``ASGIHandler.send_response``)."""
+    headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
+    for cookie in response.cookies.values():
+        headers.append((b"Set-Cookie", cookie.output(header="").encode("ascii").strip()))
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": response.content, "more_body": False})
