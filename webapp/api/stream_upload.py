@@ -48,7 +48,7 @@ from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.exceptions import SuspiciousOperation
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
@@ -72,7 +72,7 @@ Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+AsgiApp = Callable[..., Awaitable[None]]
 
 #: Body bytes that may wait between the event loop and the writer thread, per request. A few
 #: MiB keep the writer busy while the loop parses the next packets; more buys nothing.
@@ -253,7 +253,7 @@ class _Admission:
     """The outcome of the checks: a response to send now, or a chunk to receive."""
 
     request: HttpRequest
-    response: HttpResponse | None = None
+    response: HttpResponseBase | None = None
     uploads: UploadStore | None = None
     upload: Upload | None = None
     offset: int = 0
@@ -264,6 +264,7 @@ def _admit(scope: Scope, upload_id: str) -> _Admission:
     """Everything ``upload_detail`` (and the middleware before it) checks, body unread."""
     request = ASGIRequest(scope, io.BytesIO())  # the body is never read through it
     mw = _Middleware.build()
+    early: HttpResponseBase | None
     for process_request in (
         mw.security.process_request,
         mw.session.process_request,
@@ -318,7 +319,7 @@ def _store_error(exc: ModelStoreError) -> HttpResponse:
     return response
 
 
-def _finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+def _finish(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
     """The response phase of the same middleware (reverse order), and Django's 4xx/5xx log."""
     mw = _Middleware.build()
     response = mw.xframe.process_response(request, response)
@@ -359,7 +360,7 @@ async def _handle_chunk(
 
 async def _receive_chunk(
     admission: _Admission, upload_id: str, receive: Receive
-) -> tuple[HttpResponse, bool]:
+) -> tuple[HttpResponseBase, bool]:
     """Streams the body into ``write_chunk``; returns the response and whether the client left."""
     assert admission.uploads is not None and admission.upload is not None
     loop = asyncio.get_running_loop()
@@ -399,7 +400,7 @@ async def _receive_chunk(
     return JsonResponse(body), disconnected
 
 
-async def _send_response(response: HttpResponse, send: Send) -> None:
+async def _send_response(response: HttpResponseBase, send: Send) -> None:
     """A non-streaming Django response as ASGI messages (as ``ASGIHandler.send_response``)."""
     headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
     for cookie in response.cookies.values():
