@@ -322,17 +322,16 @@ def _store_error(exc: ModelStoreError) -> HttpResponse:
 def _finish(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
     """The response phase of the same middleware (reverse order), and Django's 4xx/5xx log."""
     mw = _Middleware.build()
-    response = mw.xframe.process_response(request, response)
-    response = mw.csrf.process_response(request, response)
-    response = mw.common.process_response(request, response)  # Content-Length
+    result: Any = response  # the stubs disagree on HttpResponse vs HttpResponseBase
+    result = mw.xframe.process_response(request, result)
+    result = mw.csrf.process_response(request, result)
+    result = mw.common.process_response(request, result)  # Content-Length
     if hasattr(request, "session"):  # not if the security middleware answered first
-        response = mw.session.process_response(request, response)  # Vary: Cookie; saves
-    response = mw.security.process_response(request, response)
-    if response.status_code >= 400:
-        log_response(
-            "%s: %s", response.reason_phrase, request.path, response=response, request=request
-        )
-    return response
+        result = mw.session.process_response(request, result)  # Vary: Cookie; saves
+    result = mw.security.process_response(request, result)
+    if result.status_code >= 400:
+        log_response("%s: %s", result.reason_phrase, request.path, response=result, request=request)
+    return result
 
 
 async def _handle_chunk(
@@ -402,6 +401,7 @@ async def _receive_chunk(
 
 async def _send_response(response: HttpResponseBase, send: Send) -> None:
     """A non-streaming Django response as ASGI messages (as ``ASGIHandler.send_response``)."""
+    assert isinstance(response, HttpResponse)
     headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
     for cookie in response.cookies.values():
         headers.append((b"Set-Cookie", cookie.output(header="").encode("ascii").strip()))
