@@ -169,3 +169,30 @@ def test_a_bad_model_fails_validation_with_a_reason_and_nothing_is_packaged(
     assert not (celery_worker.store / "work").exists() or not any(
         (celery_worker.store / "work").iterdir()
     )
+
+
+def test_a_supplied_sample_is_verified_and_a_misfit_sample_is_refused(api, celery_worker) -> None:
+    create_model(api, "sampled")
+    payload = mlp_onnx_bytes(in_features=4, out_features=3)
+    good = api(
+        "post", "/api/v1/models/sampled/versions",
+        data={"file": _named(payload), "sample": json.dumps({"x": [[0.5, -1.0, 2.0, 0.0]]})},
+    )  # fmt: skip
+    assert good.status_code == 201, good.content
+    job = wait_for_job(good.json()["job"], celery_worker)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert job.version.verification["samples_used"] >= 5  # 4 random + the supplied one
+    bad = api(
+        "post", "/api/v1/models/sampled/versions",
+        data={"file": _named(payload), "sample": json.dumps({"x": [[1.0, 2.0]]}),
+              "allow_duplicate": "true"},
+    )  # fmt: skip
+    job = wait_for_job(bad.json()["job"], celery_worker)
+    assert job.state == Job.State.FAILED and job.error_code == "invalid_sample"
+    assert "sample" in job.error
+
+
+def _named(payload: bytes, name: str = "model.onnx") -> io.BytesIO:
+    file = io.BytesIO(payload)
+    file.name = name
+    return file

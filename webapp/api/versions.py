@@ -134,7 +134,7 @@ def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
     model = _model(name)
     if request.method == "GET":
         return {"versions": [v.to_dict() for v in model.versions.order_by("-number")]}
-    upload_id, finished, raw_options, allow_duplicate = _received_file(request)
+    upload_id, finished, raw_options, allow_duplicate, sample = _received_file(request)
     options = version_actions.parse_options(model, raw_options)
     version, job = version_actions.create_version(
         model=model,
@@ -142,6 +142,7 @@ def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
         options=options,
         user=request.user,  # type: ignore[arg-type]
         allow_duplicate=allow_duplicate,
+        sample=sample,
     )
     get_uploads().cancel(upload_id)  # stored as the version's source: the upload is spent
     return JsonResponse(
@@ -149,7 +150,26 @@ def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
     )
 
 
-def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool]:
+def _sample_from(value: Any) -> dict[str, Any] | None:
+    """A verification sample: ``{input name: nested list of numbers}`` (checked in the job)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ApiError("sample must be a JSON object.", "invalid_sample") from None
+    if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
+        raise ApiError(
+            'sample must map each input name to its values, e.g. {"x": [[0.1, 0.2]]}.',
+            "invalid_sample",
+        )
+    return value
+
+
+def _received_file(
+    request: HttpRequest,
+) -> tuple[str, FinishedUpload, Any, bool, dict[str, Any] | None]:
     """The new version's file: a finished chunked upload, or one multipart ``file`` field."""
     uploads = get_uploads()
     if request.content_type == "multipart/form-data":
@@ -166,7 +186,8 @@ def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool
             uploads.cancel(upload.id)
             raise
         allow = request.POST.get("allow_duplicate", "").lower() in ("1", "true", "yes")
-        return upload.id, finished, _options_from(request.POST.get("options")), allow
+        options = _options_from(request.POST.get("options"))
+        return upload.id, finished, options, allow, _sample_from(request.POST.get("sample"))
     data = json_body(request)
     upload_id = field(data, "upload_id", str, max_len=64)
     upload = uploads.status(upload_id)
@@ -181,7 +202,8 @@ def _received_file(request: HttpRequest) -> tuple[str, FinishedUpload, Any, bool
             "The file changed in transit: your sha256 does not match what arrived. Upload again.",
             "upload_corrupt",
         )
-    return upload_id, finished, _options_from(data.get("options")), allow
+    sample = _sample_from(data.get("sample"))
+    return upload_id, finished, _options_from(data.get("options")), allow, sample
 
 
 @api_view("GET", "DELETE", role=Role.OPERATOR)

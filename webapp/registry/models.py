@@ -80,6 +80,8 @@ class Version(models.Model):
     findings = models.JSONField(default=list, blank=True)
     verification = models.JSONField(null=True, blank=True)
     verification_override = models.JSONField(null=True, blank=True)
+    # An input the uploader supplied ({input name: nested list}); verified besides random ones.
+    verification_sample = models.JSONField(null=True, blank=True)
     config_pbtxt = models.TextField(blank=True)
     artifact_name = models.CharField(max_length=64, blank=True)
     artifact_sha256 = models.CharField(max_length=64, blank=True)

@@ -15,6 +15,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from model_store.config import lint, render_pbtxt
@@ -25,7 +26,7 @@ from model_store.targets import get_target
 from model_store.targets.base import BuildContext
 from model_store.uploads import unpack_bundle
 from model_store.validate import validate_model
-from model_store.verify import verify
+from model_store.verify import check_samples, verify
 from webapp.registry import jobs
 from webapp.registry.models import Event, Job, Version
 from webapp.registry.storage import get_store
@@ -76,6 +77,18 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def sample_arrays(version: Version) -> dict[str, np.ndarray]:
+    """The uploader's sample as arrays of each input's own dtype (from the signature)."""
+    dtypes = {t["name"]: t.get("numpy") for t in version.signature.get("inputs", [])}
+    sample = version.verification_sample or {}
+    try:
+        return {name: np.asarray(value, dtype=dtypes.get(name)) for name, value in sample.items()}
+    except (TypeError, ValueError) as exc:
+        raise StepFailed(
+            f"The verification sample is not numeric: {exc}", "invalid_sample"
+        ) from exc
 
 
 def signature_of(info: OnnxInfo) -> dict[str, Any]:
@@ -149,6 +162,14 @@ def run_validate(job: Job) -> None:
             + " ".join(f"{f.message} {f.advice}".strip() for f in errors[:5]),
             "invalid_model",
         )
+    if version.verification_sample is not None and report.info is not None:
+        try:
+            check_samples(report.info, [sample_arrays(version)])
+        except ModelStoreError as exc:
+            raise StepFailed(
+                f"The verification sample does not fit the model: {exc}", "invalid_sample"
+            ) from exc
+        jobs.log(job, "The supplied sample fits the model's inputs; it will be verified too.")
     _save_state(store, job, onnx_path=str(onnx_path))
     warnings = sum(1 for f in report.findings if f.level == "warning")
     note = f"{warnings} warning(s)" if warnings else "no problems found"
@@ -203,11 +224,13 @@ def run_verify(job: Job) -> None:
         f"Running the source and the {plan.artifact_kind.upper()} artifact on the same inputs "
         f"({plan.precision} tolerances)…",
     )
+    samples = [sample_arrays(version)] if version.verification_sample is not None else None
     report = verify(
         source,
         artifact,
         plan.artifact_kind,
         precision=plan.precision,
+        samples=samples,
         batch=plan.batch,
         input_shapes=plan.input_shapes,
     )

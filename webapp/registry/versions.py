@@ -51,6 +51,7 @@ def create_version(
     options: dict[str, Any],
     user: User,
     allow_duplicate: bool = False,
+    sample: dict[str, Any] | None = None,
 ) -> tuple[Version, Job]:
     """Store the uploaded file as the next version's immutable source and queue its compile job."""
     duplicate = find_duplicate(model, upload.sha256)
@@ -77,6 +78,7 @@ def create_version(
             source_sha256=upload.sha256,
             source_size=upload.size,
             options=options,
+            verification_sample=sample,
             created_by=user,
         )
         job = Job.objects.create(
