@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# Image for the hub's own processes: web (Daphne), Celery worker, Celery beat and the one-shot
+# Image for the hub's own processes: web (Uvicorn), Celery worker, Celery beat and the one-shot
 # migrate step all run from this one image; docker-compose.yml picks the command.
 # Triton is NOT in here: it runs from an Ascend Triton image (see deploy/triton/README.md).
 #
@@ -79,4 +79,6 @@ USER hub
 
 EXPOSE 8080
 ENTRYPOINT ["/app/deploy/entrypoint.sh"]
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8080", "webapp.asgi:application"]
+CMD ["uvicorn", "webapp.asgi:application", "--host=0.0.0.0", "--port=8080", "--http=httptools", \
+     "--ws=websockets-sansio", "--lifespan=off", "--timeout-keep-alive=60", \
+     "--timeout-graceful-shutdown=5"]

@@ -193,13 +193,13 @@ class LocalStack:
                 self._known.setdefault(child.pid, child)
 
     def web_process(self) -> psutil.Process:
-        """The Daphne child (the web process that receives uploads)."""
+        """The web server child (Uvicorn; the process that receives uploads)."""
         assert self.proc is not None
         for child in psutil.Process(self.proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "daphne" in " ".join(child.cmdline()):
+                if "webapp.asgi:application" in child.cmdline():
                     return child
-        raise RuntimeError("no daphne process under the stack")
+        raise RuntimeError("no web server process (webapp.asgi:application) under the stack")
 
     def stop(self) -> None:
         """SIGINT to the stack's group, wait; then make sure none of its children survived."""

@@ -15,7 +15,7 @@ data once to ``big.onnx`` in the temp dir; then, in the same run:
   server's ``chunk_bytes``) over one keep-alive ``http.client`` connection, then ``DELETE``.
   No version is created (the bytes are not a model).
 
-Reports MB/s of each, the ratio product/raw (goal >= 0.7), and the Daphne process's peak RSS
+Reports MB/s of each, the ratio product/raw (goal >= 0.7), and the web process's peak RSS
 growth over its pre-upload RSS, sampled every 100 ms (goal < 64 MiB). Results:
 ``bench/results/upload_throughput.json``. Nothing here asserts a timing.
 """
@@ -390,7 +390,7 @@ def main() -> int:
     print(f"throughput ratio product/raw: {results['ratio_product_to_raw']:.2f} (goal >= 0.7)")
     if "web_rss_peak_growth_mib" in product:
         print(
-            f"web (daphne) RSS: {product['web_rss_before_mib']:.0f} MiB before, peak growth "
+            f"web (uvicorn) RSS: {product['web_rss_before_mib']:.0f} MiB before, peak growth "
             f"{product['web_rss_peak_growth_mib']:.1f} MiB (goal < 64 MiB; "
             f"{product['rss_samples']} samples at 100 ms)"
         )

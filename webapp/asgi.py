@@ -16,8 +16,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from webapp.api.stream_upload import StreamingUploads  # noqa: E402
+from webapp.api.stream_upload import StreamingUploads, tune_malloc  # noqa: E402
 from webapp.routing import websocket_urlpatterns  # noqa: E402
+
+tune_malloc()  # large request bodies without a page fault per piece (see its docstring)
 
 application = ProtocolTypeRouter(
     {

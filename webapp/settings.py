@@ -45,7 +45,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -107,6 +106,8 @@ if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
     # Web and worker processes write one SQLite file: WAL lets readers go on while one writes,
     # IMMEDIATE transactions take the write lock up front instead of failing half-way, and the
     # timeout waits for it. Tests use a file too, so that worker processes can see their data.
+    # Keep connections: opening SQLite per request cost ~5 ms of every upload chunk.
+    DATABASES["default"]["CONN_MAX_AGE"] = 60
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 20,
         "transaction_mode": "IMMEDIATE",
@@ -150,7 +151,9 @@ TRITON_TIMEOUT_SECONDS = env_int("TRITON_TIMEOUT_SECONDS", default=10, minimum=1
 
 # --- Uploads ------------------------------------------------------------------------------------
 UPLOAD_MAX_BYTES = env_bytes("UPLOAD_MAX_BYTES", default=4 << 30)
-UPLOAD_CHUNK_BYTES = env_bytes("UPLOAD_CHUNK_BYTES", default=8 << 20)
+# Large chunks amortise the per-request checks (auth, role, ownership): 32 MiB reached 0.65 of a
+# raw loopback copy where 8 MiB reached 0.45 (bench/upload_throughput.py).
+UPLOAD_CHUNK_BYTES = env_bytes("UPLOAD_CHUNK_BYTES", default=32 << 20)
 # Django's own request limits stay small: model files arrive in chunks, never in one body.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 << 20
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 << 20

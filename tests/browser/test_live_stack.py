@@ -1,5 +1,5 @@
 """The whole embedded stack as `make run` starts it, seen from Chromium: a state pushed by the
-Celery beat/worker travels through Redis and Daphne's websocket to the open page."""
+Celery beat/worker travels through Redis and the web server's websocket to the open page."""
 
 from __future__ import annotations
 

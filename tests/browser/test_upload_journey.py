@@ -70,4 +70,4 @@ def test_a_non_model_file_is_refused_in_the_page(
     notes = tmp_path / "notes.txt"
     notes.write_text("not a model")
     page.locator("#upload-form input[type=file]").set_input_files(str(notes))
-    expect(page.get_by_role("alert")).to_contain_text("not an .onnx file")
+    expect(page.locator("[data-error]")).to_contain_text("not an .onnx file")

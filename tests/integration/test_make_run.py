@@ -76,7 +76,7 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
         _wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
         children = _descendants(proc.pid)
         names = " ".join(" ".join(c.cmdline()) for c in children)
-        for part in ("redis-server", "tritonserver", "celery", "worker", "beat", "daphne"):
+        for part in ("redis-server", "tritonserver", "celery", "worker", "beat", "uvicorn"):
             assert part in names, f"{part} is not running under make run"
 
         token = subprocess.run(

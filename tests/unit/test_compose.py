@@ -247,10 +247,10 @@ def test_app_services_wait_for_healthy_postgres_and_redis(
     assert depends.get("migrate", {}).get("condition") == "service_completed_successfully"
 
 
-def test_web_runs_daphne_on_8080_and_is_published(services: dict[str, dict[str, Any]]) -> None:
+def test_web_runs_uvicorn_on_8080_and_is_published(services: dict[str, dict[str, Any]]) -> None:
     web = services["web"]
-    assert command_args(web)[:1] == ["daphne"]
-    assert "webapp.asgi:application" in command_args(web)
+    assert command_args(web)[:2] == ["uvicorn", "webapp.asgi:application"]
+    assert {"--port=8080", "--http=httptools", "--ws=websockets-sansio"} <= set(command_args(web))
     assert any(8080 in ports for _, ports in published(web))
 
 
