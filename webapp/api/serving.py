@@ -8,16 +8,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from webapp.accounts.roles import Role
 from webapp.api.decorators import api_view, field, json_body
-from webapp.api.errors import ApiError
+from webapp.api.lookups import model_or_404
 from webapp.registry import serving
 from webapp.registry.models import Event, Job, Model
-
-
-def _model(name: str) -> Model:
-    model = Model.objects.filter(name=name).first()
-    if model is None:
-        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
-    return model
 
 
 def _finished(job: Job) -> HttpResponse:
@@ -44,7 +37,7 @@ def _finished(job: Job) -> HttpResponse:
 def serve(request: HttpRequest, name: str) -> HttpResponse:
     data = json_body(request)
     job = serving.request_switch(
-        model=_model(name),
+        model=model_or_404(name),
         number=field(data, "version", int),
         user=request.user,  # type: ignore[arg-type]
         reason=field(data, "reason", str, default="", max_len=500),
@@ -57,7 +50,7 @@ def serve(request: HttpRequest, name: str) -> HttpResponse:
 def rollback(request: HttpRequest, name: str) -> HttpResponse:
     data = json_body(request)
     job = serving.request_rollback(
-        model=_model(name),
+        model=model_or_404(name),
         user=request.user,  # type: ignore[arg-type]
         reason=field(data, "reason", str, default="", max_len=500),
     )
@@ -68,7 +61,7 @@ def rollback(request: HttpRequest, name: str) -> HttpResponse:
 def unload(request: HttpRequest, name: str) -> HttpResponse:
     data = json_body(request)
     reason = field(data, "reason", str, default="", max_len=500)
-    job = serving.request_unload(model=_model(name), user=request.user, reason=reason)  # type: ignore[arg-type]
+    job = serving.request_unload(model=model_or_404(name), user=request.user, reason=reason)  # type: ignore[arg-type]
     return _finished(job)
 
 
@@ -76,13 +69,13 @@ def unload(request: HttpRequest, name: str) -> HttpResponse:
 def load(request: HttpRequest, name: str) -> HttpResponse:
     data = json_body(request)
     reason = field(data, "reason", str, default="", max_len=500)
-    job = serving.request_load(model=_model(name), user=request.user, reason=reason)  # type: ignore[arg-type]
+    job = serving.request_load(model=model_or_404(name), user=request.user, reason=reason)  # type: ignore[arg-type]
     return _finished(job)
 
 
 @api_view("GET")
 def history(request: HttpRequest, name: str) -> dict[str, Any]:
-    model = _model(name)
+    model = model_or_404(name)
     rows = Event.objects.filter(model=model).select_related("model", "version", "actor")[:500]
     return {"model": model.name, "events": [e.to_dict() for e in rows]}
 

@@ -21,17 +21,11 @@ from model_store.uploads import FinishedUpload, UploadOffsetMismatch
 from webapp.accounts.roles import Role
 from webapp.api.decorators import api_view, field, json_body
 from webapp.api.errors import ApiError, error_response
+from webapp.api.lookups import model_or_404, version_or_404
 from webapp.registry import serving
 from webapp.registry import versions as version_actions
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.models import Job
 from webapp.registry.storage import get_uploads
-
-
-def _model(name: str) -> Model:
-    model = Model.objects.filter(name=name).first()
-    if model is None:
-        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
-    return model
 
 
 def _owner(request: HttpRequest) -> str:
@@ -131,7 +125,7 @@ def _options_from(value: Any) -> dict[str, Any]:
 
 @api_view("GET", "POST", role=Role.OPERATOR)
 def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
-    model = _model(name)
+    model = model_or_404(name)
     if request.method == "GET":
         return {"versions": [v.to_dict() for v in model.versions.order_by("-number")]}
     upload_id, finished, raw_options, allow_duplicate, sample = _received_file(request)
@@ -208,11 +202,7 @@ def _received_file(
 
 @api_view("GET", "DELETE", role=Role.OPERATOR)
 def version_detail(request: HttpRequest, name: str, number: int) -> HttpResponse | dict[str, Any]:
-    version = (
-        Version.objects.filter(model__name=name, number=number).select_related("model").first()
-    )
-    if version is None:
-        raise ApiError(f"{name} has no version {number}.", "not_found", 404)
+    version = version_or_404(name, number)
     if request.method == "DELETE":
         serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
         return HttpResponse(status=204)
@@ -221,11 +211,7 @@ def version_detail(request: HttpRequest, name: str, number: int) -> HttpResponse
 
 @api_view("POST", role=Role.ADMIN)
 def version_override(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
-    version = (
-        Version.objects.filter(model__name=name, number=number).select_related("model").first()
-    )
-    if version is None:
-        raise ApiError(f"{name} has no version {number}.", "not_found", 404)
+    version = version_or_404(name, number)
     reason = field(json_body(request), "reason", str, max_len=1000)
     version = version_actions.override_verification(version, request.user, reason)  # type: ignore[arg-type]
     return version.to_dict(detail=True)

@@ -12,7 +12,8 @@ from django.views.decorators.csrf import csrf_exempt
 from webapp.accounts.auth import is_api_request
 from webapp.accounts.roles import Role
 from webapp.api.decorators import api_view, field, json_body
-from webapp.api.errors import ApiError, error_response
+from webapp.api.errors import error_response
+from webapp.api.lookups import model_or_404
 from webapp.api.schema import openapi_schema
 from webapp.ops.health import run_checks
 from webapp.ops.server_state import devices_summary, triton_summary
@@ -66,10 +67,7 @@ def models(request: HttpRequest) -> HttpResponse | dict[str, Any]:
 
 @api_view("GET")
 def model_detail(request: HttpRequest, name: str) -> dict[str, Any]:
-    model = Model.objects.select_related("created_by").filter(name=name).first()
-    if model is None:
-        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
-    return model.to_dict(versions=True)
+    return model_or_404(name).to_dict(versions=True)
 
 
 @api_view("GET")
