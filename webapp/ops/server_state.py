@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from django.conf import settings
 
+from model_store.devices import read_devices
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
 from webapp.ops.triton import get_runtime, is_embedded
 
@@ -43,7 +43,11 @@ def triton_summary() -> dict[str, Any]:
 
 
 def devices_summary() -> dict[str, Any]:
-    # Full npu-smi parsing arrives with the runtime issue; until then say plainly what is here.
-    if shutil.which("npu-smi") is None:
-        return {"npus": [], "reason": "no Ascend NPU on this host (npu-smi not found)"}
-    return {"npus": [], "reason": "npu-smi found; device parsing is not implemented yet"}
+    """Ascend NPUs from ``npu-smi info`` (parsed as FACTS.md §4 documents), or why there are none.
+
+    Runs where the web process runs; in production the NPUs are on the Triton host, so the
+    compose file maps ``npu-smi`` there (the diagnostics issue will ask the worker too).
+    """
+    report = read_devices()
+    report.setdefault("reason", "")
+    return report
