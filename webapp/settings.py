@@ -132,7 +132,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every request otherwise
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# The demo photos are served as static files too (the Try it panel offers them as presets).
+STATICFILES_DIRS = [BASE_DIR / "static", ("demo", BASE_DIR / "demo" / "images")]
 # Serve straight from the source folders too, so `make run` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
@@ -154,8 +155,22 @@ UPLOAD_MAX_BYTES = env_bytes("UPLOAD_MAX_BYTES", default=4 << 30)
 # Large chunks amortise the per-request checks (auth, role, ownership): 32 MiB reached 0.65 of a
 # raw loopback copy where 8 MiB reached 0.45 (bench/upload_throughput.py).
 UPLOAD_CHUNK_BYTES = env_bytes("UPLOAD_CHUNK_BYTES", default=32 << 20)
-# Django's own request limits stay small: model files arrive in chunks, never in one body.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 10 << 20
+# --- Try it: test inference and performance sweeps ---------------------------------------------
+# One infer request body (JSON with its tensors or a base64 photo); larger ones get a 413.
+INFER_MAX_REQUEST_BYTES = env_bytes("INFER_MAX_REQUEST_BYTES", default=16 << 20)
+# All input tensors of one request together, in elements; and a photo's pixels before decoding.
+INFER_MAX_ELEMENTS = env_int("INFER_MAX_ELEMENTS", default=4_000_000, minimum=1)
+INFER_MAX_IMAGE_PIXELS = env_int("INFER_MAX_IMAGE_PIXELS", default=40_000_000, minimum=1)
+INFER_TIMEOUT_SECONDS = env_int("INFER_TIMEOUT_SECONDS", default=30, minimum=1)
+# Requests per user per minute on the infer endpoint; 0 turns the limit off.
+INFER_RATE_PER_MINUTE = env_int("INFER_RATE_PER_MINUTE", default=600, minimum=0)
+# Sweeps: the highest concurrency a person may ask for, and the time at each level.
+SWEEP_MAX_CONCURRENCY = env_int("SWEEP_MAX_CONCURRENCY", default=16, minimum=1)
+SWEEP_STEP_SECONDS = env_int("SWEEP_STEP_SECONDS", default=3, minimum=1)
+
+# Django's own request limits stay small: model files arrive in chunks, never in one body; an
+# infer request may carry a photo, and the infer view enforces its own cap first.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(10 << 20, INFER_MAX_REQUEST_BYTES)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 << 20
 
 # --- Ascend toolchain (absent on most machines; the UI says "needs CANN") ----------------------

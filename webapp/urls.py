@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from webapp.ops import views as ops_views
+from webapp.registry import try_views
 from webapp.registry import views as registry_views
 
 handler404 = "webapp.api.views.not_found"
@@ -16,6 +17,10 @@ urlpatterns = [
     path("models/", registry_views.model_list, name="models"),
     path("models/new/", registry_views.model_new, name="model-new"),
     path("models/<str:name>/", registry_views.model_detail, name="model"),
+    path("models/<str:name>/try/", try_views.model_try, name="model-try"),
+    path("models/<str:name>/perf/", try_views.model_perf, name="model-perf"),
+    path("models/<str:name>/sweep/", try_views.model_sweep, name="model-sweep"),
+    path("demo/add/", try_views.demo_add, name="demo-add"),
     path("models/<str:name>/versions/new/", registry_views.version_new, name="version-new"),
     path("models/<str:name>/serve/", registry_views.model_serve, name="model-serve"),
     path("models/<str:name>/rollback/", registry_views.model_rollback, name="model-rollback"),
@@ -42,6 +47,7 @@ urlpatterns = [
     path("jobs/<str:job_id>/", registry_views.job_detail, name="job"),
     path("jobs/<str:job_id>/cancel/", registry_views.job_cancel, name="job-cancel"),
     path("server/", ops_views.server, name="server"),
+    path("diagnostics/", ops_views.diagnostics, name="diagnostics"),
     path("api/v1/", include("webapp.api.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -20,6 +20,7 @@ app = Celery(
         "workers.tasks.server",
         "workers.tasks.compile",
         "workers.tasks.serve",
+        "workers.tasks.perf",
     ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")

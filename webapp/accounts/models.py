@@ -4,6 +4,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 
 TOKEN_PREFIX = "tmh_"  # noqa: S105 (a recognisable prefix, not a secret)
@@ -43,7 +44,7 @@ class ApiToken(models.Model):
         return f"{self.key_prefix}… ({self.user})"
 
     @classmethod
-    def issue(cls, user: models.Model, name: str = "api") -> tuple[ApiToken, str]:
+    def issue(cls, user: User, name: str = "api") -> tuple[ApiToken, str]:
         key = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
             user=user, name=name, key_hash=hash_token(key), key_prefix=key[:12]

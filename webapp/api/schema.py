@@ -58,6 +58,42 @@ TRITON = {
 }
 
 
+DIAGNOSTIC_STATES = ["ok", "warning", "failing", "not_applicable"]
+
+DIAGNOSTIC = {
+    "type": "object",
+    "required": ["id", "title", "state", "found", "advice", "details"],
+    "properties": {
+        "id": {
+            "type": "string",
+            "description": "cann_env, atc, npu_ge_backend, davinci_devices, npu_smi, "
+            "triton_reachable, stuck_loading, load_failures",
+        },
+        "title": {"type": "string"},
+        "state": {"type": "string", "enum": DIAGNOSTIC_STATES},
+        "found": {"type": "string", "description": "What the check found, with the values."},
+        "advice": {"type": "string", "description": "What to do; empty when ok."},
+        "details": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+DIAGNOSTICS = {
+    "type": "object",
+    "required": ["checks", "summary", "ran_at"],
+    "properties": {
+        "checks": {"type": "array", "items": DIAGNOSTIC},
+        "summary": {
+            "type": "object",
+            "description": "How many checks are in each state.",
+            "properties": {s: {"type": "integer"} for s in DIAGNOSTIC_STATES},
+        },
+        "summary_line": {"type": "string", "examples": ["8 checks: 4 ok, 4 not applicable"]},
+        "ran_at": {"type": "string", "format": "date-time"},
+        "host": {"type": "string", "description": "The host the checks ran on (the web's)."},
+    },
+}
+
+
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
@@ -90,7 +126,12 @@ def openapi_schema() -> dict[str, Any]:
                 "token": {"type": "apiKey", "in": "header", "name": "Authorization"},
                 "session": {"type": "apiKey", "in": "cookie", "name": "sessionid"},
             },
-            "schemas": {"Error": ERROR, "Model": MODEL, "Triton": TRITON},
+            "schemas": {
+                "Error": ERROR,
+                "Model": MODEL,
+                "Triton": TRITON,
+                "Diagnostics": DIAGNOSTICS,
+            },
         },
         "security": [{"token": []}, {"session": []}],
         "paths": {
@@ -138,6 +179,17 @@ def openapi_schema() -> dict[str, Any]:
                 "get": {
                     "summary": "Ascend NPUs (npu-smi), or why there are none",
                     "responses": {"200": {"description": "Devices"}, **_errors(401)},
+                }
+            },
+            "/api/v1/diagnostics": {
+                "get": {
+                    "summary": "The troubleshooting checklist (CANN, ATC, npu_ge backend, NPU "
+                    "devices, npu-smi, Triton, stuck and failed loads): each check's state, "
+                    "what it found and what to do. Runs in the web process, on its host.",
+                    "responses": {
+                        "200": _json(DIAGNOSTICS, "Every check ran; a check that broke is failing"),
+                        **_errors(401),
+                    },
                 }
             },
             "/api/v1/models": {

@@ -1,12 +1,13 @@
 from django.urls import path
 
-from webapp.api import serving, versions, views
+from webapp.api import diagnostics, serving, tryit, versions, views
 
 urlpatterns = [
     path("health", views.health, name="api-health"),
     path("health/live", views.health_live, name="api-health-live"),
     path("server", views.server, name="api-server"),
     path("devices", views.devices, name="api-devices"),
+    path("diagnostics", diagnostics.diagnostics, name="api-diagnostics"),
     path("targets", versions.targets, name="api-targets"),
     path("models", views.models, name="api-models"),
     path("models/<str:name>", views.model_detail, name="api-model"),
@@ -22,6 +23,18 @@ urlpatterns = [
     path("models/<str:name>/unload", serving.unload, name="api-unload"),
     path("models/<str:name>/load", serving.load, name="api-load"),
     path("models/<str:name>/history", serving.history, name="api-history"),
+    path("models/<str:name>/infer", tryit.infer, name="api-infer"),
+    path("models/<str:name>/examples", tryit.examples, name="api-examples"),
+    path(
+        "models/<str:name>/examples/<int:example_id>",
+        tryit.example_detail,
+        name="api-example",
+    ),
+    path("models/<str:name>/labels", tryit.labels, name="api-labels"),
+    path("models/<str:name>/try-settings", tryit.try_settings, name="api-try-settings"),
+    path("models/<str:name>/sweeps", tryit.sweeps, name="api-sweeps"),
+    path("models/<str:name>/sweeps/<int:run_id>", tryit.sweep_detail, name="api-sweep"),
+    path("demo", tryit.demo_model, name="api-demo"),
     path("audit", serving.audit, name="api-audit"),
     path("uploads", versions.upload_create, name="api-uploads"),
     path("uploads/<str:upload_id>", versions.upload_detail, name="api-upload"),

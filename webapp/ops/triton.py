@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 
 from django.conf import settings
@@ -21,3 +23,35 @@ def get_runtime(timeout: float | None = None) -> TritonRuntime:
 def is_embedded() -> bool:
     """True when `make run` started this Triton (it says so to its children)."""
     return os.environ.get("HUB_TRITON_EMBEDDED") == "1"
+
+
+@functools.lru_cache(maxsize=2)
+def _inference_runtime(http: str, grpc: str, metrics: str, timeout: float) -> TritonRuntime:
+    runtime = TritonRuntime(http_url=http, grpc_url=grpc, metrics_url=metrics, timeout=timeout)
+    _created.append(runtime)
+    return runtime
+
+
+_created: list[TritonRuntime] = []
+
+
+def inference_runtime() -> TritonRuntime:
+    """One long-lived client per process for inference requests.
+
+    The infer endpoint must add little to Triton's own latency, so it reuses one gRPC channel
+    (thread-safe, kept open) instead of building a client per request.
+    """
+    return _inference_runtime(
+        settings.TRITON_URL,
+        settings.TRITON_GRPC_URL,
+        settings.TRITON_METRICS_URL,
+        float(settings.INFER_TIMEOUT_SECONDS),
+    )
+
+
+@atexit.register
+def _close_inference_runtimes() -> None:
+    # Close the cached gRPC channels while the interpreter is still whole; grpc's own
+    # finaliser at exit otherwise prints an ignored AttributeError.
+    for runtime in _created:
+        runtime.close()

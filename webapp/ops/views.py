@@ -4,6 +4,7 @@ from django.http import HttpResponse
 from django.shortcuts import render
 
 from webapp.http import HubRequest
+from webapp.ops.diagnostics import for_page, run_diagnostics
 from webapp.ops.server_state import devices_summary, triton_summary
 from webapp.registry.models import ReconcileReport
 
@@ -16,4 +17,11 @@ def server(request: HubRequest) -> HttpResponse:
         "nav": "server",
     }
     template = "ops/_server_status.html" if request.htmx else "ops/server.html"
+    return render(request, template, context)
+
+
+def diagnostics(request: HubRequest) -> HttpResponse:
+    """The troubleshooting checklist, run on every visit ("Run again" fetches the rows only)."""
+    context = {"report": for_page(run_diagnostics()), "nav": "server"}
+    template = "ops/_diagnostics_rows.html" if request.htmx else "ops/diagnostics.html"
     return render(request, template, context)

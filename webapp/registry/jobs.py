@@ -23,7 +23,11 @@ STEP_LABELS = {
     "compile": "Compile for the target",
     "verify": "Verify against the source",
     "package": "Package the Triton version",
+    "prepare": "Prepare the inputs",
+    "sweep": "Drive the model at rising concurrency",
+    "record": "Record the results",
 }
+SWEEP_STEPS = ("prepare", "sweep", "record")
 
 
 def initial_steps(names: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -31,6 +31,10 @@ class Model(models.Model):
     # the middle of a switch cannot keep it forever (see webapp/registry/serving.py).
     lock_holder = models.CharField(max_length=64, blank=True)
     lock_expires = models.DateTimeField(null=True, blank=True)
+    # Class names for decoding classification outputs (index -> label), uploaded per model.
+    labels = models.JSONField(default=list, blank=True)
+    # How the "Try it" panel prepares inputs: {"preprocess": {...}, "image_inputs": [...]}.
+    try_settings = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -158,6 +162,7 @@ class Job(models.Model):
         ROLLBACK = "rollback", "Roll back"
         UNLOAD = "unload", "Unload"
         LOAD = "load", "Load"
+        SWEEP = "sweep", "Performance sweep"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -302,3 +307,70 @@ class ReconcileReport(models.Model):
 
     def __str__(self) -> str:
         return f"reconcile at {self.created:%Y-%m-%d %H:%M:%S}"
+
+
+class TryExample(models.Model):
+    """A saved "Try it" request (inputs as the infer API takes them), one click to rerun."""
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="examples")
+    name = models.CharField(max_length=80)
+    inputs = models.JSONField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.model.name}: {self.name}"
+
+    def to_dict(self, *, inputs: bool = True) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.pk,
+            "name": self.name,
+            "created": self.created.isoformat(),
+            "created_by": self.created_by.get_username() if self.created_by else None,
+        }
+        if inputs:
+            data["inputs"] = self.inputs
+        return data
+
+
+class PerfRun(models.Model):
+    """One performance sweep of one version under one config, kept to compare runs."""
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="perf_runs")
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="perf_runs")
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="perf_run")
+    # The config Triton served during the run: runs compare only under the same config.
+    config_sha256 = models.CharField(max_length=64)
+    config_summary = models.JSONField(default=dict, blank=True)
+    plan = models.JSONField(default=dict, blank=True)
+    levels = models.JSONField(default=list, blank=True)
+    stopped = models.CharField(max_length=20, blank=True)
+    server_stats = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"sweep of {self.model.name} v{self.version.number} ({self.job.state})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "job": str(self.job.uuid),
+            "state": self.job.state,
+            "model": self.model.name,
+            "version": self.version.number,
+            "config_sha256": self.config_sha256,
+            "config": self.config_summary,
+            "plan": self.plan,
+            "levels": self.levels,
+            "stopped": self.stopped or None,
+            "server_stats": self.server_stats,
+            "created": self.created.isoformat(),
+        }

@@ -319,6 +319,28 @@ def run_package(job: Job) -> None:
     )
     shutil.rmtree(_work(store, job), ignore_errors=True)
     jobs.succeed(job, "packaged")
+    if (job.params or {}).get("serve_when_packaged"):
+        _serve_now(job, version)
+
+
+def _serve_now(job: Job, version: Version) -> None:
+    """Queue the switch a compile job was asked to end with; say why when it cannot."""
+    from webapp.registry import serving
+    from webapp.registry.actions import RegistryError
+
+    if job.created_by is None:
+        return
+    try:
+        switch = serving.request_switch(
+            model=job.model,
+            number=version.number,
+            user=job.created_by,
+            reason="serve as soon as packaged (requested with the upload)",
+        )
+    except RegistryError as exc:
+        jobs.log(job, f"Not served automatically: {exc.message}", "warning")
+        return
+    jobs.log(job, f"Serving v{version.number}: switch job {switch.uuid}.")
 
 
 STEPS = {

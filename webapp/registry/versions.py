@@ -52,8 +52,13 @@ def create_version(
     user: User,
     allow_duplicate: bool = False,
     sample: dict[str, Any] | None = None,
+    serve_when_packaged: bool = False,
 ) -> tuple[Version, Job]:
-    """Store the uploaded file as the next version's immutable source and queue its compile job."""
+    """Store the uploaded file as the next version's immutable source and queue its compile job.
+
+    ``serve_when_packaged`` asks the pipeline to serve the version as soon as it is packaged
+    and verified (the demo model's one-click journey).
+    """
     duplicate = find_duplicate(model, upload.sha256)
     if duplicate is not None and not allow_duplicate:
         raise RegistryError(
@@ -86,6 +91,7 @@ def create_version(
             model=locked,
             version=version,
             steps=initial_steps(COMPILE_STEPS),
+            params={"serve_when_packaged": True} if serve_when_packaged else {},
             created_by=user,
         )
         Event.objects.create(

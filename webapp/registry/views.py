@@ -14,7 +14,7 @@ from model_store.errors import ModelStoreError
 from model_store.targets import get_target
 from webapp.accounts.roles import Role, role_of
 from webapp.http import HubRequest
-from webapp.registry import actions, serving
+from webapp.registry import actions, demo, serving
 from webapp.registry import versions as version_actions
 from webapp.registry.forms import NewModelForm
 from webapp.registry.models import Event, Job, Model, Version
@@ -40,6 +40,7 @@ def model_list(request: HubRequest) -> HttpResponse:
         "total": Model.objects.count(),
         "triton_error": triton_error,
         "nav": "models",
+        "demo_available": demo.is_available() and not demo.existing_demo(),
     }
     template = "registry/_model_rows.html" if request.htmx else "registry/model_list.html"
     return render(request, template, context)

@@ -1,0 +1,24 @@
+"""Performance sweeps of a served model, in the manner of a small ``perf_analyzer``.
+
+* :mod:`model_store.perf.stats`: percentiles, latency summaries and Triton's server-side split
+  (pure arithmetic, no I/O);
+* :mod:`model_store.perf.sweep`: the concurrency sweep itself (threads driving a
+  ``TritonRuntime``).
+
+Plain Python, no Django: a Celery worker or a script can run a sweep.
+"""
+
+from model_store.perf.stats import LatencySummary, ServerSplit, percentile, server_split
+from model_store.perf.sweep import LevelResult, SweepPlan, SweepResult, best_level, run_sweep
+
+__all__ = [
+    "LatencySummary",
+    "LevelResult",
+    "ServerSplit",
+    "SweepPlan",
+    "SweepResult",
+    "best_level",
+    "percentile",
+    "run_sweep",
+    "server_split",
+]

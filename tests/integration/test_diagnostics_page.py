@@ -1,0 +1,102 @@
+"""The Diagnostics page and ``GET /api/v1/diagnostics`` on this machine (no CANN, no NPU).
+
+Every check runs for real here: the environment, PATH, /dev and npu-smi of this host, and
+Triton either unreachable (the discard port) or the session's embedded Triton.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from model_store.diagnostics import CHECKS, STATES, TITLES
+from tests.fixtures.triton import TritonHandle
+from tests.fixtures.users import token_for
+
+pytestmark = pytest.mark.integration
+
+WORDS = {"OK", "WARNING", "FAILING", "NOT APPLICABLE"}
+
+
+@pytest.fixture
+def no_triton(settings) -> None:
+    settings.TRITON_URL = "127.0.0.1:9"  # discard port: nothing listens
+
+
+def test_page_lists_every_check_with_a_state_in_words(viewer_client: Client, no_triton) -> None:
+    response = viewer_client.get("/diagnostics/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    for cid, _ in CHECKS:
+        assert f'id="check-{cid}"' in page
+        assert TITLES[cid] in page
+    assert "8 checks:" in page
+    assert "Run again" in page and "Running checks…" in page
+    assert "Not run on Ascend hardware" in page
+    assert "the check itself failed" not in page
+    assert any(word in page for word in WORDS)
+
+
+def test_unreachable_triton_is_failing_with_what_to_do(viewer_client: Client, no_triton) -> None:
+    page = viewer_client.get("/diagnostics/").content.decode()
+    row = page.split('id="check-triton_reachable"', 1)[1].split("</tr>", 1)[0]
+    assert "FAILING" in row
+    assert "http://127.0.0.1:9 is not reachable" in row
+    assert "TRITON_URL" in row and "<code>make run</code>" in row
+
+
+def test_run_again_returns_only_the_rows(viewer_client: Client, no_triton) -> None:
+    response = viewer_client.get("/diagnostics/", HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "<html" not in body and 'id="check-cann_env"' in body
+
+
+def test_server_page_links_to_diagnostics(viewer_client: Client, no_triton) -> None:
+    assert 'href="/diagnostics/"' in viewer_client.get("/server/").content.decode()
+
+
+def test_api_reports_each_check_with_a_summary(viewer, no_triton) -> None:
+    response = Client().get("/api/v1/diagnostics", HTTP_AUTHORIZATION=f"Token {token_for(viewer)}")
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) >= {"checks", "summary", "ran_at"}
+    assert [c["id"] for c in body["checks"]] == [cid for cid, _ in CHECKS]
+    for check in body["checks"]:
+        assert set(check) == {"id", "title", "state", "found", "advice", "details"}
+        assert check["state"] in STATES
+        assert not check["found"].startswith("the check itself failed"), check
+    assert set(body["summary"]) == set(STATES)
+    assert sum(body["summary"].values()) == len(body["checks"])
+    triton = next(c for c in body["checks"] if c["id"] == "triton_reachable")
+    assert triton["state"] == "failing" and triton["advice"]
+
+
+def test_api_and_page_need_a_signed_in_user(db, no_triton) -> None:
+    assert Client().get("/api/v1/diagnostics").status_code == 401
+    page = Client().get("/diagnostics/")
+    assert page.status_code == 302 and "/login/" in page["Location"]
+
+
+def test_schema_documents_diagnostics(viewer_client: Client) -> None:
+    schema = viewer_client.get("/api/v1/schema").json()
+    operation = schema["paths"]["/api/v1/diagnostics"]["get"]
+    documented = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    states = documented["properties"]["checks"]["items"]["properties"]["state"]["enum"]
+    assert states == list(STATES)
+
+
+def test_with_the_embedded_triton_it_is_reachable_and_nothing_failed(
+    viewer_client: Client, settings, embedded_triton: TritonHandle
+) -> None:
+    settings.TRITON_URL = embedded_triton.triton.urls["http"]
+    settings.TRITON_BACKENDS_DIR = embedded_triton.backends_dir
+    settings.TRITON_LOG_PATH = embedded_triton.triton.log_path
+    body = viewer_client.get("/api/v1/diagnostics").json()
+    checks = {c["id"]: c for c in body["checks"]}
+    assert checks["triton_reachable"]["state"] == "ok", checks["triton_reachable"]
+    assert checks["stuck_loading"]["state"] == "ok"
+    assert checks["load_failures"]["state"] == "ok", checks["load_failures"]
+    backend = checks["npu_ge_backend"]
+    assert backend["state"] == "not_applicable"
+    assert str(embedded_triton.backends_dir) in backend["found"]

@@ -1,0 +1,202 @@
+"""Test inference on a served model: what the "Try it" panel and ``POST .../infer`` share.
+
+The request is checked against the version's signature before Triton sees it (so a wrong
+shape gets our plain message, not a backend error), sent over the process's long-lived gRPC
+channel, and the outputs are described for people (top-k with labels) as well as returned.
+Latency is reported as the hub measured it: the Triton call alone, and the whole request
+inside the hub; the browser adds its own round trip.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from django.conf import settings
+
+from model_store.inference import (
+    PRESETS,
+    InferenceInputError,
+    Limits,
+    Preprocess,
+    TensorSpec,
+    curl_snippet,
+    decode_inputs,
+    describe_outputs,
+    image_layout,
+    specs_from_signature,
+    tritonclient_snippet,
+)
+from model_store.runtime.errors import TritonRequestError, TritonUnavailable
+from webapp.ops.triton import inference_runtime
+from webapp.registry.actions import RegistryError
+from webapp.registry.models import Model, Version
+from webapp.registry.ratelimit import RateLimited, check_rate
+
+MAX_TOP_K = 50
+DEFAULT_PRESET = "imagenet"
+
+
+def limits() -> Limits:
+    return Limits(
+        max_elements=settings.INFER_MAX_ELEMENTS,
+        max_bytes=settings.INFER_MAX_REQUEST_BYTES * 4,
+        max_image_pixels=settings.INFER_MAX_IMAGE_PIXELS,
+    )
+
+
+def input_specs(version: Version) -> list[TensorSpec]:
+    return specs_from_signature(version.signature, "inputs")
+
+
+def saved_preprocess(model: Model) -> Preprocess:
+    """The model's saved preprocessing, or the ImageNet preset when none was saved."""
+    raw = (model.try_settings or {}).get("preprocess")
+    if isinstance(raw, dict):
+        try:
+            return Preprocess.from_dict(raw)
+        except InferenceInputError:
+            pass  # a preset saved by an older release: fall back rather than refuse
+    return PRESETS[DEFAULT_PRESET]
+
+
+def image_inputs(model: Model, specs: list[TensorSpec]) -> list[str]:
+    """Inputs the panel treats as images: those the person marked, else the image-like ones."""
+    marked = (model.try_settings or {}).get("image_inputs")
+    if isinstance(marked, list):
+        names = {s.name for s in specs}
+        return [str(n) for n in marked if n in names]
+    return [s.name for s in specs if image_layout(s) is not None]
+
+
+def _pick_version(model: Model, requested: object) -> Version:
+    if requested is None:
+        if model.serving_version is None:
+            raise RegistryError(
+                f"{model.name} is not served yet: serve a packaged version first, then try it.",
+                "not_served",
+                409,
+            )
+        number = model.serving_version
+    elif isinstance(requested, int) and not isinstance(requested, bool) and requested > 0:
+        number = requested
+    else:
+        raise RegistryError("'version' must be a positive whole number.", "invalid_field", 400)
+    version = Version.objects.filter(model=model, number=number).first()
+    if version is None:
+        raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
+    return version
+
+
+def _triton_error(model: Model, version: Version, exc: Exception) -> RegistryError:
+    text = str(exc)
+    lowered = text.lower()
+    if isinstance(exc, TritonUnavailable):
+        if "deadline" in lowered:
+            return RegistryError(
+                f"Triton did not answer within {settings.INFER_TIMEOUT_SECONDS} s "
+                "(INFER_TIMEOUT_SECONDS). The model may be overloaded; try again or run a "
+                "smaller input.",
+                "triton_timeout",
+                504,
+            )
+        return RegistryError(
+            f"Triton is not reachable, so nothing can run: {text}. The Server page says more.",
+            "triton_unavailable",
+            503,
+        )
+    if "unknown model" in lowered or "not found" in lowered or "unavailable" in lowered:
+        serving = f"v{model.serving_version}" if model.serving_version else "no version"
+        return RegistryError(
+            f"v{version.number} of {model.name} is not loaded in Triton ({serving} serves). "
+            "Serve it first, or try the serving version.",
+            "version_not_loaded",
+            409,
+        )
+    message = getattr(exc, "triton_message", None) or text
+    return RegistryError(f"Triton refused the request: {message}", "triton_error", 422)
+
+
+def run(
+    model: Model, body: dict[str, Any], user_key: str, *, base_url: str | None = None
+) -> dict[str, Any]:
+    """One inference request from the API or the page; raises RegistryError/InferenceInputError."""
+    started = time.perf_counter()
+    try:
+        check_rate(f"infer:{user_key}", settings.INFER_RATE_PER_MINUTE)
+    except RateLimited as exc:
+        error = RegistryError(str(exc), "rate_limited", 429)
+        error.retry_after = exc.retry_after  # type: ignore[attr-defined]
+        raise error from None
+    version = _pick_version(model, body.get("version"))
+    top_k = body.get("top_k", 5)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
+        raise RegistryError(
+            f"'top_k' must be a whole number from 1 to {MAX_TOP_K}.", "invalid_field"
+        )
+    specs = input_specs(version)
+    if not specs:
+        raise RegistryError(
+            f"v{version.number} has no known inputs (its validation did not finish).",
+            "no_signature",
+            409,
+        )
+    default = saved_preprocess(model)
+    if "preprocess" in body:
+        raw = body["preprocess"]
+        if not isinstance(raw, dict):
+            raise InferenceInputError(
+                '\'preprocess\' must be an object such as {"preset": "imagenet"}.',
+                code="bad_preprocess",
+            )
+        default = Preprocess.from_dict(raw)
+    arrays = decode_inputs(specs, body.get("inputs"), limits(), default_preprocess=default)
+    runtime = inference_runtime()
+    protocol: Literal["http", "grpc"] = "grpc" if runtime.grpc_url else "http"
+    call_started = time.perf_counter()
+    try:
+        outputs = runtime.infer(model.name, arrays, version=str(version.number), protocol=protocol)
+    except (TritonUnavailable, TritonRequestError) as exc:
+        raise _triton_error(model, version, exc) from None
+    triton_ms = (time.perf_counter() - call_started) * 1000
+    described = describe_outputs(outputs, labels=model.labels or None, top_k=top_k)
+    answer: dict[str, Any] = {
+        "model": model.name,
+        "version": version.number,
+        "serving": version.number == model.serving_version,
+        "inputs": {
+            name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()
+        },
+        "outputs": described,
+        "latency": {
+            "triton_ms": round(triton_ms, 3),
+            "hub_ms": round((time.perf_counter() - started) * 1000, 3),
+        },
+    }
+    if body.get("snippets") is True and base_url:
+        answer["snippets"] = _snippets(model, version, specs, arrays, body, base_url, outputs)
+    return answer
+
+
+def _snippets(
+    model: Model,
+    version: Version,
+    specs: list[TensorSpec],
+    arrays: dict[str, Any],
+    body: dict[str, Any],
+    base_url: str,
+    outputs: dict[str, Any],
+) -> dict[str, str]:
+    """The same request as a curl command (to the hub) and a tritonclient script (to Triton)."""
+    request = {k: v for k, v in body.items() if k != "snippets"}
+    return {
+        "curl": curl_snippet(base_url, model.name, request, version=version.number),
+        "python": tritonclient_snippet(
+            settings.TRITON_URL,
+            model.name,
+            version.number,
+            specs,
+            {name: list(a.shape) for name, a in arrays.items()},
+            sorted(outputs),
+        ),
+    }

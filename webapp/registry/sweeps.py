@@ -1,0 +1,257 @@
+"""Performance sweeps: queue one from the page or the API, run it in a worker, keep the result.
+
+A sweep drives the serving version at rising concurrency (model_store/perf) and is bounded in
+time (levels x seconds per level, capped) and in load (SWEEP_MAX_CONCURRENCY). It is a job like
+a compile: steps, live progress, cancel. Each run is kept with the config it ran under, so two
+runs compare only when their config hashes match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from model_store.config import parse_pbtxt
+from model_store.errors import ModelStoreError
+from model_store.inference import (
+    InferenceInputError,
+    decode_inputs,
+    example_payload,
+)
+from model_store.perf import SweepPlan, best_level, run_sweep
+from webapp import live
+from webapp.registry import jobs
+from webapp.registry.actions import RegistryError
+from webapp.registry.inference import input_specs, limits, saved_preprocess
+from webapp.registry.models import Event, Job, Model, PerfRun, TryExample
+
+log = logging.getLogger(__name__)
+
+
+def config_summary(config_pbtxt: str) -> dict[str, Any]:
+    try:
+        cfg = parse_pbtxt(config_pbtxt)
+    except ModelStoreError:
+        return {}
+    return {
+        "backend": cfg.backend or cfg.platform,
+        "max_batch_size": cfg.max_batch_size,
+        "instances": cfg.instance_count,
+        "instance_kind": cfg.instance_kind,
+        "dynamic_batching": cfg.dynamic_batching is not None,
+    }
+
+
+def make_plan(max_concurrency: int, step_seconds: float) -> SweepPlan:
+    if not 1 <= max_concurrency <= settings.SWEEP_MAX_CONCURRENCY:
+        raise RegistryError(
+            f"Concurrency goes from 1 to {settings.SWEEP_MAX_CONCURRENCY} here "
+            "(SWEEP_MAX_CONCURRENCY).",
+            "invalid_field",
+        )
+    if not 1 <= step_seconds <= 30:
+        raise RegistryError("Seconds per level must be between 1 and 30.", "invalid_field")
+    try:
+        return SweepPlan.doubling(max_concurrency, step_seconds=step_seconds)
+    except ValueError as exc:
+        raise RegistryError(str(exc), "invalid_plan") from None
+
+
+def request_sweep(
+    *,
+    model: Model,
+    user: User,
+    max_concurrency: int = 8,
+    step_seconds: float | None = None,
+    example_id: int | None = None,
+) -> PerfRun:
+    """Check the request and queue the sweep job; the serving version is what gets measured."""
+    if model.serving_version is None:
+        raise RegistryError(
+            f"{model.name} is not served; serve a version before measuring it.", "not_served", 409
+        )
+    version = model.versions.get(number=model.serving_version)
+    plan = make_plan(max_concurrency, float(step_seconds or settings.SWEEP_STEP_SECONDS))
+    if example_id is not None and not model.examples.filter(pk=example_id).exists():
+        raise RegistryError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
+    busy = Job.objects.filter(
+        model=model, kind=Job.Kind.SWEEP, state__in=[Job.State.QUEUED, Job.State.RUNNING]
+    ).first()
+    if busy is not None:
+        raise RegistryError(
+            "A sweep of this model is running already; wait for it or cancel it.",
+            "sweep_running",
+            409,
+        )
+    with transaction.atomic():
+        job = Job.objects.create(
+            kind=Job.Kind.SWEEP,
+            model=model,
+            version=version,
+            steps=jobs.initial_steps(jobs.SWEEP_STEPS),
+            params={"example_id": example_id},
+            created_by=user,
+        )
+        run = PerfRun.objects.create(
+            model=model,
+            version=version,
+            job=job,
+            config_sha256=hashlib.sha256(version.config_pbtxt.encode()).hexdigest(),
+            config_summary=config_summary(version.config_pbtxt),
+            plan=_plan_dict(plan),
+        )
+        Event.objects.create(
+            model=model,
+            version=version,
+            job=job,
+            kind="perf.sweep_requested",
+            actor=user,
+            message=f"{user.get_username()} started a performance sweep of v{version.number} "
+            f"(concurrency up to {max_concurrency}).",
+        )
+        transaction.on_commit(lambda: _enqueue(job))
+    return run
+
+
+def _plan_dict(plan: SweepPlan) -> dict[str, Any]:
+    return {
+        "levels": list(plan.levels),
+        "step_seconds": plan.step_seconds,
+        "warmup_seconds": plan.warmup_seconds,
+        "max_total_seconds": plan.max_total_seconds,
+    }
+
+
+def _enqueue(job: Job) -> None:
+    from workers.tasks.perf import sweep
+
+    sweep.delay(job.pk)
+    live.publish("sweeps", {"model": job.model.name, "job": str(job.uuid)})
+
+
+def _inputs_for(run: PerfRun, example_id: int | None) -> dict[str, np.ndarray]:
+    specs = input_specs(run.version)
+    if example_id is not None:
+        example = TryExample.objects.filter(pk=example_id, model=run.model).first()
+        if example is None:
+            raise RegistryError("The saved example was deleted before the sweep began.", "gone")
+        payload = example.inputs
+    else:
+        payload = example_payload(specs, "random")
+    return decode_inputs(specs, payload, limits(), default_preprocess=saved_preprocess(run.model))
+
+
+class _CancelCheck:
+    """Reads the job's cancel flag at most every quarter second (the sweep asks per request)."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        self.checked = 0.0
+        self.value = False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self.value and now - self.checked > 0.25:
+            self.checked = now
+            self.value = Job.objects.filter(pk=self.job_id, cancel_requested=True).exists()
+        return self.value
+
+
+def run_sweep_job(job_id: int) -> None:
+    """The worker side: measure, store each level as it finishes, finish the job."""
+    from webapp.ops.triton import get_runtime
+
+    job = Job.objects.select_related("model", "version").get(pk=job_id)
+    if job.is_finished:
+        return
+    run = PerfRun.objects.select_related("model", "version").get(job=job)
+    if job.cancel_requested:
+        jobs.fail(job, "Cancelled before it started.", "cancelled", cancelled=True)
+        return
+    jobs.start_step(job, "prepare")
+    try:
+        inputs = _inputs_for(run, (job.params or {}).get("example_id"))
+    except (RegistryError, InferenceInputError) as exc:
+        message = getattr(exc, "message", str(exc))
+        jobs.log(job, message, "error")
+        jobs.fail(job, message, getattr(exc, "code", "invalid_input"))
+        return
+    shapes = ", ".join(f"{n} {list(a.shape)} {a.dtype}" for n, a in inputs.items())
+    jobs.log(job, f"Inputs: {shapes}.")
+    jobs.finish_step(job, "prepare", shapes)
+
+    jobs.start_step(job, "sweep")
+    plan = SweepPlan(**_plan_kwargs(run.plan))
+    runtime = get_runtime(timeout=10.0)
+
+    def on_level(level: Any, fraction: float) -> None:
+        row = level.to_dict()
+        run.levels = [*run.levels, row]
+        run.server_stats = run.server_stats and row.get("server") is not None
+        run.save(update_fields=["levels", "server_stats"])
+        p50 = (row.get("latency") or {}).get("p50_ms")
+        jobs.log(
+            job,
+            f"Concurrency {row['concurrency']}: {row['throughput_rps']:.1f} req/s, "
+            f"p50 {p50 if p50 is None else round(p50, 2)} ms, {row['failed']} failed.",
+        )
+        jobs.set_progress(job, fraction)
+        live.publish("sweeps", {"model": run.model.name, "job": str(job.uuid), "level": row})
+
+    try:
+        result = run_sweep(
+            runtime,
+            run.model.name,
+            run.version.number,
+            inputs,
+            plan,
+            protocol="grpc" if runtime.grpc_url else "http",
+            is_cancelled=_CancelCheck(job.pk),
+            on_level=on_level,
+        )
+    finally:
+        runtime.close()
+    run.stopped = result.stopped or ""
+    run.save(update_fields=["stopped"])
+    if result.stopped == "cancelled":
+        jobs.fail(
+            job, "Cancelled; the levels measured so far are kept.", "cancelled", cancelled=True
+        )
+        return
+    best = best_level(result)
+    summary = (
+        f"best: {best.throughput_rps:.1f} req/s at concurrency {best.concurrency}"
+        if best
+        else "no level completed a request"
+    )
+    jobs.finish_step(job, "sweep", summary)
+    jobs.start_step(job, "record")
+    if not run.server_stats:
+        jobs.log(
+            job,
+            "Triton reported no server-side statistics for this model (the Ascend npu_ge "
+            "backend reports none); the numbers are the dashboard's own client-side ones.",
+            "warning",
+        )
+    if not result.levels or all(level.completed == 0 for level in result.levels):
+        message = "; ".join(e for level in result.levels for e in level.errors[:1]) or summary
+        jobs.fail(job, f"No request succeeded: {message}", "no_success")
+        return
+    jobs.finish_step(job, "record", f"{len(result.levels)} levels kept")
+    jobs.succeed(job, summary)
+
+
+def _plan_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "levels": tuple(plan["levels"]),
+        "step_seconds": plan["step_seconds"],
+        "warmup_seconds": plan["warmup_seconds"],
+        "max_total_seconds": plan["max_total_seconds"],
+    }

@@ -1,0 +1,34 @@
+"""Performance sweeps run here, never in a web process (they hold threads for minutes)."""
+
+from __future__ import annotations
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from workers.celery import app
+
+# A sweep is capped at SweepPlan.max_total_seconds (120 s); the limit only catches a hang.
+SOFT_LIMIT = 300
+
+
+@app.task(
+    name="workers.tasks.perf.sweep",
+    soft_time_limit=SOFT_LIMIT,
+    time_limit=SOFT_LIMIT + 60,
+    acks_late=True,
+    ignore_result=True,
+)
+def sweep(job_id: int) -> None:
+    from webapp.registry import jobs
+    from webapp.registry.models import Job
+    from webapp.registry.sweeps import run_sweep_job
+
+    try:
+        run_sweep_job(job_id)
+    except SoftTimeLimitExceeded:
+        job = Job.objects.get(pk=job_id)
+        jobs.fail(job, f"The sweep ran past {SOFT_LIMIT} s and was stopped.", "timeout")
+    except Exception as exc:  # recorded on the job, so the page never shows "running" forever
+        job = Job.objects.get(pk=job_id)
+        if not job.is_finished:
+            jobs.fail(job, f"The sweep failed unexpectedly: {exc}", "internal_error")
+        raise
