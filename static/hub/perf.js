@@ -1,5 +1,6 @@
-// Performance tab: draws throughput (x) against p50/p99 latency (y) for the checked sweeps,
-// from the JSON the runs partial embeds; redraws when htmx swaps in fresh results.
+// Performance tab: for each checked sweep, throughput (left axis) and p50/p99 latency (right
+// axis) against concurrency, from the JSON the runs partial embeds; redrawn when htmx swaps in
+// fresh results, so a running sweep's chart grows level by level.
 (function () {
   "use strict";
   var chart = null;
@@ -14,53 +15,70 @@
     document.querySelectorAll("[data-run-toggle]").forEach(function (box) { if (box.checked) ids[box.getAttribute("data-run-toggle")] = true; });
     return ids;
   }
+  function fmt(unit, digits) {
+    return function (u, v) { return v == null ? "–" : v.toFixed(digits) + " " + unit; };
+  }
   function draw() {
     var box = document.getElementById("perf-chart");
     if (!box || typeof uPlot === "undefined") return;
+    var all = runs();
+    syncStartButton(all);
     var wanted = checked();
-    var shown = runs().filter(function (r) { return wanted[String(r.id)] && r.levels.length; });
-    // uPlot wants one shared x array: merge every run's throughput values, null elsewhere.
+    var shown = all.filter(function (r) { return wanted[String(r.id)] && r.levels.length; });
+    // One shared x array (concurrency levels of every shown run); gaps where a run has none.
     var xs = [];
-    shown.forEach(function (r) { r.levels.forEach(function (l) { xs.push(l.throughput_rps); }); });
-    xs = xs.filter(function (v, i, all) { return all.indexOf(v) === i; }).sort(function (a, b) { return a - b; });
+    shown.forEach(function (r) { r.levels.forEach(function (l) { if (xs.indexOf(l.concurrency) < 0) xs.push(l.concurrency); }); });
+    xs.sort(function (a, b) { return a - b; });
     var data = [xs];
-    var series = [{ label: "req/s", value: function (u, v) { return v == null ? "" : v.toFixed(1) + " req/s"; } }];
+    var series = [{ label: "concurrency", value: function (u, v) { return v == null ? "" : String(v); } }];
     shown.forEach(function (r, i) {
       var colour = COLOURS[i % COLOURS.length];
-      ["p50_ms", "p99_ms"].forEach(function (key) {
-        var ys = xs.map(function (x) {
-          var level = r.levels.filter(function (l) { return l.throughput_rps === x && l.latency; })[0];
-          return level ? level.latency[key] : null;
+      var name = "v" + r.version + " #" + r.id;
+      function column(pick) {
+        return xs.map(function (x) {
+          var level = r.levels.filter(function (l) { return l.concurrency === x; })[0];
+          return level ? pick(level) : null;
         });
-        data.push(ys);
-        series.push({
-          label: "v" + r.version + " #" + r.id + " " + key.replace("_ms", ""),
-          stroke: colour,
-          dash: key === "p99_ms" ? [6, 4] : undefined,
-          width: 2,
-          spanGaps: true,
-          points: { show: true, size: 7 },
-          value: function (u, v) { return v == null ? "" : v.toFixed(2) + " ms"; },
-        });
-      });
+      }
+      data.push(column(function (l) { return l.throughput_rps; }));
+      series.push({ label: name + " req/s", stroke: colour, width: 3, scale: "rps", spanGaps: true,
+        points: { show: true, size: 8 }, value: fmt("req/s", 1) });
+      data.push(column(function (l) { return l.latency ? l.latency.p50_ms : null; }));
+      series.push({ label: name + " p50", stroke: colour, width: 1.5, dash: [2, 3], scale: "ms", spanGaps: true,
+        points: { show: true, size: 5 }, value: fmt("ms", 2) });
+      data.push(column(function (l) { return l.latency ? l.latency.p99_ms : null; }));
+      series.push({ label: name + " p99", stroke: colour, width: 1.5, dash: [8, 4], scale: "ms", spanGaps: true,
+        points: { show: true, size: 5 }, value: fmt("ms", 2) });
     });
     if (chart) { chart.destroy(); chart = null; }
     box.innerHTML = "";
     if (!shown.length) {
       box.innerHTML = '<p class="muted">Tick a sweep below to draw it here.</p>';
+      box.setAttribute("data-drawn", "0");
       return;
     }
     chart = new uPlot({
       width: Math.max(280, box.clientWidth),
-      height: 320,
-      scales: { x: { time: false } },
+      height: 300,
+      scales: { x: { time: false, distr: 3 }, rps: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } }, ms: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } } },
       axes: [
-        { label: "throughput (req/s)" },
-        { label: "latency (ms)", size: 60 },
+        { label: "concurrent clients", splits: function () { return xs; }, values: function (u, vals) { return vals.map(String); } },
+        { label: "throughput (req/s)", scale: "rps", size: 60 },
+        { label: "latency (ms)", scale: "ms", side: 1, size: 60, grid: { show: false } },
       ],
       series: series,
     }, data, box);
     box.setAttribute("data-drawn", String(shown.length));
+  }
+  window.hubSweepRunning = function () {
+    return runs().some(function (r) { return r.state === "queued" || r.state === "running"; });
+  };
+  function syncStartButton(all) {
+    var button = document.querySelector("[data-start-sweep]");
+    if (!button) return;
+    var busy = all.some(function (r) { return r.state === "queued" || r.state === "running"; });
+    button.disabled = busy;
+    button.textContent = busy ? "A sweep is running" : "Start sweep";
   }
   document.addEventListener("DOMContentLoaded", draw);
   document.addEventListener("change", function (e) { if (e.target.hasAttribute && e.target.hasAttribute("data-run-toggle")) draw(); });

@@ -48,6 +48,13 @@ def _demo_photos() -> list[dict[str, str]]:
 
 def model_try(request: HubRequest, name: str) -> HttpResponse:
     model = get_object_or_404(Model, name=name)
+    if request.htmx:
+        # The waiting page polls; once a version serves, reload it whole so the panel's
+        # script starts on the real form. Until then, nothing to swap.
+        return HttpResponse(
+            headers={"HX-Refresh": "true"} if model.serving_version else None,
+            status=200 if model.serving_version else 204,
+        )
     context = _header_context(request, model, "try")
     serving = (
         model.versions.filter(number=model.serving_version).first()
