@@ -3,10 +3,12 @@
     .venv/bin/python bench/infer_overhead.py                 # 5 s per cell, concurrency 1 and 8
     .venv/bin/python bench/infer_overhead.py --seconds 10 --concurrency 1 4 8
 
-One model (the demo EfficientNet-Lite0, added through ``POST /api/v1/demo`` on a private
-stack, so it is compiled, verified and served exactly as a user's model is), one input (the
-espresso photo, preprocessed once here to a float32 [1, 3, 224, 224] tensor), three paths,
-each driven by N client threads for ``--seconds`` after a short warm-up:
+Two models on one private stack, each compiled, verified and served exactly as a user's model
+is: the demo EfficientNet-Lite0 (``POST /api/v1/demo``; input: the espresso photo,
+preprocessed once here to a float32 [1, 3, 224, 224] tensor, 588 KiB) and a small MLP
+``x[1, 64] -> y[1, 16]`` (uploaded through the API; 256 bytes of input), which shows the
+dashboard's fixed cost per request. Three paths per model, each driven by N client threads
+for ``--seconds`` after a short warm-up:
 
 * **floor: in-process ONNX Runtime** on the same packaged model file, with the thread count
   its config.pbtxt gives Triton (the physical floor: no network, no serialisation);
@@ -16,8 +18,8 @@ each driven by N client threads for ``--seconds`` after a short warm-up:
   one keep-alive HTTP connection per thread, token auth, the full JSON answer (outputs
   described, top-5 with labels, latency).
 
-An extra row sends the PNG itself (``image_b64``), which adds decoding and resizing in the
-hub: what a person's "drop a photo" costs, not a like-for-like overhead.
+For the demo model an extra row sends the PNG itself (``image_b64``), which adds decoding and
+resizing in the hub: what a person's "drop a photo" costs, not a like-for-like overhead.
 
 Reported per path and concurrency: p50, p90, p99 latency, throughput, each as a ratio to the
 floor, and **dashboard p50 - direct p50 at concurrency 1** (goal: < 2 ms). The three paths
@@ -32,10 +34,10 @@ import base64
 import json
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,126 +119,156 @@ def drive(call: Callable[[], Any], threads: int, seconds: float, warmup: float) 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per cell")
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--keep-temp", action="store_true")
-    parser.add_argument("--url", default=None)
-    parser.add_argument("--token", default=None)
-    parser.add_argument("--worker-concurrency", type=int, default=1)
-    args = parser.parse_args()
-    os.environ["INFER_RATE_PER_MINUTE"] = "0"  # the bench measures speed, not the limiter
+@dataclass
+class Subject:
+    """One model under test: its input, the served artifact and the bodies the hub gets."""
 
-    sys.path.insert(0, str(ROOT))
+    name: str
+    input_name: str
+    tensor: np.ndarray
+    artifact: Path
+    intra_threads: int
+    bodies: dict[str, bytes]
+
+
+def multipart(filename: str, payload: bytes) -> tuple[bytes, str]:
+    boundary = "bench-boundary-7f3a"
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        + payload
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def add_mlp(api: Api) -> None:
+    from tests.fixtures.triton import mlp_onnx_bytes
+
+    api.call("POST", "/api/v1/models", {"name": "mlp", "target": "onnxruntime"}, expect=201)
+    body, ctype = multipart("model.onnx", mlp_onnx_bytes(in_features=64, out_features=16))
+    status, _, data = api.raw("POST", "/api/v1/models/mlp/versions", body, {"Content-Type": ctype})
+    if status != 201:
+        raise SystemExit(f"uploading the MLP failed: {status} {data[:300]!r}")
+    deadline = time.monotonic() + 300
+    while api.call("GET", "/api/v1/models/mlp/versions/1")["status"] != "ready":
+        if time.monotonic() > deadline:
+            raise SystemExit("the MLP was not packaged in 300 s")
+        time.sleep(0.5)
+    api.call("POST", "/api/v1/models/mlp/serve", {"version": 1})
+
+
+def subject(
+    api: Api, stack: Any, name: str, tensor: np.ndarray, extra: dict[str, bytes]
+) -> Subject:
+    from model_store.inference import specs_from_signature
+
+    number = api.call("GET", f"/api/v1/models/{name}")["serving_version"]
+    version = api.call("GET", f"/api/v1/models/{name}/versions/{number}")
+    spec = specs_from_signature(version["signature"], "inputs")[0]
+    threads = re.search(
+        r'key: "intra_op_thread_count"\s*value\s*\{\s*string_value: "(\d+)"', version["config"]
+    )
+    artifact = (
+        Path(stack.var_dir) / "store" / "repository" / name / str(number)
+        / version["artifact"]["name"]
+    )  # fmt: skip
+    tensor_body = {
+        "inputs": {
+            spec.name: {
+                "b64": base64.b64encode(tensor.tobytes()).decode(),
+                "shape": list(tensor.shape),
+            }
+        }
+    }
+    return Subject(
+        name=name,
+        input_name=spec.name,
+        tensor=tensor,
+        artifact=artifact,
+        intra_threads=int(threads.group(1)) if threads else 0,
+        bodies={"tensor": json.dumps(tensor_body).encode(), **extra},
+    )
+
+
+def measure(
+    subject: Subject, url: str, token: str, grpc_url: str, args: argparse.Namespace
+) -> dict[str, dict[int, dict[str, Any]]]:
     import onnxruntime as ort
 
-    from model_store.inference import PRESETS, decode_image, image_to_tensor, specs_from_signature
     from model_store.runtime.client import TritonRuntime
 
-    with (
-        temp_workdir("bench-infer-", args.keep_temp) as workdir,
-        stack_from_args(args, workdir) as (url, token, stack),
-    ):
-        api = Api(url, token)
-        if api.call("GET", "/api/v1/demo")["model"] is None:
-            say("adding the demo model (upload, compile, verify, serve) …")
-            api.call("POST", "/api/v1/demo", {}, expect=201)
-        model = wait_served(api)
-        number = model["serving_version"]
-        version = api.call("GET", f"/api/v1/models/{MODEL}/versions/{number}")
-        say(f"{MODEL} v{number} serves")
-        spec = specs_from_signature(version["signature"], "inputs")[0]
-        tensor = image_to_tensor(
-            decode_image(PHOTO.read_bytes(), 40_000_000), spec, PRESETS["efficientnet"]
-        )
-        threads_match = re.search(
-            r'key: "intra_op_thread_count"\s*value\s*\{\s*string_value: "(\d+)"',
-            version["config"],
-        )
-        intra = int(threads_match.group(1)) if threads_match else 0
-        if stack is None:
-            raise SystemExit("this bench needs its private stack (it reads the model file)")
-        store = Path(stack.var_dir) / "store"
-        artifact = store / "repository" / MODEL / str(number) / version["artifact"]["name"]
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = intra
-        session = ort.InferenceSession(str(artifact), options, providers=["CPUExecutionProvider"])
-        grpc_url = f"127.0.0.1:{stack.env['HUB_TRITON_GRPC_PORT']}"
-        triton = TritonRuntime(grpc_url=grpc_url, http_url="127.0.0.1:1", timeout=30)
-        tensor_body = json.dumps(
-            {
-                "inputs": {
-                    spec.name: {
-                        "b64": base64.b64encode(tensor.tobytes()).decode(),
-                        "shape": list(tensor.shape),
-                    }
-                }
-            }
-        ).encode()
-        photo_body = json.dumps(
-            {"inputs": {spec.name: {"image_b64": base64.b64encode(PHOTO.read_bytes()).decode()}}}
-        ).encode()
-        path = f"/api/v1/models/{MODEL}/infer"
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = subject.intra_threads
+    session = ort.InferenceSession(
+        str(subject.artifact), options, providers=["CPUExecutionProvider"]
+    )
+    triton = TritonRuntime(grpc_url=grpc_url, http_url="127.0.0.1:1", timeout=30)
+    feed = {subject.input_name: subject.tensor}
+    path = f"/api/v1/models/{subject.name}/infer"
 
-        def floor() -> Callable[[], Any]:
-            return lambda: session.run(None, {spec.name: tensor})
+    def floor() -> Callable[[], Any]:
+        return lambda: session.run(None, feed)
 
-        def direct() -> Callable[[], Any]:
-            return lambda: triton.infer(MODEL, {spec.name: tensor}, protocol="grpc")
+    def direct() -> Callable[[], Any]:
+        return lambda: triton.infer(subject.name, feed, protocol="grpc")
 
-        def dashboard(body: bytes) -> Callable[[], Callable[[], Any]]:
-            def factory() -> Callable[[], Any]:
-                client = Api(url, token)
+    def dashboard(body: bytes) -> Callable[[], Callable[[], Any]]:
+        def factory() -> Callable[[], Any]:
+            client = Api(url, token)
 
-                def call() -> None:
-                    status, _, data = client.raw(
-                        "POST", path, body, {"Content-Type": "application/json"}
-                    )
-                    if status != 200:
-                        raise RuntimeError(f"{status}: {data[:200]!r}")
+            def call() -> None:
+                status, _, data = client.raw(
+                    "POST", path, body, {"Content-Type": "application/json"}
+                )
+                if status != 200:
+                    raise RuntimeError(f"{status}: {data[:200]!r}")
 
-                return call
+            return call
 
-            return factory
+        return factory
 
-        # Sanity: every path gives espresso before anything is timed.
-        top = int(np.argmax(session.run(None, {spec.name: tensor})[0]))
-        direct_top = int(
-            np.argmax(
-                next(iter(triton.infer(MODEL, {spec.name: tensor}, protocol="grpc").values()))
-            )
-        )
-        answer = api.call("POST", path, json.loads(tensor_body))
-        dash_top = answer["outputs"][0]["top_k"][0]
-        assert top == direct_top == dash_top["index"], (top, direct_top, dash_top)
-        say(f"all paths agree: class {top} ({dash_top['label']})")
+    # Sanity: every path gives the same top class before anything is timed.
+    top = int(np.argmax(session.run(None, feed)[0]))
+    direct_top = int(
+        np.argmax(next(iter(triton.infer(subject.name, feed, protocol="grpc").values())))
+    )
+    answer = Api(url, token).call("POST", path, json.loads(subject.bodies["tensor"]))
+    values = answer["outputs"][0]["values"]
+    assert top == direct_top == int(np.argmax(values)), (top, direct_top)
+    paths: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
+        ("floor: in-process ONNX Runtime", floor),
+        ("direct: tritonclient gRPC", direct),
+        *[
+            (f"dashboard: infer endpoint ({kind})", dashboard(body))
+            for kind, body in subject.bodies.items()
+        ],
+    ]
+    results: dict[str, dict[int, dict[str, Any]]] = {name: {} for name, _ in paths}
+    for threads in args.concurrency:
+        for name, factory in paths:
+            say(f"{subject.name}: {name}, concurrency {threads} …")
+            results[name][threads] = drive(factory, threads, args.seconds, args.warmup)
+    triton.close()
+    return results
 
-        paths: list[tuple[str, Callable[[], Callable[[], Any]]]] = [
-            ("floor: in-process ONNX Runtime", floor),
-            ("direct: tritonclient gRPC", direct),
-            ("dashboard: infer endpoint (tensor)", dashboard(tensor_body)),
-            ("dashboard: infer endpoint (PNG photo)", dashboard(photo_body)),
-        ]
-        results: dict[str, dict[int, dict[str, Any]]] = {name: {} for name, _ in paths}
-        for threads in args.concurrency:
-            for name, factory in paths:
-                say(f"{name}, concurrency {threads} …")
-                results[name][threads] = drive(factory, threads, args.seconds, args.warmup)
-        triton.close()
-        api.close()
 
+def report(
+    name: str, results: dict[str, dict[int, dict[str, Any]]], levels: list[int]
+) -> dict[int, float]:
+    names = list(results)
     rows = [
         ["path", "conc.", "p50 ms", "p90 ms", "p99 ms", "req/s", "p50 / floor", "req/s / floor"]
     ]
-    for threads in args.concurrency:
-        base = results[paths[0][0]][threads]
-        for name, _ in paths:
-            r = results[name][threads]
+    for threads in levels:
+        base = results[names[0]][threads]
+        for path in names:
+            r = results[path][threads]
             rows.append(
                 [
-                    name,
+                    path,
                     str(threads),
                     f"{r['p50_ms']:.2f}",
                     f"{r['p90_ms']:.2f}",
@@ -246,21 +278,73 @@ def main() -> None:
                     f"{r['throughput_rps'] / base['throughput_rps']:.2f}",
                 ]
             )
-    print(table(rows))
+    print(f"\n{name}\n" + table(rows))
     added = {
-        threads: results[paths[2][0]][threads]["p50_ms"] - results[paths[1][0]][threads]["p50_ms"]
-        for threads in args.concurrency
+        threads: results[names[2]][threads]["p50_ms"] - results[names[1]][threads]["p50_ms"]
+        for threads in levels
     }
     for threads, value in added.items():
-        say(f"dashboard adds {value:.2f} ms p50 over direct Triton at concurrency {threads}")
+        say(
+            f"{name}: the dashboard adds {value:.2f} ms p50 over direct Triton "
+            f"at concurrency {threads}"
+        )
+    return added
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per cell")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--keep-temp", action="store_true")
+    args = parser.parse_args()
+    args.url = args.token = None
+    args.worker_concurrency = 1
+    os.environ["INFER_RATE_PER_MINUTE"] = "0"  # the bench measures speed, not the limiter
+
+    from model_store.inference import PRESETS, decode_image, image_to_tensor, specs_from_signature
+
+    launched = time.monotonic()
+    with (
+        temp_workdir("bench-infer-", args.keep_temp) as workdir,
+        stack_from_args(args, workdir) as (url, token, stack),
+    ):
+        api = Api(url, token)
+        say("adding the demo model (upload, compile, verify, serve) …")
+        api.call("POST", "/api/v1/demo", {}, expect=201)
+        wait_served(api)
+        photo = base64.b64encode(PHOTO.read_bytes()).decode()
+        photo_body = {"inputs": {"input": {"image_b64": photo}}}
+        first = api.call("POST", f"/api/v1/models/{MODEL}/infer", photo_body)
+        first_photo_s = time.monotonic() - launched
+        say(
+            f"from starting the stack to the first classified photo: {first_photo_s:.1f} s "
+            f"({first['outputs'][0]['top_k'][0]['label']})"
+        )
+        add_mlp(api)
+        version = api.call("GET", f"/api/v1/models/{MODEL}/versions/1")
+        spec = specs_from_signature(version["signature"], "inputs")[0]
+        image = image_to_tensor(
+            decode_image(PHOTO.read_bytes(), 40_000_000), spec, PRESETS["efficientnet"]
+        )
+        x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+        grpc_url = f"127.0.0.1:{stack.env['HUB_TRITON_GRPC_PORT']}"
+        subjects = [
+            subject(api, stack, "mlp", x, {}),
+            subject(api, stack, MODEL, image, {"PNG photo": json.dumps(photo_body).encode()}),
+        ]
+        results = {s.name: measure(s, url, token, grpc_url, args) for s in subjects}
+        api.close()
+
+    added = {name: report(name, r, args.concurrency) for name, r in results.items()}
     out = write_results(
         "infer_overhead",
         {
             "machine": machine(),
-            "model": MODEL,
             "seconds": args.seconds,
             "results": results,
             "dashboard_added_p50_ms": added,
+            "stack_start_to_first_classified_photo_s": first_photo_s,
         },
     )
     say(f"results: {out}")

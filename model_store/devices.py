@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,9 +34,12 @@ __all__ = [
     "NpuChip",
     "NpuProcess",
     "NpuSmiReport",
+    "device_memory",
+    "merge_usages",
     "parse_npu_smi_info",
     "parse_npu_smi_usages",
     "read_devices",
+    "usage_figures",
 ]
 
 #: Health values documented for npu-smi.
@@ -384,6 +388,8 @@ def read_devices(
     runner: Callable[..., Any] = subprocess.run,
     which: Callable[[str], str | None] = shutil.which,
     timeout: float = 5,
+    *,
+    usages: bool = True,
 ) -> dict[str, Any]:
     """Run ``npu-smi info`` and describe the NPUs of this host as a JSON-ready dict.
 
@@ -391,11 +397,15 @@ def read_devices(
         runner: Function with the signature of :func:`subprocess.run` (replaced in tests).
         which: Function with the signature of :func:`shutil.which`.
         timeout: Seconds to wait for npu-smi.
+        usages: Also run ``npu-smi info -t usages -i N -c C`` per chip (in parallel) and
+            merge it (:func:`merge_usages`); a failure there is a warning, not an error.
 
     Returns:
         ``{"available": False, "reason": ..., "npus": []}`` when npu-smi is missing,
         fails or times out; otherwise ``{"available": True, "npus": [...],
         "processes": [...], "warnings": [...], "version": ...}`` with one dict per chip.
+        Each chip dict also has ``device_memory`` (:func:`device_memory`) and, with
+        ``usages``, ``usages`` (raw) and ``usage`` (known figures by short name).
     """
     path = which("npu-smi")
     if not path:
@@ -437,10 +447,138 @@ def read_devices(
     if isinstance(stdout, bytes):
         stdout = stdout.decode("utf-8", "replace")
     report = parse_npu_smi_info(stdout)
+    npus = [asdict(chip) for chip in report.chips]
+    warnings = list(report.warnings)
+    if usages and npus:
+        _add_usages(npus, warnings, path, runner, timeout)
+    for npu in npus:
+        npu["device_memory"] = device_memory(npu)
     return {
         "available": True,
         "version": report.version,
-        "npus": [asdict(chip) for chip in report.chips],
+        "npus": npus,
         "processes": [asdict(proc) for proc in report.processes],
-        "warnings": list(report.warnings),
+        "warnings": warnings,
     }
+
+
+# --- npu-smi info -t usages -------------------------------------------------------------
+
+#: ``-t usages`` keys (lower case, single spaces) -> the short names the hub uses.
+USAGE_KEYS: dict[str, str] = {
+    "aicore usage rate(%)": "aicore_pct",
+    "aivector usage rate(%)": "aivector_pct",
+    "aicpu usage rate(%)": "aicpu_pct",
+    "ctrlcpu usage rate(%)": "ctrlcpu_pct",
+    "npu utilization(%)": "npu_util_pct",
+    "memory capacity(mb)": "memory_capacity_mb",
+    "memory usage rate(%)": "memory_pct",
+    "hbm capacity(mb)": "hbm_capacity_mb",
+    "hbm usage rate(%)": "hbm_pct",
+    "memory bandwidth usage rate(%)": "memory_bw_pct",
+    "ddr bandwidth usage rate(%)": "memory_bw_pct",
+    "hbm bandwidth usage rate(%)": "hbm_bw_pct",
+}
+_USAGE_KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9 ()%/._-]*$")
+
+
+def usage_figures(usages: Mapping[str, float | str]) -> dict[str, float]:
+    """The known numeric figures of a ``-t usages`` report, under short names.
+
+    Example:
+        >>> usage_figures({"HBM  Usage Rate(%)": 5.0, "Aivector Usage Rate(%)": "NA"})
+        {'hbm_pct': 5.0}
+    """
+    figures: dict[str, float] = {}
+    for key, value in usages.items():
+        short = USAGE_KEYS.get(" ".join(key.lower().split()))
+        if short and isinstance(value, float):
+            figures[short] = value
+    return figures
+
+
+def merge_usages(npu: dict[str, Any], usages: Mapping[str, float | str]) -> bool:
+    """Add a ``-t usages`` report to one chip's dict (from :func:`read_devices`).
+
+    The raw report goes under ``"usages"`` (readable keys only) and the known figures under
+    ``"usage"``. Figures the table left out (910B tables often print Memory-Usage as
+    ``0 / 0``) are filled from capacity x rate; table figures are never overwritten.
+
+    Returns:
+        True when the report held at least one known figure.
+    """
+    npu["usages"] = {k: v for k, v in usages.items() if _USAGE_KEY_RE.match(k)}
+    figures = usage_figures(usages)
+    npu["usage"] = figures
+    if npu.get("aicore_pct") is None and "aicore_pct" in figures:
+        npu["aicore_pct"] = figures["aicore_pct"]
+    for kind in ("memory", "hbm"):
+        capacity, rate = figures.get(f"{kind}_capacity_mb"), figures.get(f"{kind}_pct")
+        if capacity and rate is not None and not npu.get(f"{kind}_total_mb"):
+            npu[f"{kind}_total_mb"] = int(capacity)
+            npu[f"{kind}_used_mb"] = round(capacity * rate / 100)
+    return bool(figures)
+
+
+def device_memory(npu: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The memory models are loaded into: HBM on 910-series chips, else the chip's memory.
+
+    Returns:
+        ``{"kind", "total_mb", "used_mb", "free_mb"}``, or None when npu-smi showed neither.
+    """
+    for kind, label in (("hbm", "HBM"), ("memory", "memory")):
+        total, used = npu.get(f"{kind}_total_mb"), npu.get(f"{kind}_used_mb")
+        if total:
+            used = used or 0
+            return {
+                "kind": label,
+                "total_mb": total,
+                "used_mb": used,
+                "free_mb": max(0, total - used),
+            }
+    return None
+
+
+def _usages_command(path: str, npu: Mapping[str, Any]) -> list[str]:
+    args = [path, "info", "-t", "usages", "-i", str(npu["npu_id"])]
+    if npu.get("chip_id") is not None:
+        args += ["-c", str(npu["chip_id"])]
+    return args
+
+
+def _run_usages(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, str]:
+    """``(stdout, problem)``: the output, or why there is none (never raises)."""
+    try:
+        done = runner(args, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return "", f"did not answer within {timeout:g} s"
+    except OSError as exc:
+        return "", f"could not be started: {exc}"
+    code = getattr(done, "returncode", 1)
+    stdout = getattr(done, "stdout", "") or ""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    if code != 0:
+        detail = _first_line(getattr(done, "stderr", None)) or _first_line(stdout)
+        return "", f"failed with exit code {code}" + (f": {detail}" if detail else "")
+    return stdout, ""
+
+
+def _add_usages(
+    npus: list[dict[str, Any]],
+    warnings: list[str],
+    path: str,
+    runner: Callable[..., Any],
+    timeout: float,
+) -> None:
+    """Run ``-t usages`` for every chip (in parallel: one npu-smi call each) and merge."""
+    commands = [_usages_command(path, npu) for npu in npus]
+    with ThreadPoolExecutor(max_workers=min(8, len(npus))) as pool:
+        results = list(pool.map(lambda args: _run_usages(runner, args, timeout), commands))
+    for npu, args, (stdout, problem) in zip(npus, commands, results, strict=True):
+        shown = " ".join(["npu-smi", *args[1:]])
+        if problem:
+            warnings.append(f"{shown} {problem}; usage rates are not shown.")
+            npu["usages"], npu["usage"] = {}, {}
+        elif not merge_usages(npu, parse_npu_smi_usages(stdout)):
+            warnings.append(f"{shown} printed no usage figures that the hub knows.")

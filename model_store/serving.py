@@ -984,6 +984,41 @@ def load_serving(
     return LoadResult(ok, reason)
 
 
+def load_alongside(
+    store: ModelStore,
+    runtime: ServingRuntime,
+    name: str,
+    serving: int,
+    extra: int | None,
+    timeout_s: float = 120.0,
+    poll_s: float = 0.05,
+) -> LoadResult:
+    """Keeps ``serving`` loaded and loads ``extra`` beside it (None: ``serving`` alone again).
+
+    This is how two versions answer side by side for a comparison: the config's version policy
+    lists both. Triton loads the added version while the serving one keeps answering, and
+    dropping it again unloads only that one. For side-by-side layouts only (not ``npu_ge``).
+    If the load fails, the previous config comes back and is loaded again.
+
+    Returns:
+        ``(True, "")`` once every listed version is READY, else ``(False, reason)``.
+    """
+    cfg = serving_config(store, name, serving)
+    if extra is not None and extra != serving:
+        serving_config(store, name, extra)  # NotFound when that version is not packaged
+        if not (store.model_dir(name) / str(validate_version(extra))).is_dir():
+            raise NotFound(f"Version {extra} of {name!r} is not in the repository.")
+        cfg.version_policy_specific = sorted({serving, extra})
+    path = store.config_path(name)
+    before = path.read_text(encoding="utf-8") if path.exists() else None
+    atomic_write_text(path, render_pbtxt(cfg))
+    ok, reason, _ = _load_and_wait(runtime, name, cfg.version_policy_specific, timeout_s, poll_s)
+    if not ok and before is not None:
+        atomic_write_text(path, before)
+        _load_and_wait(runtime, name, None, timeout_s, poll_s)
+    return LoadResult(ok, reason)
+
+
 def unload_model(
     runtime: ServingRuntime, name: str, timeout_s: float = 60.0, poll_s: float = 0.05
 ) -> None:

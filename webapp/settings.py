@@ -155,6 +155,9 @@ UPLOAD_MAX_BYTES = env_bytes("UPLOAD_MAX_BYTES", default=4 << 30)
 # Large chunks amortise the per-request checks (auth, role, ownership): 32 MiB reached 0.65 of a
 # raw loopback copy where 8 MiB reached 0.45 (bench/upload_throughput.py).
 UPLOAD_CHUNK_BYTES = env_bytes("UPLOAD_CHUNK_BYTES", default=32 << 20)
+# Threads that run Django for HTTP requests in the web process (each keeps a DB connection).
+WEB_THREADS = env_int("WEB_THREADS", default=16, minimum=1)
+
 # --- Try it: test inference and performance sweeps ---------------------------------------------
 # One infer request body (JSON with its tensors or a base64 photo); larger ones get a 413.
 INFER_MAX_REQUEST_BYTES = env_bytes("INFER_MAX_REQUEST_BYTES", default=16 << 20)
@@ -202,6 +205,10 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3600, minimum
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SERVER_STATE_PUSH_SECONDS = env_int("SERVER_STATE_PUSH_SECONDS", default=5, minimum=1)
+# GET /metrics (Prometheus) without a token: for scrapers on a trusted network only.
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", default=False)
+# How often beat scrapes Triton's Prometheus endpoint into the metrics time series.
+METRICS_SCRAPE_SECONDS = env_int("METRICS_SCRAPE_SECONDS", default=10, minimum=1)
 
 # --- Logging ------------------------------------------------------------------------------------
 LOGGING = {
@@ -227,5 +234,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(SERVER_STATE_PUSH_SECONDS),
         # A state push older than one period is useless: never let them pile up in the queue.
         "options": {"expires": float(SERVER_STATE_PUSH_SECONDS)},
+    },
+    "scrape-metrics": {
+        "task": "workers.tasks.metrics.scrape",
+        "schedule": float(METRICS_SCRAPE_SECONDS),
+        # A missed scrape costs nothing (the next one diffs against the last stored), so a
+        # late one is dropped rather than run twice in a row.
+        "options": {"expires": float(METRICS_SCRAPE_SECONDS)},
     },
 }

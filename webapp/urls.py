@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from webapp.ops import metrics_views
+from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
 from webapp.registry import try_views
 from webapp.registry import views as registry_views
@@ -20,6 +22,7 @@ urlpatterns = [
     path("models/<str:name>/try/", try_views.model_try, name="model-try"),
     path("models/<str:name>/perf/", try_views.model_perf, name="model-perf"),
     path("models/<str:name>/sweep/", try_views.model_sweep, name="model-sweep"),
+    path("models/<str:name>/metrics/", metrics_views.model_metrics_page, name="model-metrics"),
     path("demo/add/", try_views.demo_add, name="demo-add"),
     path("models/<str:name>/versions/new/", registry_views.version_new, name="version-new"),
     path("models/<str:name>/serve/", registry_views.model_serve, name="model-serve"),
@@ -48,6 +51,7 @@ urlpatterns = [
     path("jobs/<str:job_id>/cancel/", registry_views.job_cancel, name="job-cancel"),
     path("server/", ops_views.server, name="server"),
     path("diagnostics/", ops_views.diagnostics, name="diagnostics"),
+    path("metrics", ops_prometheus.metrics, name="metrics"),
     path("api/v1/", include("webapp.api.urls")),
     path("admin/", admin.site.urls),
 ]

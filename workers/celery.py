@@ -21,6 +21,7 @@ app = Celery(
         "workers.tasks.compile",
         "workers.tasks.serve",
         "workers.tasks.perf",
+        "workers.tasks.metrics",
     ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")

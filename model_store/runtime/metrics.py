@@ -25,6 +25,7 @@ __all__ = [
     "Scrape",
     "SeriesKey",
     "SeriesValues",
+    "counter_deltas",
     "parse_scrape",
     "rates",
 ]
@@ -107,12 +108,6 @@ class Rates:
     reset: bool = False
 
 
-def _check_value(name: str, value: float) -> float:
-    if not math.isfinite(value) or value < 0:
-        raise MetricsParseError(f"{name}: impossible value {value!r}")
-    return float(value)
-
-
 def parse_scrape(text: str, at: float) -> Scrape:
     """Parse one Prometheus text scrape of Triton into a :class:`Scrape` taken at ``at``.
 
@@ -126,36 +121,45 @@ def parse_scrape(text: str, at: float) -> Scrape:
     """
     counters: dict[SeriesKey, dict[str, float]] = {}
     pending: dict[SeriesKey, float] = {}
-    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    seen: set[tuple[SeriesKey, tuple[tuple[str, str], ...]]] = set()
     try:
         families = list(text_string_to_metric_families(text))
     except (ValueError, IndexError, KeyError, TypeError) as exc:
         raise MetricsParseError(f"malformed Prometheus text: {exc}") from exc
+    # A scrape of 100 models holds ~1,300 samples: this loop stays lean on purpose.
     for family in families:
-        wanted = family.name in COUNTERS or family.name == PENDING_GAUGE
-        if not wanted:
+        name = family.name
+        short = COUNTERS.get(name)
+        if short is None and name != PENDING_GAUGE:
             continue
+        # Counters may be exposed as "<name>" (Triton) or "<name>_total"; skip "_created"
+        # and any other derived sample.
+        accepted = (name, f"{name}_total")
+        summed = name in _SUMMED_OVER_REASON
         for sample in family.samples:
-            # Counters may be exposed as "<name>" (Triton) or "<name>_total"; skip
-            # "_created" and any other derived sample.
-            if sample.name not in (family.name, f"{family.name}_total"):
+            if sample.name not in accepted:
                 continue
-            model = sample.labels.get("model")
+            labels = sample.labels
+            model = labels.get("model")
             if model is None:
                 continue
-            key: SeriesKey = (model, sample.labels.get("version", ""))
-            identity = (family.name, tuple(sorted(sample.labels.items())))
-            if identity in seen:
-                raise MetricsParseError(f"duplicate series {sample.name}{sample.labels}")
-            seen.add(identity)
-            value = _check_value(sample.name, sample.value)
-            if family.name == PENDING_GAUGE:
-                pending[key] = value
+            key: SeriesKey = (model, labels.get("version", ""))
+            value = sample.value
+            if not 0 <= value < math.inf:  # also false for NaN
+                raise MetricsParseError(f"{sample.name}: impossible value {value!r}")
+            if short is None:
+                if key in pending:
+                    raise MetricsParseError(f"duplicate series {sample.name} for {key}")
+                pending[key] = float(value)
                 counters.setdefault(key, {})
                 continue
-            short = COUNTERS[family.name]
             values = counters.setdefault(key, {})
-            if short in values and family.name not in _SUMMED_OVER_REASON:
+            if summed:
+                identity = (key, tuple(sorted(labels.items())))
+                if identity in seen:
+                    raise MetricsParseError(f"duplicate series {sample.name}{labels}")
+                seen.add(identity)
+            elif short in values:
                 raise MetricsParseError(f"duplicate series {sample.name} for {key}")
             values[short] = values.get(short, 0.0) + value
     series = {
@@ -171,17 +175,26 @@ def _ratio(numerator: float | None, denominator: float | None, scale: float = 1.
     return numerator / denominator * scale
 
 
-def _series_rates(prev: SeriesValues | None, cur: SeriesValues, dt: float) -> Rates:
+def counter_deltas(prev: SeriesValues | None, cur: SeriesValues) -> tuple[dict[str, float], bool]:
+    """How much each exported counter of one series grew since ``prev``, and whether it reset.
+
+    Prometheus' rule: if any counter is smaller than in ``prev``, the series restarted (Triton
+    restarted, the model was reloaded) and its current values are the deltas; a series with no
+    ``prev`` counts from zero. Counters absent from ``cur`` are absent from the result; no
+    value is ever negative.
+    """
     reset = prev is not None and any(
         value < prev.counters[name] for name, value in cur.counters.items() if name in prev.counters
     )
     base = {} if prev is None or reset else prev.counters
+    return {name: value - base.get(name, 0.0) for name, value in cur.counters.items()}, reset
+
+
+def _series_rates(prev: SeriesValues | None, cur: SeriesValues, dt: float) -> Rates:
+    deltas, reset = counter_deltas(prev, cur)
 
     def delta(name: str) -> float | None:
-        value = cur.get(name)
-        if value is None:
-            return None
-        return value - base.get(name, 0.0)
+        return deltas.get(name)
 
     success = delta("success") or 0.0
     failure = delta("failure") or 0.0

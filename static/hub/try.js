@@ -252,6 +252,12 @@
       if (!res.ok) {
         html += '<p class="error" role="alert">' + esc(res.data.error || "The request failed.") +
           (res.data.input ? " <small>(input " + esc(res.data.input) + ")</small>" : "") + "</p>";
+        if (res.data.code === "version_not_loaded" && results.length > 1 && config.canOperate) {
+          html += '<button type="button" class="secondary small" data-compare-load="' + res.version + '">Load v' +
+            res.version + " beside v" + config.serving + "</button>" +
+            '<p><small class="muted">Triton loads it next to the serving version; clients keep getting v' +
+            config.serving + ". Unload it here when you are done.</small></p>";
+        }
       } else {
         var d = res.data;
         html += '<div class="latency" data-latency>' +
@@ -292,6 +298,29 @@
       (out.truncated ? "first " + values.length : values.length) + ")</summary><pre class=\"values\">" +
       esc(values.map(function (v) { return v === null ? "NaN" : typeof v === "number" ? +v.toPrecision(6) : v; }).join(", ")) + "</pre></details></div>";
     return html;
+  }
+
+  // ---------------------------------------------------------------- comparing two versions
+  function wireCompare() {
+    document.addEventListener("click", function (e) {
+      var target = e.target;
+      if (!target.hasAttribute || !target.hasAttribute("data-compare-load")) return;
+      var raw = target.getAttribute("data-compare-load");
+      var version = raw ? parseInt(raw, 10) : null;
+      target.setAttribute("aria-busy", "true");
+      target.disabled = true;
+      target.textContent = version ? "Loading v" + version + " in Triton…" : "Unloading…";
+      api("POST", "/compare", { version: version }).then(function (res) {
+        if (!res.ok) {
+          target.removeAttribute("aria-busy");
+          target.disabled = false;
+          showError(res.data.error || "Triton did not load it.");
+          return;
+        }
+        // Loaded: run the same input again on both versions; unloaded: show the page as it is now.
+        if (version && lastInputs) run(null, lastInputs); else location.reload();
+      });
+    });
   }
 
   // ---------------------------------------------------------------- examples and labels
@@ -394,6 +423,7 @@
       if (item) { e.preventDefault(); setImage(section, item.getAsFile(), "pasted image").then(run); }
     });
     wireExamples();
+    wireCompare();
     wireLabels();
     wireCopy();
   });

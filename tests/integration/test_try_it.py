@@ -191,3 +191,31 @@ def test_the_demo_model_goes_from_one_click_to_espresso(api, celery_worker, trit
     )
     assert not_a_photo.status_code == 415 and "image" in not_a_photo.json()["error"]
     assert json.loads(not_a_photo.content)["input"] == "input"
+
+
+def test_two_versions_answer_side_by_side_once_loaded_beside(
+    api,  # noqa: F811
+    served_mlp,
+    celery_worker,
+) -> None:
+    add_version(api, celery_worker, 2)
+    x = [[0.5] * 8]
+    before = infer(api, {"inputs": {"x": x}, "version": 2})
+    assert before.status_code == 409 and before.json()["code"] == "version_not_loaded"
+
+    loaded = api("post", "/api/v1/models/mlp/compare", {"version": 2})
+    assert loaded.status_code == 200, loaded.json()
+    one = infer(api, {"inputs": {"x": x}, "version": 1}).json()["outputs"][0]["values"]
+    two = infer(api, {"inputs": {"x": x}, "version": 2}).json()["outputs"][0]["values"]
+    x_np = np.asarray(x, dtype=np.float32)
+    assert np.allclose(one, reference_outputs(PAYLOADS[1], x_np).ravel(), atol=1e-5)
+    assert np.allclose(two, reference_outputs(PAYLOADS[2], x_np).ravel(), atol=1e-5)
+    assert Model.objects.get(name="mlp").compare_version == 2
+    # The version being compared cannot be deleted from under Triton.
+    assert api("delete", "/api/v1/models/mlp/versions/2").status_code == 409
+
+    dropped = api("post", "/api/v1/models/mlp/compare", {"version": None})
+    assert dropped.status_code == 200
+    assert infer(api, {"inputs": {"x": x}, "version": 2}).status_code == 409
+    assert infer(api, {"inputs": {"x": x}}).status_code == 200
+    assert Model.objects.get(name="mlp").compare_version is None

@@ -117,3 +117,10 @@ def test_health_names_each_failing_part(api, settings) -> None:
     assert checks["database"]["ok"] is True
     assert checks["triton"]["ok"] is False and "not reachable" in checks["triton"]["detail"]
     assert checks["broker"]["ok"] is False and "REDIS_URL" in checks["broker"]["detail"]
+
+
+def test_schema_documents_try_it(api) -> None:
+    paths = api("get", "/api/v1/schema").json()["paths"]
+    infer = paths["/api/v1/models/{name}/infer"]["post"]
+    assert {"413", "415", "422", "429"} <= set(infer["responses"])
+    assert {"/api/v1/models/{name}/sweeps", "/api/v1/demo"} <= set(paths)

@@ -287,7 +287,7 @@ def test_read_devices_cannot_start() -> None:
 
 def test_read_devices_success() -> None:
     runner = FakeRunner(stdout=_text("910b_two_chips.txt"))
-    result = read_devices(runner=runner, which=_which_found)
+    result = read_devices(runner=runner, which=_which_found, usages=False)
     args, kwargs = runner.calls[0]
     assert args == ["/usr/local/bin/npu-smi", "info"]
     assert kwargs["timeout"] == 5

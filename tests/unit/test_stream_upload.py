@@ -3,7 +3,7 @@
 Each scenario runs ``webapp.asgi.application`` (the streaming path in front of Django) through
 ``asgiref.testing.ApplicationCommunicator`` on a fresh event loop in another thread, like an
 ASGI server would. The refusals are compared with what Django's own view answers for the same
-request (``django_asgi_app``, the path the request took before), so the two cannot drift.
+request (``django_http_app``, the path the request took before), so the two cannot drift.
 The database work happens in other threads: these tests commit (``transactional_db``).
 """
 
@@ -42,9 +42,9 @@ def store(settings, tmp_path):
 
 @pytest.fixture
 def apps():
-    from webapp.asgi import application, django_asgi_app
+    from webapp.asgi import application, django_http_app
 
-    return application, django_asgi_app
+    return application, django_http_app
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Authentication: API tokens, and sign-in required everywhere unless a view opts out.
 
-Tokens arrive as ``Authorization: Token <key>``. A browser never sends that header by itself,
-so token-authenticated requests are exempt from CSRF checks; session requests are not.
+Tokens arrive as ``Authorization: Token <key>`` (``Bearer <key>`` is accepted too). A browser
+never sends that header by itself, so token-authenticated requests are exempt from CSRF checks;
+session requests are not.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ class TokenAuthenticationMiddleware:
         header = request.headers.get("Authorization", "")
         if header:
             scheme, _, key = header.partition(" ")
-            if scheme.lower() != "token" or not key.strip():
+            # "Bearer" too: Prometheus's `authorization` block and many HTTP clients send it.
+            if scheme.lower() not in ("token", "bearer") or not key.strip():
                 return error_response(
-                    "Authorization header must be 'Token <key>'.", "not_authenticated", 401
+                    "Authorization header must be 'Token <key>' (or 'Bearer <key>').",
+                    "not_authenticated",
+                    401,
                 )
             token = ApiToken.objects.for_key(key.strip())
             if token is None:

@@ -47,6 +47,24 @@ def serve(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @api_view("POST", role=Role.OPERATOR)
+def compare(request: HttpRequest, name: str) -> HttpResponse:
+    """Load a version beside the serving one ({"version": N}), or drop it ({"version": null})."""
+    data = json_body(request)
+    number = data.get("version")
+    if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+        return JsonResponse(
+            {"error": "'version' must be a version number or null.", "code": "invalid_field"},
+            status=400,
+        )
+    job = serving.request_compare(
+        model=model_or_404(name),
+        number=number,
+        user=request.user,  # type: ignore[arg-type]
+    )
+    return _finished(job)
+
+
+@api_view("POST", role=Role.OPERATOR)
 def rollback(request: HttpRequest, name: str) -> HttpResponse:
     data = json_body(request)
     job = serving.request_rollback(

@@ -16,7 +16,7 @@ from webapp.api.lookups import model_or_404
 from webapp.registry import demo, inference
 from webapp.registry import sweeps as sweeps_module
 from webapp.registry.actions import RegistryError
-from webapp.registry.models import TryExample
+from webapp.registry.models import Model, TryExample
 
 MAX_EXAMPLES_PER_MODEL = 50
 MAX_EXAMPLE_BYTES = 8 << 20
@@ -48,7 +48,13 @@ def _input_error(exc: InferenceInputError) -> HttpResponse:
 @api_view("POST", role=Role.VIEWER)
 def infer(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
     _body_within_cap(request)
-    model = model_or_404(name)
+    model = (
+        Model.objects.filter(name=name)
+        .only("id", "name", "serving_version", "labels", "try_settings")
+        .first()
+    )
+    if model is None:
+        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
     data = json_body(request)
     if "inputs" not in data:
         raise ApiError(

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from webapp.api import diagnostics, serving, tryit, versions, views
+from webapp.api import diagnostics, metrics, serving, tryit, versions, views
+from webapp.api.memory import memory_estimate_view
 
 urlpatterns = [
     path("health", views.health, name="api-health"),
@@ -20,9 +21,16 @@ urlpatterns = [
     ),
     path("models/<str:name>/serve", serving.serve, name="api-serve"),
     path("models/<str:name>/rollback", serving.rollback, name="api-rollback"),
+    path("models/<str:name>/compare", serving.compare, name="api-compare"),
     path("models/<str:name>/unload", serving.unload, name="api-unload"),
     path("models/<str:name>/load", serving.load, name="api-load"),
     path("models/<str:name>/history", serving.history, name="api-history"),
+    path(
+        "models/<str:name>/memory-estimate",
+        memory_estimate_view,
+        name="api-memory-estimate",
+    ),
+    path("models/<str:name>/metrics", metrics.metrics, name="api-metrics"),
     path("models/<str:name>/infer", tryit.infer, name="api-infer"),
     path("models/<str:name>/examples", tryit.examples, name="api-examples"),
     path(

@@ -28,6 +28,7 @@ from model_store.inference import (
     tritonclient_snippet,
 )
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
+from webapp.ops.metrics_store import record_client_call
 from webapp.ops.triton import inference_runtime
 from webapp.registry.actions import RegistryError
 from webapp.registry.models import Model, Version
@@ -82,7 +83,10 @@ def _pick_version(model: Model, requested: object) -> Version:
         number = requested
     else:
         raise RegistryError("'version' must be a positive whole number.", "invalid_field", 400)
-    version = Version.objects.filter(model=model, number=number).first()
+    # Only what inference needs: a version row also holds large JSON (verification reports).
+    version = (
+        Version.objects.filter(model=model, number=number).only("id", "number", "signature").first()
+    )
     if version is None:
         raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
     return version
@@ -91,6 +95,18 @@ def _pick_version(model: Model, requested: object) -> Version:
 def _triton_error(model: Model, version: Version, exc: Exception) -> RegistryError:
     text = str(exc)
     lowered = text.lower()
+    # Checked first: Triton's gRPC answers "not ready" with the UNAVAILABLE status code, which
+    # is not the same as Triton being down.
+    if any(
+        p in lowered for p in ("unknown model", "not found", "not at ready state", "is not ready")
+    ):
+        serving = f"v{model.serving_version}" if model.serving_version else "no version"
+        return RegistryError(
+            f"v{version.number} of {model.name} is not loaded in Triton ({serving} serves). "
+            "Serve it, load it beside the serving version to compare, or try the serving one.",
+            "version_not_loaded",
+            409,
+        )
     if isinstance(exc, TritonUnavailable):
         if "deadline" in lowered:
             return RegistryError(
@@ -104,14 +120,6 @@ def _triton_error(model: Model, version: Version, exc: Exception) -> RegistryErr
             f"Triton is not reachable, so nothing can run: {text}. The Server page says more.",
             "triton_unavailable",
             503,
-        )
-    if "unknown model" in lowered or "not found" in lowered or "unavailable" in lowered:
-        serving = f"v{model.serving_version}" if model.serving_version else "no version"
-        return RegistryError(
-            f"v{version.number} of {model.name} is not loaded in Triton ({serving} serves). "
-            "Serve it first, or try the serving version.",
-            "version_not_loaded",
-            409,
         )
     message = getattr(exc, "triton_message", None) or text
     return RegistryError(f"Triton refused the request: {message}", "triton_error", 422)
@@ -157,8 +165,10 @@ def run(
     try:
         outputs = runtime.infer(model.name, arrays, version=str(version.number), protocol=protocol)
     except (TritonUnavailable, TritonRequestError) as exc:
+        record_client_call(model.name, version.number, 0.0, ok=False)
         raise _triton_error(model, version, exc) from None
     triton_ms = (time.perf_counter() - call_started) * 1000
+    record_client_call(model.name, version.number, triton_ms, ok=True)
     described = describe_outputs(outputs, labels=model.labels or None, top_k=top_k)
     answer: dict[str, Any] = {
         "model": model.name,

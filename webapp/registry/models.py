@@ -27,6 +27,8 @@ class Model(models.Model):
     serving_version = models.PositiveIntegerField(null=True, blank=True)
     # The version that served before the current one: what "roll back" returns to.
     previous_version = models.PositiveIntegerField(null=True, blank=True)
+    # A second version loaded beside the serving one so Try it can compare the two.
+    compare_version = models.PositiveIntegerField(null=True, blank=True)
     # A switch lock that holds across processes and hosts; it expires, so a worker killed in
     # the middle of a switch cannot keep it forever (see webapp/registry/serving.py).
     lock_holder = models.CharField(max_length=64, blank=True)

@@ -20,7 +20,8 @@ from django.conf import settings
 
 from model_store.config import lint, render_pbtxt
 from model_store.errors import ModelStoreError
-from model_store.onnx_info import OnnxInfo, inspect_onnx
+from model_store.memory_fit import activations_from_onnx
+from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
@@ -149,6 +150,11 @@ def run_validate(job: Job) -> None:
     if report.info is not None:
         version.signature = signature_of(report.info)
         version.onnx_summary = summary_of(report.info)
+        # Working memory per sample, for the memory estimate; done here, where parsing a large
+        # model costs nobody a page load (model_store/memory_fit.py).
+        version.onnx_summary["activations"] = activations_from_onnx(
+            onnx_path, max_bytes=MAX_PROTOBUF_BYTES
+        ).to_dict()
     if report.options is not None:
         # Keep the automatic values (batch size, input shape, ...) resolved from this model,
         # so every later step, and the page, see the same options.

@@ -23,6 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from model_store.serving import (
+    load_alongside,
     load_serving,
     repository_state,
     signature_changes,
@@ -153,6 +154,31 @@ def request_load(*, model: Model, user: User, reason: str = "") -> Job:
     return _queue(model, Job.Kind.LOAD, user, reason=reason)
 
 
+def request_compare(*, model: Model, number: int | None, user: User) -> Job:
+    """Load version ``number`` beside the serving one (None: unload the extra one again)."""
+    if model.serving_version is None:
+        raise RegistryError(
+            f"{model.name} is not served; serve a version first.", "not_served", 409
+        )
+    if model.target == "npu_ge":
+        raise RegistryError(
+            "npu_ge models hold one version in Triton (the GE backend runs the first .onnx it "
+            "finds), so two versions cannot answer side by side.",
+            "not_supported",
+            409,
+        )
+    version = None
+    if number is not None:
+        version = model.versions.filter(number=number).first()
+        if version is None:
+            raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
+        if version.status != Version.Status.READY:
+            raise RegistryError(f"Version {number} is not packaged.", "not_ready", 409)
+        if number == model.serving_version:
+            raise RegistryError(f"v{number} is the serving version already.", "serving", 409)
+    return _queue(model, Job.Kind.LOAD, user, version=version, extra={"compare": number})
+
+
 def _queue(
     model: Model,
     kind: str,
@@ -161,6 +187,7 @@ def _queue(
     version: Version | None = None,
     reason: str = "",
     changes: list[dict[str, str]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Job:
     job_uuid = uuid.uuid4()
     if not acquire_lock(model, job_uuid.hex):
@@ -178,6 +205,7 @@ def _queue(
                     "to": version.number if version else model.serving_version,
                     "reason": reason[:500],
                     "changes": changes or [],
+                    **(extra or {}),
                 },
                 created_by=user,
             )
@@ -210,6 +238,12 @@ def _describe(job: Job, user: User) -> str:
         verb = "roll back" if job.kind == Job.Kind.ROLLBACK else "serve"
         origin = f" (from v{p['from']})" if p.get("from") else ""
         text = f"{user.get_username()} asked to {verb} {name} v{p['to']}{origin}"
+    elif "compare" in p:
+        text = (
+            f"{user.get_username()} asked to load {name} v{p['compare']} beside v{p['from']}"
+            if p["compare"] is not None
+            else f"{user.get_username()} asked to stop comparing versions of {name}"
+        )
     else:
         text = f"{user.get_username()} asked to {job.kind} {name}"
     return text + (f": {p['reason']}" if p.get("reason") else ".")
@@ -231,6 +265,13 @@ def delete_version(*, version: Version, user: User) -> None:
     if model.serving_version == version.number:
         raise RegistryError(
             f"Version {version.number} is serving; serve another version first.", "serving", 409
+        )
+    if model.compare_version == version.number:
+        raise RegistryError(
+            f"Version {version.number} is loaded beside the serving one for a comparison; "
+            "stop comparing first.",
+            "comparing",
+            409,
         )
     if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
         raise RegistryError("A job for this version is still running.", "busy", 409)
@@ -319,7 +360,8 @@ def _run_switch(job: Job) -> None:
             job, f"v{to_version} did not become ready: {result.reason}", "switch_failed", evidence
         )
         return
-    updates: dict[str, Any] = {"serving_version": to_version}
+    # A switch writes a config for the new version alone: any compared version is unloaded.
+    updates: dict[str, Any] = {"serving_version": to_version, "compare_version": None}
     if from_version is not None and from_version != to_version:
         updates["previous_version"] = from_version
     Model.objects.filter(pk=model.pk).update(**updates)
@@ -351,8 +393,42 @@ def _run_unload(job: Job) -> None:
     jobs.succeed(job)
 
 
+def _run_compare(job: Job) -> None:
+    model = job.model
+    extra = job.params.get("compare")
+    assert model.serving_version is not None
+    ok, reason = load_alongside(
+        get_store(),
+        get_runtime(timeout=SWITCH_TIMEOUT_S),
+        model.name,
+        model.serving_version,
+        extra,
+        timeout_s=SWITCH_TIMEOUT_S,
+    )
+    if not ok:
+        _failed(
+            job, f"v{extra} did not load beside v{model.serving_version}: {reason}", "load_failed"
+        )
+        return
+    Model.objects.filter(pk=model.pk).update(compare_version=extra)
+    message = (
+        f"{_who(job)} loaded v{extra} of {model.name} beside v{model.serving_version} to compare."
+        if extra is not None
+        else f"{_who(job)} stopped comparing: only v{model.serving_version} of {model.name} "
+        "is loaded."
+    )
+    Event.objects.create(
+        model=model, job=job, kind="compare", actor=job.created_by, message=message
+    )
+    jobs.finish_step(job, job.kind, "READY")
+    jobs.succeed(job)
+
+
 def _run_load(job: Job) -> None:
     model = job.model
+    if "compare" in job.params:
+        _run_compare(job)
+        return
     ok, reason = load_serving(
         get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name, timeout_s=SWITCH_TIMEOUT_S
     )
@@ -444,6 +520,17 @@ def _fail_interrupted_jobs(repairs: list[str]) -> None:
             "interrupted",
         )
         repairs.append(f"{model.name}: marked the interrupted {job.kind} job {job.uuid} as failed.")
+    # A sweep is capped at a few minutes (workers/tasks/perf.py); one still open long after
+    # lost its worker.
+    now = timezone.now()
+    running_too_long = Q(state=Job.State.RUNNING, started__lt=now - timedelta(minutes=10))
+    # Queued sweeps may wait behind compile jobs (an hour at most each), so give them longer.
+    queued_too_long = Q(state=Job.State.QUEUED, created__lt=now - timedelta(hours=3))
+    for job in Job.objects.filter(
+        running_too_long | queued_too_long, kind=Job.Kind.SWEEP
+    ).select_related("model"):
+        jobs.fail(job, "The worker stopped in the middle of this sweep.", "interrupted")
+        repairs.append(f"{job.model.name}: marked the interrupted sweep {job.uuid} as failed.")
 
 
 def _reconcile_model(
@@ -460,12 +547,14 @@ def _reconcile_model(
             )
         return
     serving = model.serving_version
-    if state.get("policy_versions") != [serving]:
+    expected = sorted({v for v in (serving, model.compare_version) if v is not None})
+    if state.get("policy_versions") != expected:
         result = switch_version(
             store, runtime, name=model.name, target=model.target, to_version=serving,
             from_version=None, timeout_s=SWITCH_TIMEOUT_S,
         )  # fmt: skip
         if result.ok:
+            Model.objects.filter(pk=model.pk).update(compare_version=None)
             repairs.append(
                 f"{model.name}: the repository config disagreed; v{serving} serves again."
             )

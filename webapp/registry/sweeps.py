@@ -27,6 +27,7 @@ from model_store.inference import (
 )
 from model_store.perf import SweepPlan, best_level, run_sweep
 from webapp import live
+from webapp.ops.metrics_store import record_client_calls
 from webapp.registry import jobs
 from webapp.registry.actions import RegistryError
 from webapp.registry.inference import input_specs, limits, saved_preprocess
@@ -204,6 +205,14 @@ def run_sweep_job(job_id: int) -> None:
         )
         jobs.set_progress(job, fraction)
         live.publish("sweeps", {"model": run.model.name, "job": str(job.uuid), "level": row})
+        # The Metrics tab's client-side series (the only numbers for npu_ge models).
+        record_client_calls(
+            run.model.name,
+            run.version.number,
+            row["completed"] + row["failed"],
+            row["failed"],
+            ((row.get("latency") or {}).get("mean_ms") or 0.0) * row["completed"],
+        )
 
     try:
         result = run_sweep(

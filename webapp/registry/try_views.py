@@ -97,6 +97,8 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
             "presets": {k: {**p.to_dict(), "label": PRESET_LABELS[k]} for k, p in PRESETS.items()},
             "labels": len(model.labels),
             "maxRequestBytes": settings.INFER_MAX_REQUEST_BYTES,
+            "compareVersion": model.compare_version,
+            "canOperate": role_of(request.user) >= Role.OPERATOR,
         },
         "photos": _demo_photos() if any(i["image"] for i in inputs) else [],
         "labels_count": len(model.labels),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 
 from django.conf import settings
@@ -17,10 +18,13 @@ from webapp.http import HubRequest
 from webapp.registry import actions, demo, serving
 from webapp.registry import versions as version_actions
 from webapp.registry.forms import NewModelForm
+from webapp.registry.memory import memory_estimate
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
 from webapp.registry.state import state_of, triton_states
 from webapp.registry.storage import get_store, get_uploads
+
+log = logging.getLogger(__name__)
 
 
 def _require(request: HubRequest, role: Role) -> None:
@@ -152,8 +156,20 @@ def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
         "target": get_target(version.model.target),
         "jobs": version.jobs.all()[:10],
         "nav": "models",
+        "memory": _memory_estimate(version),
     }
     return render(request, "registry/version_detail.html", context)
+
+
+def _memory_estimate(version: Version) -> dict[str, object] | None:
+    """The memory estimate at the version's own config, or None (the page then says why)."""
+    if not version.signature:
+        return None
+    try:
+        return memory_estimate(version)
+    except Exception:  # an estimate is a hint: it must never take the version page down
+        log.warning("memory estimate of %s failed", version, exc_info=True)
+        return None
 
 
 def version_download(request: HubRequest, name: str, number: int, what: str) -> FileResponse:

@@ -1,0 +1,163 @@
+"""Try it without Triton: who may do what, refusals before Triton is asked, the pages, the
+rate limiter. (The real inference, sweeps and the demo journey are integration tests.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from tests.fixtures.users import token_for
+from webapp.registry import ratelimit
+from webapp.registry.models import Model, TryExample, Version
+
+SIGNATURE = {
+    "inputs": [{"name": "x", "dtype": "TYPE_FP32", "numpy": "float32", "dims": ["batch", 4]}],
+    "outputs": [{"name": "y", "dtype": "TYPE_FP32", "numpy": "float32", "dims": ["batch", 3]}],
+}
+
+
+@pytest.fixture
+def served(operator, settings):
+    settings.TRITON_URL = settings.TRITON_GRPC_URL = "127.0.0.1:9"  # nothing listens
+    model = Model.objects.create(name="mlp", created_by=operator, serving_version=1)
+    Version.objects.create(
+        model=model,
+        number=1,
+        status=Version.Status.READY,
+        source_filename="model.onnx",
+        source_sha256="0" * 64,
+        source_size=1,
+        signature=SIGNATURE,
+        verification={"status": "passed"},
+    )
+    return model
+
+
+def client_for(user) -> Client:
+    key = token_for(user)
+    return Client(HTTP_AUTHORIZATION=f"Token {key}")
+
+
+def post(client: Client, path: str, body: object, method: str = "post"):
+    return getattr(client, method)(path, data=json.dumps(body), content_type="application/json")
+
+
+def test_a_viewer_may_infer_and_bad_input_is_refused_before_triton(viewer, served) -> None:
+    client = client_for(viewer)
+    wrong = post(client, "/api/v1/models/mlp/infer", {"inputs": {"x": [[1, 2, 3]]}})
+    assert wrong.status_code == 422 and wrong.json()["input"] == "x"
+    missing = post(client, "/api/v1/models/mlp/infer", {"inputs": {}})
+    assert missing.status_code == 400 and "x" in missing.json()["error"]
+    # A valid request reaches for Triton, which is not there: 503 with a reason, never a 500.
+    down = post(client, "/api/v1/models/mlp/infer", {"inputs": {"x": [[1, 2, 3, 4]]}})
+    assert down.status_code == 503 and "Triton" in down.json()["error"]
+
+
+def test_an_oversized_body_is_refused_from_its_declared_length(viewer, served, settings) -> None:
+    settings.INFER_MAX_REQUEST_BYTES = 64
+    response = post(client_for(viewer), "/api/v1/models/mlp/infer", {"inputs": {"x": [[0] * 40]}})
+    assert response.status_code == 413 and "INFER_MAX_REQUEST_BYTES" in response.json()["error"]
+
+
+def test_viewers_cannot_change_labels_settings_or_start_sweeps(viewer, served) -> None:
+    client = client_for(viewer)
+    assert post(client, "/api/v1/models/mlp/labels", "a", method="put").status_code == 403
+    assert post(client, "/api/v1/models/mlp/try-settings", {}, method="put").status_code == 403
+    assert post(client, "/api/v1/models/mlp/sweeps", {"max_concurrency": 2}).status_code == 403
+    assert post(client, "/api/v1/demo", {}).status_code == 403
+    assert client.get("/api/v1/models/mlp/labels").status_code == 200
+
+
+def test_examples_belong_to_whoever_saved_them(viewer, operator, served) -> None:
+    mine = post(client_for(viewer), "/api/v1/models/mlp/examples", {"name": "a", "inputs": {}})
+    assert mine.status_code == 201
+    other = TryExample.objects.create(model=served, name="b", inputs={}, created_by=operator)
+    assert client_for(viewer).delete(f"/api/v1/models/mlp/examples/{other.pk}").status_code == 403
+    assert (
+        client_for(viewer).delete(f"/api/v1/models/mlp/examples/{mine.json()['id']}").status_code
+        == 204
+    )
+    assert client_for(operator).delete(f"/api/v1/models/mlp/examples/{other.pk}").status_code == 204
+    blank = post(client_for(viewer), "/api/v1/models/mlp/examples", {"name": " ", "inputs": {}})
+    assert blank.status_code == 400
+
+
+def test_labels_accept_text_and_refuse_binary(operator, served) -> None:
+    client = client_for(operator)
+    ok = client.put("/api/v1/models/mlp/labels", data="cat\ndog\n", content_type="text/plain")
+    assert ok.json()["labels"] == ["cat", "dog"]
+    binary = client.put(
+        "/api/v1/models/mlp/labels", data=b"\xff\xfe\x00", content_type="text/plain"
+    )
+    assert binary.status_code == 400
+
+
+def test_sweep_requests_are_bounded(operator, served, settings) -> None:
+    settings.SWEEP_MAX_CONCURRENCY = 4
+    client = client_for(operator)
+    too_many = post(client, "/api/v1/models/mlp/sweeps", {"max_concurrency": 8})
+    assert too_many.status_code == 400 and "SWEEP_MAX_CONCURRENCY" in too_many.json()["error"]
+    too_long = post(client, "/api/v1/models/mlp/sweeps", {"max_concurrency": 2, "step_seconds": 99})
+    assert too_long.status_code == 400
+    Model.objects.filter(pk=served.pk).update(serving_version=None)
+    idle = post(client, "/api/v1/models/mlp/sweeps", {"max_concurrency": 2})
+    assert idle.status_code == 409 and "not served" in idle.json()["error"]
+
+
+def test_the_try_and_performance_tabs_render(operator_client, served) -> None:
+    page = operator_client.get("/models/mlp/try/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-input="x"' in html and "[batch, 4]" in html and "try-config" in html
+    perf = operator_client.get("/models/mlp/perf/")
+    assert perf.status_code == 200 and "Start sweep" in perf.content.decode()
+    assert operator_client.get("/models/nobody/try/").status_code == 404
+
+
+def test_an_unserved_model_says_what_to_do(operator_client, operator) -> None:
+    Model.objects.create(name="new", created_by=operator)
+    html = operator_client.get("/models/new/try/").content.decode()
+    assert "Nothing to try yet" in html and "Upload a version" in html
+
+
+def test_the_empty_models_page_offers_the_demo(operator_client) -> None:
+    html = operator_client.get("/models/").content.decode()
+    assert "Add the demo model" in html
+
+
+def test_the_rate_limit_counts_per_key_and_window(settings) -> None:
+    settings.REDIS_URL = ""
+    ratelimit.check_rate("unit-a", 2, now=120.0)
+    ratelimit.check_rate("unit-a", 2, now=121.0)
+    with pytest.raises(ratelimit.RateLimited) as refused:
+        ratelimit.check_rate("unit-a", 2, now=150.0)
+    assert refused.value.retry_after == 30
+    ratelimit.check_rate("unit-b", 2, now=150.0)  # another user has their own budget
+    ratelimit.check_rate("unit-a", 2, now=180.0)  # a new minute starts afresh
+    ratelimit.check_rate("unit-a", 0, now=180.0)  # 0 switches the limit off
+
+
+def test_reconcile_fails_a_sweep_whose_worker_died(served, operator) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.registry import serving
+    from webapp.registry.models import Job
+
+    old = timezone.now() - timedelta(minutes=30)
+    stale = Job.objects.create(
+        kind=Job.Kind.SWEEP, model=served, state=Job.State.RUNNING, started=old, created_by=operator
+    )
+    fresh = Job.objects.create(
+        kind=Job.Kind.SWEEP, model=served, state=Job.State.RUNNING, started=timezone.now()
+    )
+    repairs: list[str] = []
+    serving._fail_interrupted_jobs(repairs)
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.state == Job.State.FAILED and stale.error_code == "interrupted"
+    assert fresh.state == Job.State.RUNNING
+    assert any("sweep" in line for line in repairs)

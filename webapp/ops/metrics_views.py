@@ -1,0 +1,37 @@
+"""The model page's Metrics tab: live charts of the series, the newest numbers and advice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from webapp.http import HubRequest
+from webapp.ops.metrics_store import RANGES, model_metrics
+from webapp.registry.models import Model
+from webapp.registry.try_views import _header_context
+
+RANGE_LABELS = {"1h": "1 h", "6h": "6 h", "24h": "24 h", "7d": "7 d"}
+
+
+def model_metrics_page(request: HubRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(Model, name=name)
+    range_key = request.GET.get("range", "1h")
+    if range_key not in RANGES:
+        range_key = "1h"
+    data = model_metrics(model, range_key)
+    last = data["last_scrape"]
+    context = _header_context(request, model, "metrics") | {
+        "data": data,
+        "range": range_key,
+        "ranges": [(key, RANGE_LABELS[key]) for key in RANGES],
+        "range_label": RANGES[range_key][2],
+        "last_scrape": datetime.fromtimestamp(last, tz=UTC) if last else None,
+        "scrape_seconds": settings.METRICS_SCRAPE_SECONDS,
+        "client_side": model.target == "npu_ge",
+    }
+    if request.htmx and request.GET.get("part") == "summary":
+        return render(request, "registry/_metrics_summary.html", context)
+    return render(request, "registry/model_metrics.html", context)
