@@ -41,6 +41,16 @@ def _wait_until_triton_counted(metrics_url: str, version: int, expected: float) 
         time.sleep(0.05)
 
 
+@pytest.fixture(autouse=True)
+def no_leftover_client_calls(transactional_db) -> None:  # type: ignore[no-untyped-def]
+    """Calls counted by earlier tests in this process must not land in this test's numbers."""
+    from webapp.ops.metrics_store import _take_pending
+    from webapp.ops.models import ClientTally
+
+    _take_pending()
+    ClientTally.objects.all().delete()
+
+
 def test_the_metrics_tab_shows_the_count_this_test_sent(
     page: Page,
     live_server,
