@@ -24,11 +24,15 @@ from workers.tasks.metrics import scrape
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
-def _wait_until_triton_counted(handle: TritonHandle, name: str, expected: int) -> None:
-    """Triton may publish a finished request's counters a moment later: wait (bounded)."""
-    needle = f'nv_inference_request_success{{model="{name}",version="1"}} {expected}\n'
+def _wait_until_triton_counted(handle: TritonHandle, name: str, *expected: int) -> int:
+    """Triton may publish a finished request's counters a moment later: wait (bounded) until
+    it shows one of the ``expected`` counts, and return which."""
     deadline = time.monotonic() + 10
-    while needle not in handle.runtime.scrape_metrics():
+    while True:
+        text = handle.runtime.scrape_metrics()
+        for count in expected:
+            if f'nv_inference_request_success{{model="{name}",version="1"}} {count}\n' in text:
+                return count
         assert time.monotonic() < deadline, f"Triton never counted {expected} for {name}"
         time.sleep(0.05)
 
@@ -74,9 +78,12 @@ def test_the_scrape_task_stores_exactly_the_requests_sent(
     again = 5
     for _ in range(again):
         runtime.infer(model_name, {"x": x})
-    _wait_until_triton_counted(embedded_triton, model_name, again)
+    # Triton 2.51 sometimes keeps an unloaded model's series and counts on: either way the
+    # stored total must be exact (the recorded restart scrapes test the reset path for sure).
+    shown = _wait_until_triton_counted(embedded_triton, model_name, again, sent + again)
     result = scrape_and_store()
-    assert (model_name, "1") in result.resets
+    if shown == again:
+        assert (model_name, "1") in result.resets
     assert _stored(model_name)["success"] == sent + again
     for row in MetricPoint.objects.filter(model_name=model_name):
         assert min(row.success, row.inferences, row.executions, row.queue_us) >= 0
