@@ -161,3 +161,12 @@ def test_reconcile_fails_a_sweep_whose_worker_died(served, operator) -> None:
     assert stale.state == Job.State.FAILED and stale.error_code == "interrupted"
     assert fresh.state == Job.State.RUNNING
     assert any("sweep" in line for line in repairs)
+
+
+def test_the_header_state_badge_refreshes_as_a_partial(operator_client, served) -> None:
+    html = operator_client.get("/models/mlp/?part=state", HTTP_HX_REQUEST="true").content.decode()
+    assert html.startswith('<span id="model-state"') and "v1 UNKNOWN" in html
+    assert (
+        'hx-get="/models/mlp/?part=state"'
+        in operator_client.get("/models/mlp/try/").content.decode()
+    )

@@ -92,6 +92,8 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
     }
     if request.htmx and request.GET.get("part") == "versions":
         return render(request, "registry/_version_rows.html", context)
+    if request.GET.get("part") == "state":  # the live badge in every tab's header
+        return render(request, "registry/_model_state.html", context)
     return render(request, "registry/model_detail.html", context)
 
 
