@@ -29,8 +29,10 @@
     var xs = [];
     shown.forEach(function (r) { r.levels.forEach(function (l) { if (xs.indexOf(l.concurrency) < 0) xs.push(l.concurrency); }); });
     xs.sort(function (a, b) { return a - b; });
-    var data = [xs];
-    var series = [{ label: "concurrency", value: function (u, v) { return v == null ? "" : String(v); } }];
+    // Levels are evenly spaced (1, 2, 4 ... reads better than a linear axis): x is the index.
+    var positions = xs.map(function (x, i) { return i; });
+    var data = [positions];
+    var series = [{ label: "concurrency", value: function (u, v) { return v == null || xs[v] == null ? "" : String(xs[v]); } }];
     shown.forEach(function (r, i) {
       var colour = COLOURS[i % COLOURS.length];
       var name = "v" + r.version + " #" + r.id;
@@ -60,9 +62,9 @@
     chart = new uPlot({
       width: Math.max(280, box.clientWidth),
       height: 300,
-      scales: { x: { time: false, distr: 3 }, rps: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } }, ms: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } } },
+      scales: { x: { time: false, range: function () { return [-0.3, Math.max(positions.length - 1, 0) + 0.3]; } }, rps: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } }, ms: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } } },
       axes: [
-        { label: "concurrent clients", splits: function () { return xs; }, values: function (u, vals) { return vals.map(String); } },
+        { label: "concurrent clients", splits: function () { return positions; }, values: function (u, vals) { return vals.map(function (v) { return xs[v] == null ? "" : String(xs[v]); }); } },
         { label: "throughput (req/s)", scale: "rps", size: 60 },
         { label: "latency (ms)", scale: "ms", side: 1, size: 60, grid: { show: false } },
       ],
