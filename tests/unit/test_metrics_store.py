@@ -150,7 +150,7 @@ def test_client_calls_are_folded_into_the_next_point(t0, mlp) -> None:
     assert flush_client_calls() == 2 and ClientTally.objects.count() == 2
     scrape_and_store(text=recorded("after"), now=t0 + 10)
     assert not ClientTally.objects.exists()
-    row = MetricPoint.objects.get(model_name="mlp")
+    row = MetricPoint.objects.get(model_name="mlp", version="1")
     assert (row.client_requests, row.client_failures, row.client_latency_ms) == (3, 1, 6.0)
     assert row.success == 25
     gone = MetricPoint.objects.get(model_name="gone")
