@@ -52,6 +52,8 @@ FOREIGN_VARS = (
 if str(ROOT) not in sys.path:  # the benchmarks import model_store, like the workers do
     sys.path.insert(0, str(ROOT))
 
+from model_store import spawn  # noqa: E402
+
 
 def say(text: str) -> None:
     print(f"[bench] {text}", flush=True)
@@ -153,14 +155,14 @@ class LocalStack:
         started = time.monotonic()
         with self.log_path.open("wb") as out:
             # Its own session, like a terminal: SIGINT to the group is Ctrl-C.
-            self.proc = subprocess.Popen(
+            self.proc = spawn.start(
                 [sys.executable, "-m", "webapp.stack"],
                 cwd=ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                new_session=True,
             )
         deadline = time.monotonic() + self.start_timeout
         while True:
@@ -175,13 +177,14 @@ class LocalStack:
             time.sleep(0.25)
         self._remember_descendants()
         say(f"stack ready in {time.monotonic() - started:.1f} s")
-        result = subprocess.run(
+        result = spawn.run(
             [sys.executable, "manage.py", "apitoken", "bench", "--role", "operator"],
             cwd=ROOT,
             env=env,
             capture_output=True,
             text=True,
             check=True,
+            timeout=120,
         )
         self.token = result.stdout.split()[-1]
 
@@ -382,8 +385,8 @@ def machine() -> dict[str, Any]:
     git: dict[str, Any] = {}
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         run = {"cwd": ROOT, "capture_output": True, "text": True, "timeout": 10}
-        git["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()  # type: ignore[call-overload]
-        status = subprocess.run(["git", "status", "--porcelain"], **run).stdout  # type: ignore[call-overload]
+        git["commit"] = spawn.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()  # type: ignore[call-overload]
+        status = spawn.run(["git", "status", "--porcelain"], **run).stdout  # type: ignore[call-overload]
         git["changed_files"] = len(status.splitlines())
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -23,6 +23,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from model_store import spawn  # noqa: E402
 from tests.integration.test_make_run import _fresh_machine_env  # noqa: E402
 
 
@@ -36,9 +37,9 @@ def main() -> None:
         log = Path(tmp) / "stack.log"
         started = time.monotonic()
         with log.open("wb") as out:
-            proc = subprocess.Popen(
+            proc = spawn.start(
                 [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=env, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                stderr=subprocess.STDOUT, new_session=True,
             )  # fmt: skip
         try:
             while "Triton Model Hub is ready" not in log.read_text(errors="replace"):

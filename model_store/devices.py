@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from model_store import spawn
+
 __all__ = [
     "HEALTH_VALUES",
     "NpuChip",
@@ -385,7 +387,7 @@ def _first_line(text: str | bytes | None) -> str:
 
 
 def read_devices(
-    runner: Callable[..., Any] = subprocess.run,
+    runner: Callable[..., Any] = spawn.run,
     which: Callable[[str], str | None] = shutil.which,
     timeout: float = 5,
     *,

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from model_store import spawn
 from model_store.compile.atc import atc_environment, cann_status
 from model_store.devices import read_devices
 
@@ -99,7 +100,7 @@ def run_bounded(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProce
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
     kwargs.setdefault("check", False)
-    return subprocess.run(list(argv), **kwargs)
+    return spawn.run(list(argv), **kwargs)
 
 
 @dataclass

@@ -1,13 +1,34 @@
 """Shared pytest configuration for the whole suite.
 
 Markers: ``integration`` (starts real services), ``browser`` (headless Chromium). Unit tests
-carry neither: ``make test-unit`` runs only them.
+carry neither: ``make test-unit`` runs only them. Heavy suites (``stress``) also carry one of
+the heavy markers; ``--skip-heavy`` leaves them out, so that CI runs them once, not in both
+database runs.
 """
 
 pytest_plugins = ["tests.fixtures.triton", "tests.fixtures.services", "tests.fixtures.users"]
 
 
 import pytest  # noqa: E402
+
+HEAVY_MARKERS = ("stress",)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--skip-heavy",
+        action="store_true",
+        help=f"leave out the heavy suites (tests marked {', '.join(HEAVY_MARKERS)})",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--skip-heavy"):
+        return
+    heavy = [i for i in items if any(i.get_closest_marker(m) for m in HEAVY_MARKERS)]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [i for i in items if i not in heavy]
 
 
 @pytest.fixture(autouse=True)

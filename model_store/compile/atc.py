@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from model_store import spawn
 from model_store.errors import ModelStoreError
 
 # --------------------------------------------------------------------------- errors
@@ -961,14 +962,13 @@ def run_atc(
     before = _snapshot(stem)
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
+        proc = spawn.start(
             argv,
-            env=dict(env),
+            env=env,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            new_session=True,
         )
     except OSError as exc:
         raise AtcUnavailable(

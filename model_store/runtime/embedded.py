@@ -19,10 +19,10 @@ also ends every stub process it spawned.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import filecmp
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,11 +33,12 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
+from model_store import spawn
 from model_store.runtime.errors import TritonStartError
 
 if TYPE_CHECKING:
@@ -211,24 +212,32 @@ def _client_host(host: str) -> str:
 # --------------------------------------------------------------------------- the server
 
 
-def _parent_death_signal_setter() -> Callable[[], None] | None:
-    """A function for ``preexec_fn`` that makes Linux SIGKILL the child when we die.
+# Log phrases that name a start failure's cause better than the exit status does.
+_START_FAILURE_CAUSES: tuple[tuple[str, str], ...] = (
+    (
+        "epoll_wait error: Bad file descriptor",
+        "it aborted between fork and exec, in gRPC's fork handler of the process that "
+        "launched it (a launcher bug: please report it with this log)",
+    ),
+    ("Address already in use", "one of its ports is already in use by another program"),
+    ("cannot open shared object file", "a shared library it needs is missing"),
+    ("failed to stat file", "a path on its command line does not exist"),
+)
+_TRITON_ERROR_LINE = re.compile(r"^E\d{4} [\d:.]+\s+\d+ [^\]]+\] (?P<message>.+)$")
 
-    Without it a crashed or SIGKILLed dashboard would leave tritonserver holding
-    the ports, and the next start would fail with "address already in use".
-    ``prctl`` is looked up here, in the parent: loading a library in the child
-    of a multi-threaded process (Django, Celery) can deadlock on the loader lock.
-    """
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux/glibc: best effort only
-    pr_set_pdeathsig = 1
 
-    def set_signal() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-
-    return set_signal
+def exit_headline(returncode: int, log_text: str) -> str:
+    """One line saying why ``tritonserver`` ended before it was ready."""
+    how = spawn.describe_exit(returncode)
+    for phrase, cause in _START_FAILURE_CAUSES:
+        if phrase in log_text:
+            return f"tritonserver ended ({how}) before it was ready: {cause}."
+    errors = [m["message"] for m in map(_TRITON_ERROR_LINE.match, log_text.splitlines()) if m]
+    if errors:
+        return f"tritonserver ended ({how}) before it was ready: {errors[-1].strip()}"
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    last = f": {lines[-1]}" if lines else " and wrote nothing to its log"
+    return f"tritonserver ended ({how}) before it was ready{last}"
 
 
 class EmbeddedTriton:
@@ -418,17 +427,18 @@ class EmbeddedTriton:
         self.started_at = time.monotonic()
         self.ready_after = None
         try:
-            self._proc = subprocess.Popen(
+            self._proc = spawn.start(
                 cmd,
                 cwd=workdir,
                 env=self.environment(),
-                stdin=subprocess.DEVNULL,
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
                 # Own session = own process group: stop() signals the whole group,
                 # which includes the Python backend stubs Triton forks.
-                start_new_session=True,
-                preexec_fn=_parent_death_signal_setter() if self.kill_with_parent else None,
+                new_session=True,
+                # Without it a crashed or SIGKILLed dashboard would leave tritonserver
+                # holding the ports, and the next start would fail "address in use".
+                die_with_parent=signal.SIGKILL if self.kill_with_parent else None,
             )
         except OSError as exc:
             self._close_log()
@@ -467,9 +477,10 @@ class EmbeddedTriton:
         while True:
             code = self._proc.poll()
             if code is not None:
+                summary = self._failure_summary()
                 raise TritonStartError(
-                    f"tritonserver exited with status {code} before becoming ready:\n"
-                    f"{self._failure_summary()}"
+                    f"{exit_headline(code, summary)}\n{summary}",
+                    headline=exit_headline(code, summary),
                 )
             if self._probe(url):
                 # Re-check: a stray server on our port must not pass for ours.

@@ -43,6 +43,15 @@ class TritonRequestError(TritonRuntimeError):
 
 
 class TritonStartError(TritonRuntimeError):
-    """The embedded ``tritonserver`` did not start or did not become ready."""
+    """The embedded ``tritonserver`` did not start or did not become ready.
+
+    ``headline`` is the cause in one line a user understands (the first line of the
+    message); the rest of the message is the evidence (the server log).
+    """
 
     code = "triton_start_failed"
+
+    def __init__(self, message: str, *, headline: str | None = None):
+        super().__init__(message)
+        first_line = message.splitlines()[0] if message else "Triton did not start"
+        self.headline = headline or first_line

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 
+from model_store import spawn
 from tests.integration.test_make_run import ROOT, _fresh_machine_env, _wait_for_line
 
 pytestmark = pytest.mark.integration
@@ -22,9 +23,9 @@ def stack(tmp_path: Path):
     env = _fresh_machine_env(tmp_path / "var")
     log = tmp_path / "stack.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
+        proc = spawn.start(
             [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=env, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT, new_session=True,
         )  # fmt: skip
     try:
         _wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)

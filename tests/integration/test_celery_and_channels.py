@@ -18,6 +18,7 @@ from celery import Celery
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
+from model_store import spawn
 from webapp.live import group_name
 from webapp.registry.consumers import LiveConsumer
 
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def celery_worker_process(redis_url: str, tmp_path: Path):
     env = dict(os.environ, REDIS_URL=redis_url, HUB_VAR_DIR=str(tmp_path))
     log = (tmp_path / "worker.log").open("wb")
-    proc = subprocess.Popen(
+    proc = spawn.start(
         [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "--pool=solo",
          "--loglevel=INFO", "-n", f"test-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

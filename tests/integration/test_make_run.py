@@ -15,6 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from model_store import spawn
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_VARS = ("DATABASE_URL", "REDIS_URL", "TRITON_URL", "TRITON_GRPC_URL", "TRITON_METRICS_URL")
@@ -68,9 +70,9 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
     log = tmp_path / "make-run.log"
     with log.open("wb") as out:
         # A session of its own, like a terminal: Ctrl-C goes to the whole foreground group.
-        proc = subprocess.Popen(
+        proc = spawn.start(
             ["make", "run"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            new_session=True,
         )  # fmt: skip
     try:
         _wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
@@ -79,9 +81,9 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
         for part in ("redis-server", "tritonserver", "celery", "worker", "beat", "uvicorn"):
             assert part in names, f"{part} is not running under make run"
 
-        token = subprocess.run(
+        token = spawn.run(
             [sys.executable, "manage.py", "apitoken", "probe", "--role", "viewer"],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+            cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120,
         ).stdout.split()[-1]  # fmt: skip
         request = urllib.request.Request(
             f"http://127.0.0.1:{env['HUB_PORT']}/api/v1/health",
@@ -109,9 +111,9 @@ def test_a_part_that_fails_to_start_is_named_and_the_others_are_stopped(tmp_path
     env = _fresh_machine_env(tmp_path / "var")
     # Nothing listens on port 1: the database step fails after Redis has started.
     env["DATABASE_URL"] = "postgres://hub@127.0.0.1:1/hub"
-    proc = subprocess.Popen(
+    proc = spawn.start(
         [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, new_session=True,
     )  # fmt: skip
     seen: set[int] = set()
     deadline = time.monotonic() + 60
@@ -137,7 +139,7 @@ def test_busy_ports_are_reported_before_anything_starts(tmp_path: Path) -> None:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         env["HUB_PORT"] = str(holder.getsockname()[1])
-        result = subprocess.run(
+        result = spawn.run(
             [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=env,
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip

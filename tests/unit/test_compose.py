@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from model_store import spawn
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
@@ -479,7 +481,7 @@ def run_triton_entrypoint(
         f"--backend-directory={backends}",
         f"--model-repository={tmp_path / 'repo'}",
     ]
-    return subprocess.run(
+    return spawn.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
     )
 
@@ -530,7 +532,7 @@ def test_hub_entrypoint_sources_cann_but_keeps_explicit_toolkit_home(tmp_path: P
         "ASCEND_SET_ENV": str(set_env),
         "ASCEND_TOOLKIT_HOME": "/explicit/8.3",
     }
-    result = subprocess.run(
+    result = spawn.run(
         ["bash", str(HUB_ENTRYPOINT), "env"],
         env=env,
         capture_output=True,
@@ -637,7 +639,7 @@ def _docker_compose_missing() -> str | None:
     if docker is None:
         return "the docker CLI is not installed"
     try:
-        result = subprocess.run(
+        result = spawn.run(
             [docker, "compose", "version"],
             capture_output=True,
             text=True,
@@ -661,7 +663,7 @@ def run_compose_config(tmp_path: Path, env_lines: list[str]) -> subprocess.Compl
         (project / name).symlink_to(ROOT / name)
     (project / ".env").write_text("\n".join(env_lines) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in REQUIRED_VARS}
-    return subprocess.run(
+    return spawn.run(
         ["docker", "compose", "--project-directory", str(project), "config", "-q"],
         cwd=project,
         env=env,

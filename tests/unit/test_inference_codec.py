@@ -6,7 +6,6 @@ import base64
 import io
 import json
 import math
-import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from model_store import spawn
 from model_store.errors import InvalidConfig, ModelStoreError, UnsupportedDataType
 from model_store.inference import (
     PRESETS,
@@ -627,7 +627,7 @@ def test_the_package_imports_without_django() -> None:
         "import model_store.inference, sys; "
         "assert not any(m.split('.')[0] == 'django' for m in sys.modules), 'django imported'"
     )
-    result = subprocess.run(
+    result = spawn.run(
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr

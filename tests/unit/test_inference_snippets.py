@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import json
 import shutil
-import subprocess
 import sys
 import types
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from model_store import spawn
 from model_store.inference import (
     TensorSpec,
     curl_snippet,
@@ -38,7 +38,7 @@ def curl_args(snippet: str) -> list[str]:
     """The arguments the snippet passes to curl, as a real shell parses them."""
     assert SH is not None
     script = 'curl() { for a in "$@"; do printf "%s\\0" "$a"; done; }\n' + snippet
-    result = subprocess.run(
+    result = spawn.run(
         [SH, "-c", script],
         capture_output=True,
         timeout=30,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -24,8 +23,9 @@ from types import FrameType
 
 import redis
 
+from model_store import spawn
 from model_store.runtime.embedded import EmbeddedTriton, prepare_backend_dir
-from model_store.runtime.errors import TritonRuntimeError
+from model_store.runtime.errors import TritonRuntimeError, TritonStartError
 from webapp.stack.process import ManagedProcess, StartError
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -90,13 +90,14 @@ class Stack:
 
     def prepare_database(self) -> None:
         for args in (["migrate", "--noinput"], ["ensure_admin"]):
-            result = subprocess.run(
+            result = spawn.run(
                 [PYTHON, "manage.py", *args],
                 cwd=BASE_DIR,
                 env=self.env,
                 capture_output=True,
                 text=True,
                 check=False,
+                timeout=600,
             )
             if result.returncode != 0:
                 raise StartError(f"manage.py {args[0]} failed:\n{result.stdout}{result.stderr}")
@@ -126,6 +127,8 @@ class Stack:
         try:
             self.triton.start()
             self.triton.wait_ready(timeout=120)
+        except TritonStartError as exc:
+            raise StartError(f"Triton did not start: {exc.headline}\n{exc}") from exc
         except TritonRuntimeError as exc:
             raise StartError(f"Triton did not start: {exc}") from exc
         urls = self.triton.urls

@@ -7,7 +7,6 @@ started, and asks Linux to kill it if this supervisor dies, so nothing outlives 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -16,10 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+from model_store import spawn
 
 
 class StartError(Exception):
@@ -51,15 +47,14 @@ class ManagedProcess:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = spawn.start(
             self.argv,
-            stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=self.cwd,
             env=self.env,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
+            new_session=True,
+            die_with_parent=signal.SIGTERM,
         )
 
     def exit_code(self) -> int | None:
@@ -71,7 +66,10 @@ class ManagedProcess:
         while time.monotonic() - started < timeout:
             code = self.exit_code()
             if code is not None:
-                raise StartError(f"{self.name} exited with code {code}.\n{self.log_tail()}")
+                how = spawn.describe_exit(code)
+                raise StartError(
+                    f"{self.name} ended ({how}) before it was ready.\n{self.log_tail()}"
+                )
             with contextlib.suppress(Exception):  # probes fail until the service listens
                 if self.ready():
                     return time.monotonic() - started

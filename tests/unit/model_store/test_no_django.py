@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
+
+from model_store import spawn
 
 CORE_MODULES = ["errors", "names", "dtypes", "store", "config", "onnx_info", "uploads"]
 
@@ -11,7 +12,7 @@ CORE_MODULES = ["errors", "names", "dtypes", "store", "config", "onnx_info", "up
 def test_the_core_modules_import_without_django() -> None:
     imports = "; ".join(f"import model_store.{name}" for name in CORE_MODULES)
     check = "import sys; assert not any(m.split('.')[0] == 'django' for m in sys.modules), 'django'"
-    result = subprocess.run(
+    result = spawn.run(
         [sys.executable, "-c", f"{imports}; {check}"],
         capture_output=True,
         text=True,
