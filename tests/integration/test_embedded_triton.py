@@ -318,7 +318,7 @@ def test_start_fails_fast_with_log_tail(tmp_path: Path) -> None:
         extra_args=["--no-such-option=1"],
     )
     started = time.monotonic()
-    with pytest.raises(TritonStartError, match="ended .* before it was ready") as info, triton:
+    with pytest.raises(TritonStartError, match=r"ended .* before it was ready") as info, triton:
         pass
     assert time.monotonic() - started < 10
     assert "no-such-option" in info.value.headline  # the cause, in the first line
