@@ -70,7 +70,10 @@
 
   function empty(el, text) {
     if (charts[el.id]) { charts[el.id].destroy(); delete charts[el.id]; delete shapes[el.id]; }
-    el.innerHTML = '<p class="chart-empty">' + text + "</p>";
+    var note = document.createElement("p");
+    note.className = "chart-empty";
+    note.textContent = text;
+    el.replaceChildren(note);
   }
 
   function drawOne(el, spec, tab, data) {
@@ -82,7 +85,7 @@
       return;
     }
     if (charts[el.id]) charts[el.id].destroy();
-    el.innerHTML = "";
+    el.replaceChildren();
     var series = [{}].concat(spec.series.map(function (s) {
       return {
         // An average latency does not exist where nothing was served: join across the gap.

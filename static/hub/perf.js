@@ -53,9 +53,12 @@
         points: { show: true, size: 5 }, value: fmt("ms", 2) });
     });
     if (chart) { chart.destroy(); chart = null; }
-    box.innerHTML = "";
+    box.replaceChildren();
     if (!shown.length) {
-      box.innerHTML = '<p class="muted">Tick a sweep below to draw it here.</p>';
+      var note = document.createElement("p");
+      note.className = "muted";
+      note.textContent = "Tick a sweep below to draw it here.";
+      box.replaceChildren(note);
       box.setAttribute("data-drawn", "0");
       return;
     }

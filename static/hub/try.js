@@ -13,10 +13,21 @@
     var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
     return m ? decodeURIComponent(m[1]) : "";
   }
-  function esc(text) {
-    var div = document.createElement("div");
-    div.textContent = String(text);
-    return div.innerHTML;
+  // Builds an element from literal attribute names, text and child nodes. Data only ever
+  // reaches the page as text or attribute values, never as markup.
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) {
+      var value = attrs[key];
+      if (value === null || value === undefined || value === false) return;
+      if (key === "text") node.textContent = String(value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    });
+    (children || []).forEach(function (child) {
+      if (child === null || child === undefined) return;
+      node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+    });
+    return node;
   }
   function api(method, path, body, raw) {
     var headers = { "X-CSRFToken": csrf() };
@@ -226,7 +237,7 @@
     var compare = form.elements.compare && form.elements.compare.checked ? parseInt(form.elements.compare_version.value, 10) : null;
     var button = $("[data-run]", form);
     button.setAttribute("aria-busy", "true");
-    resultBox.innerHTML = '<p class="spinner-text muted">Running on Triton…</p>';
+    resultBox.replaceChildren(el("p", { "class": "spinner-text muted", text: "Running on Triton…" }));
     var versions = compare ? [version, compare] : [version];
     var calls = versions.map(function (v, i) {
       var started = performance.now();
@@ -245,31 +256,23 @@
       });
   }
   function render(results) {
-    var html = results.length > 1 ? '<div class="compare-grid">' : "";
-    results.forEach(function (res) {
-      html += "<section>";
-      if (results.length > 1) html += "<h3>v" + res.version + "</h3>";
-      if (!res.ok) {
-        html += '<p class="error" role="alert">' + esc(res.data.error || "The request failed.") +
-          (res.data.input ? " <small>(input " + esc(res.data.input) + ")</small>" : "") + "</p>";
-        if (res.data.code === "version_not_loaded" && results.length > 1 && config.canOperate) {
-          html += '<button type="button" class="secondary small" data-compare-load="' + res.version + '">Load v' +
-            res.version + " beside v" + config.serving + "</button>" +
-            '<p><small class="muted">Triton loads it next to the serving version; clients keep getting v' +
-            config.serving + ". Unload it here when you are done.</small></p>";
-        }
-      } else {
+    var sections = results.map(function (res) {
+      var parts = [];
+      if (results.length > 1) parts.push(el("h3", { text: "v" + res.version }));
+      if (!res.ok) parts = parts.concat(renderFailure(res, results.length > 1));
+      else {
         var d = res.data;
-        html += '<div class="latency" data-latency>' +
-          "<span>Triton <strong>" + d.latency.triton_ms.toFixed(2) + " ms</strong></span>" +
-          "<span>in the hub <strong>" + d.latency.hub_ms.toFixed(2) + " ms</strong></span>" +
-          "<span>round trip <strong>" + res.roundTrip.toFixed(1) + " ms</strong></span></div>";
-        d.outputs.forEach(function (out) { html += renderOutput(out); });
+        parts.push(el("div", { "class": "latency", "data-latency": true }, [
+          el("span", null, ["Triton ", el("strong", { text: d.latency.triton_ms.toFixed(2) + " ms" })]),
+          el("span", null, ["in the hub ", el("strong", { text: d.latency.hub_ms.toFixed(2) + " ms" })]),
+          el("span", null, ["round trip ", el("strong", { text: res.roundTrip.toFixed(1) + " ms" })]),
+        ]));
+        d.outputs.forEach(function (out) { parts.push(renderOutput(out)); });
       }
-      html += "</section>";
+      return el("section", null, parts);
     });
-    if (results.length > 1) html += "</div>";
-    resultBox.innerHTML = html;
+    if (results.length > 1) resultBox.replaceChildren(el("div", { "class": "compare-grid" }, sections));
+    else resultBox.replaceChildren.apply(resultBox, sections);
     var first = results[0];
     var snippets = $("[data-snippets]");
     if (first.ok && first.data.snippets) {
@@ -278,26 +281,55 @@
       snippets.hidden = false;
     }
   }
+  function renderFailure(res, comparing) {
+    var message = el("p", { "class": "error", role: "alert" }, [res.data.error || "The request failed."]);
+    if (res.data.input) message.appendChild(el("small", { text: " (input " + res.data.input + ")" }));
+    var parts = [message];
+    if (res.data.code === "version_not_loaded" && comparing && config.canOperate) {
+      parts.push(el("button", {
+        type: "button", "class": "secondary small", "data-compare-load": res.version,
+        text: "Load v" + res.version + " beside v" + config.serving,
+      }));
+      parts.push(el("p", null, [el("small", {
+        "class": "muted",
+        text: "Triton loads it next to the serving version; clients keep getting v" + config.serving +
+          ". Unload it here when you are done.",
+      })]));
+    }
+    return parts;
+  }
   function renderOutput(out) {
-    var html = '<div class="output" data-output="' + esc(out.name) + '"><p><code>' + esc(out.name) + '</code> <span class="tag">' +
-      esc(out.dtype) + '</span> <span class="tag">[' + out.shape.join(", ") + "]</span></p>";
+    var box = el("div", { "class": "output", "data-output": out.name }, [
+      el("p", null, [
+        el("code", { text: out.name }), " ",
+        el("span", { "class": "tag", text: out.dtype }), " ",
+        el("span", { "class": "tag", text: "[" + out.shape.join(", ") + "]" }),
+      ]),
+    ]);
     if (out.kind === "classification" && out.top_k) {
-      html += '<ol class="topk" data-topk>';
+      var list = el("ol", { "class": "topk", "data-topk": true });
       out.top_k.forEach(function (row) {
         var pct = row.probability * 100;
-        var label = row.label != null ? row.label : "class " + row.index;
-        html += '<li><span class="label" title="index ' + row.index + '">' + esc(label) + '</span>' +
-          '<span class="bar" aria-hidden="true"><span style="width:' + Math.max(0.5, pct).toFixed(1) + '%"></span></span>' +
-          '<span class="pct">' + (pct >= 10 ? pct.toFixed(1) : pct.toFixed(2)) + "%</span></li>";
+        var fill = el("span");
+        fill.style.width = Math.max(0.5, pct).toFixed(1) + "%";  // CSSOM: allowed by the CSP
+        list.appendChild(el("li", null, [
+          el("span", { "class": "label", title: "index " + row.index, text: row.label != null ? row.label : "class " + row.index }),
+          el("span", { "class": "bar", "aria-hidden": "true" }, [fill]),
+          el("span", { "class": "pct", text: (pct >= 10 ? pct.toFixed(1) : pct.toFixed(2)) + "%" }),
+        ]));
       });
-      html += "</ol>";
-      if (out.probabilities === "softmax") html += '<p><small class="muted">Probabilities: softmax of the raw scores.</small></p>';
+      box.appendChild(list);
+      if (out.probabilities === "softmax") {
+        box.appendChild(el("p", null, [el("small", { "class": "muted", text: "Probabilities: softmax of the raw scores." })]));
+      }
     }
     var values = out.values || [];
-    html += "<details" + (out.kind === "classification" ? "" : " open") + "><summary>Values (" +
-      (out.truncated ? "first " + values.length : values.length) + ")</summary><pre class=\"values\">" +
-      esc(values.map(function (v) { return v === null ? "NaN" : typeof v === "number" ? +v.toPrecision(6) : v; }).join(", ")) + "</pre></details></div>";
-    return html;
+    var shown = values.map(function (v) { return v === null ? "NaN" : typeof v === "number" ? +v.toPrecision(6) : v; });
+    box.appendChild(el("details", { open: out.kind !== "classification" }, [
+      el("summary", { text: "Values (" + (out.truncated ? "first " + values.length : values.length) + ")" }),
+      el("pre", { "class": "values", text: shown.join(", ") }),
+    ]));
+    return box;
   }
 
   // ---------------------------------------------------------------- comparing two versions
@@ -331,14 +363,14 @@
       var rerun = e.target.getAttribute("data-rerun");
       var del = e.target.getAttribute("data-delete-example");
       if (rerun) {
-        api("GET", "/examples/" + rerun).then(function (res) {
+        api("GET", "/examples/" + encodeURIComponent(rerun)).then(function (res) {
           if (!res.ok) { showError(res.data.error); return; }
           applyExample(res.data.inputs);
           run(null, res.data.inputs);
         });
       } else if (del && confirm("Delete this saved example? Nobody can rerun it afterwards.")) {
-        api("DELETE", "/examples/" + del).then(function (res) {
-          if (res.ok) { var li = list.querySelector('[data-example-id="' + del + '"]'); if (li) li.remove(); }
+        api("DELETE", "/examples/" + encodeURIComponent(del)).then(function (res) {
+          if (res.ok) { var li = list.querySelector('[data-example-id="' + CSS.escape(del) + '"]'); if (li) li.remove(); }
           else showError(res.data.error);
         });
       }
@@ -352,11 +384,13 @@
         if (!res.ok) { showError(res.data.error); return; }
         var empty = list.querySelector("[data-no-examples]");
         if (empty) empty.remove();
-        var li = document.createElement("li");
-        li.setAttribute("data-example-id", res.data.id);
-        li.innerHTML = "<span>" + esc(res.data.name) + ' <small class="muted">just now</small></span><span class="actions">' +
-          '<button type="button" class="secondary outline small" data-rerun="' + res.data.id + '">Run</button>' +
-          '<button type="button" class="secondary outline small" data-delete-example="' + res.data.id + '">Delete</button></span>';
+        var li = el("li", { "data-example-id": res.data.id }, [
+          el("span", null, [res.data.name, " ", el("small", { "class": "muted", text: "just now" })]),
+          el("span", { "class": "actions" }, [
+            el("button", { type: "button", "class": "secondary outline small", "data-rerun": res.data.id, text: "Run" }),
+            el("button", { type: "button", "class": "secondary outline small", "data-delete-example": res.data.id, text: "Delete" }),
+          ]),
+        ]);
         list.insertBefore(li, list.firstChild);
         nameInput.value = "";
       });
@@ -398,7 +432,7 @@
   function wireCopy() {
     $all("[data-copy]").forEach(function (button) {
       button.addEventListener("click", function () {
-        var text = $('[data-snippet="' + button.getAttribute("data-copy") + '"]').textContent;
+        var text = $('[data-snippet="' + CSS.escape(button.getAttribute("data-copy")) + '"]').textContent;
         navigator.clipboard.writeText(text).then(function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy " + button.getAttribute("data-copy"); }, 1500); });
       });
     });

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,5 +49,10 @@ def test_server_state_is_pushed_live_over_the_websocket(page: Page, stack) -> No
         "document.body.addEventListener('live:server', e => window.__pushed.push(e.detail))"
     )
     # Beat pushes Triton's state every SERVER_STATE_PUSH_SECONDS (5 s by default).
-    page.wait_for_function("window.__pushed.length > 0", timeout=30_000)
+    # Polled from here: wait_for_function evaluates a string in the page, which the
+    # Content-Security-Policy (no 'unsafe-eval') forbids.
+    deadline = time.monotonic() + 30
+    while not page.evaluate("window.__pushed.length"):
+        assert time.monotonic() < deadline, "no server state was pushed in 30 s"
+        page.wait_for_timeout(100)
     assert page.evaluate("window.__pushed[0]") == {"live": True, "ready": True}
