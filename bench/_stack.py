@@ -53,6 +53,7 @@ if str(ROOT) not in sys.path:  # the benchmarks import model_store, like the wor
     sys.path.insert(0, str(ROOT))
 
 from model_store import spawn  # noqa: E402
+from model_store.runtime.access import new_api_key  # noqa: E402
 
 
 def say(text: str) -> None:
@@ -148,6 +149,8 @@ class LocalStack:
             "HUB_ADMIN_PASSWORD": "bench-admin-password",
             "HUB_WORKER_CONCURRENCY": str(self.worker_concurrency),
             "PYTHONUNBUFFERED": "1",
+            # Chosen here, not by the stack, so that a benchmark can load and unload too.
+            "TRITON_API_KEY": new_api_key(),
         }
         self.env, self.port = env, web
         self.log_path = self.var_dir.parent / "stack.log"

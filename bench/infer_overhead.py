@@ -157,7 +157,7 @@ def add_mlp(api: Api) -> None:
         if time.monotonic() > deadline:
             raise SystemExit("the MLP was not packaged in 300 s")
         time.sleep(0.5)
-    api.call("POST", "/api/v1/models/mlp/serve", {"version": 1})
+    api.call("POST", "/api/v1/models/mlp/serve?wait=true", {"version": 1})
 
 
 def subject(

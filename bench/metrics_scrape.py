@@ -97,6 +97,7 @@ def setup_django(work: Path, triton: EmbeddedTriton) -> None:
         "TRITON_URL": urls["http"],
         "TRITON_GRPC_URL": urls["grpc"],
         "TRITON_METRICS_URL": urls["metrics"],
+        "TRITON_API_KEY": triton.api_key,
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
         "LOG_LEVEL": "WARNING",
     }

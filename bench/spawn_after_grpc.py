@@ -33,6 +33,7 @@ import tritonclient.grpc as grpcclient
 from _stack import machine, median, say, table, temp_workdir, write_results
 
 from model_store import spawn
+from model_store.runtime.access import GRPC_API_KEY_HEADER
 from model_store.runtime.embedded import EmbeddedTriton, free_ports
 
 TRUE = "/bin/true"
@@ -83,8 +84,9 @@ def main() -> None:
             triton.start()
             triton.wait_ready(60)
             client = grpcclient.InferenceServerClient(triton.urls["grpc"])
+            key = {GRPC_API_KEY_HEADER: triton.api_key}  # the index is restricted to the hub
             for _ in range(20):
-                client.get_model_repository_index()
+                client.get_model_repository_index(headers=key)
             results = run_paths(client, args.starts)
             client.close()
         finally:

@@ -59,8 +59,9 @@ Traffic stops ``--gap`` (1 s) after the last switch, and in any case ``--traffic
   over gRPC does not do that.)
 
 Results: ``bench/results/switch_latency.json``. Nothing here asserts a timing.
-With ``--url`` the script needs Triton's HTTP address (``--triton-url``) and the stack's
-store directory (``--store-root``) on this machine; it leaves the model ``bench-switch-…``
+With ``--url`` the script needs Triton's HTTP address (``--triton-url``), its repository-API
+key (``TRITON_API_KEY`` in the environment) and the stack's store directory (``--store-root``)
+on this machine; it leaves the model ``bench-switch-…``
 behind (the API cannot delete models) and removes its ``…_baseline`` copy.
 """
 
@@ -69,6 +70,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -137,7 +139,7 @@ def switch_call(api: Api, model: str, kind: str, version: int, reason: str) -> d
     A 409 "switch_in_progress" (the periodic reconcile holds the model's lock for a moment)
     is retried after 0.2 s; the time is then that of the attempt that went through.
     """
-    path = f"/api/v1/models/{model}/{kind}"
+    path = f"/api/v1/models/{model}/{kind}?wait=true"  # the blocking answer, timed
     payload: dict[str, Any] = {"reason": reason}
     if kind == "serve":
         payload["version"] = version
@@ -550,7 +552,10 @@ def main() -> int:
                 triton_url, store_root = args.triton_url, args.store_root.resolve()
                 results["stack"] = url
             api = Api(url, token)
-            runtime = TritonRuntime(triton_url, timeout=30.0)
+            key = stack.env["TRITON_API_KEY"] if stack is not None else None
+            runtime = TritonRuntime(
+                triton_url, timeout=30.0, api_key=key or os.environ.get("TRITON_API_KEY")
+            )
             name = f"bench-switch-{int(time.time())}"
             baseline = Baseline(runtime, store_root, name, [1, 2])
             traffic: Traffic | None = None

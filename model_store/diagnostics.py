@@ -19,7 +19,7 @@ Example:
     ...                          repository_index=lambda: [])
     >>> checks = run_checks(ctx)
     >>> summary_line(checks)  # doctest: +SKIP
-    '8 checks: 1 failing, 7 not applicable'
+    '9 checks: 1 failing, 8 not applicable'
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from typing import Any, Literal
 from model_store import spawn
 from model_store.compile.atc import atc_environment, cann_status
 from model_store.devices import read_devices
+from model_store.runtime.access import API_KEY_HEADER, RESTRICTED_APIS, RESTRICTED_OPTIONS
+from model_store.runtime.errors import TritonAccessDenied
 
 __all__ = [
     "CHECKS",
@@ -52,6 +54,7 @@ __all__ = [
 ]
 
 CheckState = Literal["ok", "warning", "failing", "not_applicable"]
+TritonProtocol = Literal["http", "grpc"]
 #: Every state, from best to worst; ``not_applicable`` is listed last, it is neither.
 STATES: tuple[CheckState, ...] = ("ok", "warning", "failing", "not_applicable")
 _SEVERITY = {"ok": 0, "not_applicable": 0, "warning": 1, "failing": 2}
@@ -113,7 +116,12 @@ class DiagnosticsContext:
         triton_url: Triton's HTTP address, for the messages.
         is_live / is_ready: Triton liveness and readiness; ``None`` when no Triton is configured.
         repository_index: Triton's repository index rows (``name``, ``version``,
-            ``state``, ``reason``); may raise when Triton does not answer.
+            ``state``, ``reason``), asked with the hub's key; may raise when Triton does
+            not answer, ``TritonAccessDenied`` when it refuses the key.
+        repository_index_without_key: The same question asked over ``"http"`` or
+            ``"grpc"`` without any key, as anyone on the network could.
+        grpc_url: Triton's gRPC address, for the messages ("" when none is configured).
+        api_key_set: Whether the hub has a TRITON_API_KEY (its value is never needed here).
         triton_log_path: Triton's log file, if this host has one.
         devices: A :func:`model_store.devices.read_devices` report, or a callable
             returning one; ``None`` runs ``read_devices`` with ``which`` and ``run``.
@@ -130,6 +138,9 @@ class DiagnosticsContext:
     is_live: Callable[[], bool] | None = None
     is_ready: Callable[[], bool] | None = None
     repository_index: Callable[[], list[dict[str, str]]] | None = None
+    repository_index_without_key: Callable[[TritonProtocol], list[dict[str, str]]] | None = None
+    grpc_url: str = ""
+    api_key_set: bool = False
     triton_log_path: Path | None = None
     devices: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None
     which: Callable[[str], str | None] = shutil.which
@@ -819,6 +830,109 @@ def check_triton_reachable(ctx: DiagnosticsContext) -> Check:
     return _make("triton_reachable", "ok", f"Triton at {url} is live and ready.")
 
 
+def _restrict_advice() -> str:
+    """The tritonserver options that restrict the repository API, as the advice shows them."""
+    setting = f"{','.join(RESTRICTED_APIS)}:{API_KEY_HEADER}=<key>"
+    flags = " and ".join(f"`{option}={setting}`" for option in RESTRICTED_OPTIONS)
+    return (
+        f"Start tritonserver with {flags} (Triton 2.51 syntax: a colon before the header "
+        "name) and give the web, worker and beat processes the same key as TRITON_API_KEY; "
+        "docker-compose.yml does both from TRITON_API_KEY in .env. A Triton that rejects these "
+        "options is too old to restrict its API: upgrade it, and until then let nothing but "
+        "the hub reach its HTTP and gRPC ports."
+    )
+
+
+def _probe_without_key(ctx: DiagnosticsContext) -> tuple[list[str], list[str], list[str]]:
+    """Ask the repository index without a key on each port: ``(open, refused, unknown)``.
+
+    Each list holds port names such as ``HTTP (triton:8000)``; ``unknown`` says why.
+    """
+    assert ctx.repository_index_without_key is not None
+    ports: list[tuple[TritonProtocol, str]] = [("http", f"HTTP ({ctx.triton_url})")]
+    if ctx.grpc_url:
+        ports.append(("grpc", f"gRPC ({ctx.grpc_url})"))
+    answered, refused, unknown = [], [], []
+    for protocol, name in ports:
+        try:
+            ctx.repository_index_without_key(protocol)
+            answered.append(name)
+        except TritonAccessDenied:
+            refused.append(name)
+        except Exception as exc:
+            unknown.append(f"{name} could not be asked: {exc}")
+    return answered, refused, unknown
+
+
+def _hub_key_refused(ctx: DiagnosticsContext) -> Check:
+    found = (
+        "Triton refuses the hub's repository calls: the hub's TRITON_API_KEY does not match "
+        "the key Triton was started with."
+        if ctx.api_key_set
+        else "Triton's repository API is restricted, but the hub has no TRITON_API_KEY to send."
+    )
+    return _make(
+        "triton_access",
+        "failing",
+        f"{found} Publishing, rollback and reconcile cannot load or unload models until it does.",
+        "Set TRITON_API_KEY (or TRITON_API_KEY_FILE) for the web, worker and beat processes "
+        "to the key in Triton's `--http-restricted-api` and `--grpc-restricted-protocol` "
+        "options, then restart them.",
+    )
+
+
+def check_triton_access(ctx: DiagnosticsContext) -> Check:
+    """Triton refuses repository calls (index, load, unload) without the hub's key, and
+    accepts the hub's."""
+    if ctx.is_live is None or ctx.repository_index_without_key is None:
+        return _make(
+            "triton_access", "not_applicable", "No Triton is configured for this dashboard."
+        )
+    if not ctx.triton_live():
+        return _make(
+            "triton_access",
+            "not_applicable",
+            f"Triton at {ctx.triton_url} is not reachable; see the Triton check.",
+        )
+    try:
+        ctx.index()
+    except TritonAccessDenied:
+        return _hub_key_refused(ctx)
+    except Exception as exc:
+        return _make(
+            "triton_access",
+            "not_applicable",
+            f"Triton's repository index could not be read ({exc}); see the Triton check.",
+        )
+    answered, refused, unknown = _probe_without_key(ctx)
+    if answered:
+        unchecked = " (Triton does not check the hub's TRITON_API_KEY)" if ctx.api_key_set else ""
+        return _make(
+            "triton_access",
+            "warning",
+            f"Triton's repository API is open to anyone who can reach it: without any key, "
+            f"{' and '.join(answered)} answered the repository index, so anyone could also "
+            f"load and unload models{unchecked}.",
+            _restrict_advice(),
+            unknown,
+        )
+    if unknown:
+        return _make(
+            "triton_access",
+            "warning",
+            f"Triton refuses repository calls without the hub's key on {' and '.join(refused)}, "
+            "but not every port could be asked.",
+            "Check TRITON_GRPC_URL: the hub loads models over gRPC when it is set.",
+            unknown,
+        )
+    return _make(
+        "triton_access",
+        "ok",
+        f"Triton refuses repository calls without the hub's key on {' and '.join(refused)}, "
+        "and accepts the hub's TRITON_API_KEY.",
+    )
+
+
 def _index_or_reason(ctx: DiagnosticsContext) -> tuple[list[dict[str, str]] | None, str]:
     try:
         return ctx.index(), ""
@@ -921,6 +1035,7 @@ TITLES: dict[str, str] = {
     "davinci_devices": "NPU device nodes",
     "npu_smi": "NPUs (npu-smi)",
     "triton_reachable": "Triton reachable",
+    "triton_access": "Triton repository API restricted to the hub",
     "stuck_loading": "Models stuck LOADING",
     "load_failures": "Model load failures",
 }
@@ -935,6 +1050,7 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("davinci_devices", check_davinci_devices),
     ("npu_smi", check_npu_smi),
     ("triton_reachable", check_triton_reachable),
+    ("triton_access", check_triton_access),
     ("stuck_loading", check_stuck_loading),
     ("load_failures", check_load_failures),
 ]

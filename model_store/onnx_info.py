@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -190,15 +190,30 @@ def _subgraphs(attr: AttributeProto) -> list[GraphProto]:
     return [attr.g, *attr.graphs] if attr.HasField("g") else list(attr.graphs)
 
 
-def _all_graphs(graph: GraphProto) -> Iterator[GraphProto]:
-    """Yields ``graph`` and every nested subgraph, depth first, without recursion."""
-    stack = [graph]
+def _nested_graphs(attrs: Iterable[AttributeProto]) -> Iterator[GraphProto]:
+    """Yields the graphs held by ``attrs`` and every subgraph inside them, without recursion."""
+    stack = [sub for attr in attrs for sub in _subgraphs(attr)]
     while stack:
         current = stack.pop()
         yield current
         for node in current.node:
             for attr in node.attribute:
                 stack.extend(_subgraphs(attr))
+
+
+def _all_graphs(graph: GraphProto) -> Iterator[GraphProto]:
+    """Yields ``graph`` and every nested subgraph, depth first, without recursion."""
+    yield graph
+    yield from _nested_graphs(attr for node in graph.node for attr in node.attribute)
+
+
+def _function_attributes(model: ModelProto) -> list[AttributeProto]:
+    """Attributes in the model's local functions: their nodes' and their declared defaults."""
+    attrs: list[AttributeProto] = []
+    for function in model.functions:
+        attrs.extend(function.attribute_proto)
+        attrs.extend(attr for node in function.node for attr in node.attribute)
+    return attrs
 
 
 def _attribute_tensors(attr: AttributeProto) -> Iterator[TensorProto]:
@@ -213,16 +228,21 @@ def _attribute_tensors(attr: AttributeProto) -> Iterator[TensorProto]:
 
 
 def _all_tensors(model: ModelProto) -> Iterator[TensorProto]:
-    """Every tensor that may carry data: initializers and attributes, in graphs and functions."""
-    nodes = [node for function in model.functions for node in function.node]
-    for graph in _all_graphs(model.graph):
+    """Every tensor that may carry data: initializers and attributes, in graphs and functions.
+
+    Local functions count like the main graph, down to the If/Loop/Scan bodies inside them:
+    a runtime inlines them, so external data hidden there would be read all the same.
+    """
+    function_attrs = _function_attributes(model)
+    graphs = [*_all_graphs(model.graph), *_nested_graphs(function_attrs)]
+    attrs = list(function_attrs)
+    for graph in graphs:
         yield from graph.initializer
         for sparse in graph.sparse_initializer:
             yield from (sparse.values, sparse.indices)
-        nodes.extend(graph.node)
-    for node in nodes:
-        for attr in node.attribute:
-            yield from _attribute_tensors(attr)
+        attrs.extend(attr for node in graph.node for attr in node.attribute)
+    for attr in attrs:
+        yield from _attribute_tensors(attr)
 
 
 def _operator_histogram(graph: GraphProto) -> tuple[dict[str, int], int]:

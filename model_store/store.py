@@ -6,6 +6,8 @@ Layout under the root (see shared/ARCHITECTURE.md, "Model store on disk")::
     sources/      <model>/<version>/<file>, read-only once stored, with a .sha256 beside it
     repository/   what Triton reads: <model>/config.pbtxt and <model>/<version>/<artifact>
     backends/     the backend directory handed to the embedded Triton
+    work/         <job id>/: a job's scratch directory, removed when the job ends
+    logs/         <job id>.log: a job's full log, kept as long as the job
 
 Every path is built from names that passed :mod:`model_store.names`, and
 everything Triton can see is written atomically (temp file + ``os.replace``,
@@ -308,9 +310,14 @@ class ModelStore:
 
     def work_dir(self, job_id: str) -> Path:
         """A job's scratch directory, on the store's filesystem so results can be renamed in."""
-        if not job_id.isalnum() or len(job_id) > 64:
-            raise UnsafePath(f"{job_id!r} is not a job id.")
-        return self.root / "work" / job_id
+        return self.root / "work" / _check_job_id(job_id)
+
+    def job_log_path(self, job_id: str) -> Path:
+        """``logs/<job id>.log``: every line a job logged (its database rows are capped).
+
+        Outside the work directory, which goes when the job ends; the log stays with the job.
+        """
+        return self.root / "logs" / f"{_check_job_id(job_id)}.log"
 
     def write_config(self, name: str, text: str) -> Path:
         """Writes ``repository/<name>/config.pbtxt`` atomically (creating the model directory).
@@ -433,6 +440,13 @@ class ModelStore:
         if move:
             src.unlink()
         return digest
+
+
+def _check_job_id(job_id: str) -> str:
+    """Returns ``job_id`` if it is safe as one path component (letters and digits)."""
+    if not job_id.isalnum() or len(job_id) > 64:
+        raise UnsafePath(f"{job_id!r} is not a job id.")
+    return job_id
 
 
 def _is_version_dir(path: Path) -> bool:

@@ -44,6 +44,7 @@ import re
 import secrets
 import shutil
 import stat
+import struct
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -85,6 +86,17 @@ _DRIVE_PATTERN = re.compile(r"[A-Za-z]:")
 _DIR_MODE = 0o750
 _FILE_MODE = 0o640
 _BUNDLE_RULES = "A .zip bundle must hold one .onnx file and its external data files."
+#: Central-directory bytes allowed per permitted entry: a 46-byte header, the name and extra
+#: fields (zip64 sizes, timestamps). Real bundles need a few hundred; 4 KiB is generous.
+CENTRAL_DIRECTORY_BYTES_PER_ENTRY = 4096
+# The end records of a zip (APPNOTE.TXT 4.3.14-4.3.16), little-endian.
+_EOCD = struct.Struct("<4s4H2LH")  # signature, disks, entries here/total, cd size/offset, comment
+_EOCD_SIGNATURE = b"PK\x05\x06"
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")  # signature, disk, offset of the ZIP64 EOCD, disks
+_ZIP64_LOCATOR_SIGNATURE = b"PK\x06\x07"
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # ..., entries here/total, cd size/offset
+_ZIP64_EOCD_SIGNATURE = b"PK\x06\x06"
+_MAX_ZIP_COMMENT = 0xFFFF
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
@@ -161,6 +173,18 @@ class UploadBusy(ModelStoreError):
     """Another request is still writing to the same upload."""
 
     code = "upload_busy"
+
+
+class UploadQuotaExceeded(ModelStoreError):
+    """The owner already has as many open uploads, or open bytes, as allowed."""
+
+    code = "upload_quota"
+
+
+class InsufficientStorage(ModelStoreError):
+    """The store's disk would fall under its free-space floor; nothing was written."""
+
+    code = "insufficient_storage"
 
 
 # Values --------------------------------------------------------------------------
@@ -310,12 +334,21 @@ class UploadStore:
         uploads_dir: Path,
         max_bytes: int,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        *,
+        max_open_per_owner: int | None = None,
+        max_open_bytes_per_owner: int | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         if max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         self.uploads_dir = Path(uploads_dir)
         self.max_bytes = max_bytes
         self.lock_timeout_s = lock_timeout_s
+        #: Quotas on one owner's open uploads (None: no limit).
+        self.max_open_per_owner = max_open_per_owner
+        self.max_open_bytes_per_owner = max_open_bytes_per_owner
+        #: Bytes that must stay free on the store's disk after every upload and chunk.
+        self.min_free_bytes = min_free_bytes
 
     # Paths and metadata ------------------------------------------------------------
 
@@ -435,6 +468,8 @@ class UploadStore:
                 "The upload owner must be printable text of 150 characters or less."
             )
         self.uploads_dir.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        self._check_quota(owner, size)
+        self._check_free_space(size, f"the file {filename!r}")
         while True:
             upload_id = secrets.token_hex(16)
             upload_dir = self.uploads_dir / upload_id
@@ -509,6 +544,8 @@ class UploadStore:
         with self._locked_part(upload_id) as (_dir, fh, meta):
             received = os.fstat(fh.fileno()).st_size
             _check_chunk(upload_id, meta, received, offset, length)
+            # The disk may have filled since the upload started: refuse before a byte lands.
+            self._check_free_space(length, "this chunk")
             fh.seek(offset)
             remaining = length
             unsynced = offset  # the first byte not yet handed to the kernel's writeback
@@ -602,6 +639,46 @@ class UploadStore:
         if not upload_dir.is_dir():
             raise UploadNotFound(f"There is no upload {upload_id!r}; nothing to cancel.")
         self._remove_dir(upload_dir)
+
+    def open_uploads(self, owner: str) -> tuple[int, int]:
+        """How many uploads ``owner`` has open, and the bytes they declared in all."""
+        count = declared = 0
+        for upload_id in self.list_ids():
+            try:
+                meta = self._read_meta(self.uploads_dir / upload_id)
+            except ModelStoreError:
+                continue  # a half-created or removed upload: not the owner's to count
+            if meta.get("owner") == owner:
+                count += 1
+                declared += int(meta.get("size") or 0)
+        return count, declared
+
+    def _check_quota(self, owner: str, size: int) -> None:
+        if self.max_open_per_owner is None and self.max_open_bytes_per_owner is None:
+            return
+        count, declared = self.open_uploads(owner)
+        if self.max_open_per_owner is not None and count >= self.max_open_per_owner:
+            raise UploadQuotaExceeded(
+                f"You have {count} uploads open; the limit is {self.max_open_per_owner}. "
+                "Finish or cancel one first (abandoned uploads are removed after a while)."
+            )
+        limit = self.max_open_bytes_per_owner
+        if limit is not None and declared + size > limit:
+            raise UploadQuotaExceeded(
+                f"Your open uploads would hold {human_bytes(declared + size)}; the limit is "
+                f"{human_bytes(limit)}. Finish or cancel an upload first."
+            )
+
+    def _check_free_space(self, incoming: int, what: str) -> None:
+        if self.min_free_bytes <= 0:
+            return
+        free = shutil.disk_usage(self.uploads_dir).free
+        if free - incoming < self.min_free_bytes:
+            raise InsufficientStorage(
+                f"The store's disk has {human_bytes(free)} free; {what} needs "
+                f"{human_bytes(incoming)} and {human_bytes(self.min_free_bytes)} must stay free. "
+                "Ask an administrator to free space on the store's disk."
+            )
 
     def list_ids(self) -> list[str]:
         """The ids of all uploads present, sorted (other entries in the directory are ignored)."""
@@ -748,11 +825,13 @@ def _plan_bundle(
         if parts in seen:
             raise InvalidUpload(f"The bundle holds {_shown(info.filename)} twice. {_BUNDLE_RULES}")
         seen.add(parts)
+        if len(seen) > max_files:  # folders count too: each one costs an entry to parse
+            raise InvalidUpload(
+                f"The bundle holds more than {max_files} files and folders. {_BUNDLE_RULES}"
+            )
         if info.is_dir():
             continue
         files.append((info, parts))
-        if len(files) > max_files:
-            raise InvalidUpload(f"The bundle holds more than {max_files} files. {_BUNDLE_RULES}")
         total += info.file_size
         if total > max_total_bytes:
             raise UploadTooLarge(
@@ -776,6 +855,100 @@ def _plan_bundle(
         shown = "/".join(sorted(clash)[0])
         raise InvalidUpload(f"The bundle uses {shown!r} as a file and a folder. {_BUNDLE_RULES}")
     return files
+
+
+def _find_end_record(fh: BinaryIO, file_size: int) -> int:
+    """The offset of the End Of Central Directory record, found the way ``zipfile`` finds it.
+
+    First at the very end (an archive without a comment), else the last signature within the
+    longest possible comment: the same search, so that both read the same record.
+
+    Raises:
+        InvalidUpload: There is no such record, so the file is not a zip.
+    """
+    at = file_size - _EOCD.size
+    if at >= 0:
+        fh.seek(at)
+        record = fh.read(_EOCD.size)
+        if record.startswith(_EOCD_SIGNATURE) and record.endswith(b"\0\0"):
+            return at
+    start = max(file_size - _MAX_ZIP_COMMENT - _EOCD.size, 0)
+    fh.seek(start)
+    tail = fh.read()
+    found = tail.rfind(_EOCD_SIGNATURE)
+    if found < 0 or len(tail) - found < _EOCD.size:
+        raise InvalidUpload(f"The bundle is not a valid .zip file. {_BUNDLE_RULES}")
+    return start + found
+
+
+def _zip64_declared(fh: BinaryIO, end_at: int) -> tuple[int, int] | None:
+    """(entries, central directory bytes) from the ZIP64 end record; None if there is none.
+
+    ``zipfile`` reads that record right before its locator; the locator also names its offset.
+    Both places are read and the larger numbers kept, so that no zip reader can be shown a
+    larger directory than the one checked here.
+    """
+    if end_at < _ZIP64_LOCATOR.size:
+        return None
+    fh.seek(end_at - _ZIP64_LOCATOR.size)
+    signature, _disk, record_at, _disks = _ZIP64_LOCATOR.unpack(fh.read(_ZIP64_LOCATOR.size))
+    if signature != _ZIP64_LOCATOR_SIGNATURE:
+        return None
+    declared: list[tuple[int, int]] = []
+    for at in {end_at - _ZIP64_LOCATOR.size - _ZIP64_EOCD.size, record_at}:
+        if not 0 <= at <= end_at:  # the record comes before the locator, never after the end
+            continue
+        fh.seek(at)
+        record = fh.read(_ZIP64_EOCD.size)
+        if len(record) == _ZIP64_EOCD.size and record.startswith(_ZIP64_EOCD_SIGNATURE):
+            fields = _ZIP64_EOCD.unpack(record)
+            declared.append((max(fields[6], fields[7]), fields[8]))
+    if not declared:
+        return None
+    return max(entries for entries, _size in declared), max(size for _entries, size in declared)
+
+
+def _declared_directory(zip_path: Path) -> tuple[int, int]:
+    """(entries, bytes) that a zip's end records declare for its central directory.
+
+    Reads at most the last 64 KiB of the file (the end record and a possible comment).
+    """
+    try:
+        with zip_path.open("rb") as fh:
+            end_at = _find_end_record(fh, fh.seek(0, os.SEEK_END))
+            fh.seek(end_at)
+            fields = _EOCD.unpack(fh.read(_EOCD.size))
+            zip64 = _zip64_declared(fh, end_at)
+    except OSError:
+        raise InvalidUpload(f"The bundle is not a valid .zip file. {_BUNDLE_RULES}") from None
+    # As in zipfile, a ZIP64 record replaces the 16/32-bit fields (which then hold 0xFFFF...).
+    return zip64 if zip64 is not None else (max(fields[3], fields[4]), fields[5])
+
+
+def _check_declared_directory(zip_path: Path, max_files: int) -> None:
+    """Refuses a zip whose end records declare too many entries or too large a directory.
+
+    This runs before ``zipfile`` reads the central directory, which it loads whole into
+    memory and turns into one object per entry: a huge one costs memory and time. zipfile
+    walks the directory by its size, not by the declared count, so both are checked; the
+    members are counted again once parsed, in case the count was a lie.
+
+    Raises:
+        InvalidUpload: Not a zip, more than ``max_files`` entries (files and folders), or
+            more than :data:`CENTRAL_DIRECTORY_BYTES_PER_ENTRY` bytes per allowed entry.
+    """
+    entries, size = _declared_directory(zip_path)
+    if entries > max_files:
+        raise InvalidUpload(
+            f"The bundle declares {entries} entries: more than {max_files} files and folders, "
+            f"the limit. {_BUNDLE_RULES}"
+        )
+    limit = max_files * CENTRAL_DIRECTORY_BYTES_PER_ENTRY
+    if size > limit:
+        raise InvalidUpload(
+            f"The bundle's central directory is {human_bytes(size)}, more than the "
+            f"{human_bytes(limit)} that {max_files} files and folders need. {_BUNDLE_RULES}"
+        )
 
 
 def _extract_member(
@@ -811,11 +984,13 @@ def unpack_bundle(
 
     Every member is checked before anything is written: names must be relative
     without ``..``, backslashes or drive letters; no symlinks or other special
-    files; no duplicates; exactly one ``.onnx``; at most ``max_files`` files;
-    at most ``max_total_bytes`` uncompressed, and no member with a zip-bomb
-    compression ratio. Members are then streamed out one by one (never
-    ``extractall``), each path confirmed inside ``dest_dir``. Folders inside
-    the zip are kept. On any error ``dest_dir`` is left empty.
+    files; no duplicates; exactly one ``.onnx``; at most ``max_files`` entries
+    (files and folders), and a central directory no larger than they need, both
+    checked from the end records before ``zipfile`` parses the directory; at most
+    ``max_total_bytes`` uncompressed, and no member with a zip-bomb compression
+    ratio. Members are then streamed out one by one (never ``extractall``), each
+    path confirmed inside ``dest_dir``. Folders inside the zip are kept. On any
+    error ``dest_dir`` is left empty.
 
     Next, run :func:`check_bundle_model` on the returned path: it checks that
     the external data the model references is inside the bundle.
@@ -824,7 +999,7 @@ def unpack_bundle(
         zip_path: The uploaded zip file.
         dest_dir: An empty or not yet existing directory to extract into.
         max_total_bytes: Limit on the sum of the members' uncompressed sizes.
-        max_files: Limit on the number of files.
+        max_files: Limit on the number of entries, files and folders together.
 
     Returns:
         The path of the extracted ``.onnx`` file.
@@ -837,6 +1012,7 @@ def unpack_bundle(
     dest.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
     if any(dest.iterdir()):
         raise ValueError(f"{dest} must be empty")
+    _check_declared_directory(Path(zip_path), max_files)
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):

@@ -32,6 +32,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _no_free_space_floor(settings) -> None:  # type: ignore[no-untyped-def]
+    """The store's free-space floor (1 GiB by default) is off unless a test sets it: a full
+    development disk must not fail tests about something else."""
+    settings.STORE_MIN_FREE_BYTES = 0
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_reports_from_earlier_tests() -> None:
+    """Health and diagnostics answer from a short-lived cache; each test starts without it."""
+    from webapp.ops import diagnostics, health
+
+    health.forget_cached()
+    diagnostics.forget_report()
+
+
+@pytest.fixture(autouse=True)
 def _no_client_calls_from_earlier_tests() -> None:
     """The hub counts its own inference calls in memory and flushes them a second later; a
     count left by an earlier test in this process must not land in a later test's numbers."""

@@ -14,6 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from model_store.runtime.access import validate_api_key
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -86,6 +88,21 @@ def env_secret(name: str, *, default: str | None = None) -> str:
     if default is None:
         raise ImproperlyConfigured(f"{name} must be set (or {name}_FILE).")
     return default
+
+
+def env_api_key(name: str) -> str:
+    """The key for Triton's restricted APIs from ``NAME`` or ``NAME_FILE``; ``""`` when unset.
+
+    A key Triton could not use (too short, odd characters) stops the process here; the
+    message never repeats the key.
+    """
+    key = env_secret(name, default="")
+    if key:
+        try:
+            validate_api_key(key)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {exc}.") from None
+    return key
 
 
 def env_hostport(name: str, *, default: str) -> str:

@@ -8,10 +8,12 @@ their addresses to its children through the same variables.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 from webapp.env import (
     database_from_url,
+    env_api_key,
     env_bool,
     env_bytes,
     env_hostport,
@@ -20,9 +22,12 @@ from webapp.env import (
     env_secret,
     env_str,
 )
+from webapp.private_files import private_dir, private_sqlite_file, read_or_create_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("HUB_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+# 0700: it holds the secret key and the SQLite database (webapp/private_files.py).
+private_dir(VAR_DIR)
 
 DEBUG = env_bool("DEBUG", default=False)
 
@@ -30,14 +35,8 @@ DEBUG = env_bool("DEBUG", default=False)
 def _default_secret_key() -> str:
     # The embedded default keeps a generated key in var/ so sessions survive restarts without
     # anyone having to invent a secret; production sets SECRET_KEY (or SECRET_KEY_FILE).
-    path = VAR_DIR / "secret_key"
-    if path.exists():
-        return path.read_text().strip()
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(50)
-    path.write_text(key)
-    path.chmod(0o600)
-    return key
+    # Created 0600 from its first byte, whatever the umask.
+    return read_or_create_secret(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50))
 
 
 SECRET_KEY = env_secret("SECRET_KEY", default="") or _default_secret_key()
@@ -54,6 +53,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "channels",
     "django_htmx",
+    "axes",
     "webapp.accounts",
     "webapp.registry",
     "webapp.ops",
@@ -70,10 +70,14 @@ MIDDLEWARE = [
     # After AuthenticationMiddleware (which would overwrite request.user) and still before
     # CsrfViewMiddleware.process_view, which reads the exemption it sets.
     "webapp.accounts.auth.TokenAuthenticationMiddleware",
+    # Before CSRF's process_view parses a body: refuses anonymous and oversized bodies unread.
+    "webapp.request_limits.RequestBodyGuard",
     "webapp.accounts.auth.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it answers a locked-out sign-in with its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -115,11 +119,18 @@ if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-hub.sqlite3")}
+    # Password hashes and API tokens: create the file 0600 before SQLite would make it 0644.
+    private_sqlite_file(Path(str(DATABASES["default"]["NAME"])))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "models"
@@ -140,9 +151,37 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
+# HTTPS=true: the UI is reached over HTTPS only, through a TLS-terminating proxy (compose's
+# `proxy`). Cookies are then secure, browsers are told to use HTTPS for a year (HSTS), plain
+# HTTP is redirected, and the proxy's X-Forwarded-Proto says which scheme the client used
+# (trusted: only the proxy reaches the web service). SECURE_COOKIES=true alone is the older,
+# narrower switch and still works.
+HTTPS = env_bool("HTTPS", default=False)
+SESSION_COOKIE_SECURE = HTTPS or env_bool("SECURE_COOKIES", default=False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Container health checks probe the web service directly over plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^api/v1/health/live$"]
+    SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", default=31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", default=False)
+    SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", default=False)
+
+# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins for one user name
+# from one address, that pair is refused for SIGNIN_COOLOFF_MINUTES (also on /admin/).
+# `python manage.py axes_reset` lifts every lock at once.
+AXES_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", default=5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("SIGNIN_COOLOFF_MINUTES", default=15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
+AXES_VERBOSE = False
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 # --- Model store and Triton -------------------------------------------------------------------
 MODEL_STORE_ROOT = Path(env_str("MODEL_STORE_ROOT", str(VAR_DIR / "store"))).resolve()
@@ -150,14 +189,30 @@ TRITON_URL = env_hostport("TRITON_URL", default="127.0.0.1:8000")
 TRITON_GRPC_URL = env_hostport("TRITON_GRPC_URL", default="127.0.0.1:8001")
 TRITON_METRICS_URL = env_hostport("TRITON_METRICS_URL", default="127.0.0.1:8002")
 TRITON_TIMEOUT_SECONDS = env_int("TRITON_TIMEOUT_SECONDS", default=10, minimum=1)
+# The key Triton's restricted repository API expects (index, load, unload; security finding 14,
+# model_store/runtime/access.py). `make run` passes its embedded Triton's key; in compose the
+# operator sets it (or TRITON_API_KEY_FILE) for Triton and the hub alike. Empty: none is sent.
+TRITON_API_KEY = env_api_key("TRITON_API_KEY")
 
 # --- Uploads ------------------------------------------------------------------------------------
 UPLOAD_MAX_BYTES = env_bytes("UPLOAD_MAX_BYTES", default=4 << 30)
 # Large chunks amortise the per-request checks (auth, role, ownership): 32 MiB reached 0.65 of a
 # raw loopback copy where 8 MiB reached 0.45 (bench/upload_throughput.py).
 UPLOAD_CHUNK_BYTES = env_bytes("UPLOAD_CHUNK_BYTES", default=32 << 20)
+# Open (unfinished) uploads one person may have, and the bytes they may declare in all; an
+# upload or chunk that would leave less than STORE_MIN_FREE_BYTES free on the store's disk is
+# refused with 507. Uploads untouched for UPLOAD_ABANDONED_HOURS are removed (beat, hourly).
+UPLOADS_OPEN_PER_USER = env_int("UPLOADS_OPEN_PER_USER", default=8, minimum=1)
+UPLOAD_OPEN_BYTES_PER_USER = env_bytes("UPLOAD_OPEN_BYTES_PER_USER", default=16 << 30)
+STORE_MIN_FREE_BYTES = env_bytes("STORE_MIN_FREE_BYTES", default=1 << 30)
+UPLOAD_ABANDONED_HOURS = env_int("UPLOAD_ABANDONED_HOURS", default=24, minimum=1)
 # Threads that run Django for HTTP requests in the web process (each keeps a DB connection).
 WEB_THREADS = env_int("WEB_THREADS", default=16, minimum=1)
+# Of those, how many may be held at once by slow requests (infer, switches with ?wait=true);
+# 0 means all but four, which stay for pages, reads and health checks.
+WEB_SLOW_REQUESTS = env_int("WEB_SLOW_REQUESTS", default=0, minimum=0)
+# A switch with ?wait=true waits at most this long for its job, then answers 202.
+SERVE_WAIT_SECONDS = env_int("SERVE_WAIT_SECONDS", default=210, minimum=1)
 
 # --- Try it: test inference and performance sweeps ---------------------------------------------
 # One infer request body (JSON with its tensors or a base64 photo); larger ones get a 413.
@@ -166,12 +221,23 @@ INFER_MAX_REQUEST_BYTES = env_bytes("INFER_MAX_REQUEST_BYTES", default=16 << 20)
 INFER_MAX_ELEMENTS = env_int("INFER_MAX_ELEMENTS", default=4_000_000, minimum=1)
 INFER_MAX_IMAGE_PIXELS = env_int("INFER_MAX_IMAGE_PIXELS", default=40_000_000, minimum=1)
 INFER_TIMEOUT_SECONDS = env_int("INFER_TIMEOUT_SECONDS", default=30, minimum=1)
+# Slow requests (inference, waiting switches) one person may have running at once.
+INFER_CONCURRENCY_PER_USER = env_int("INFER_CONCURRENCY_PER_USER", default=4, minimum=1)
+# Memory one photo may take while it is decoded and converted (checked from its header).
+INFER_IMAGE_MEMORY_BYTES = env_bytes("INFER_IMAGE_MEMORY_BYTES", default=256 << 20)
 # Requests per user per minute on the infer endpoint; 0 turns the limit off.
 INFER_RATE_PER_MINUTE = env_int("INFER_RATE_PER_MINUTE", default=600, minimum=0)
+# Saved Try-it examples (each checked like an infer request): how many per model and per
+# person, and the bytes all of one model's examples may take together.
+TRY_EXAMPLES_PER_MODEL = env_int("TRY_EXAMPLES_PER_MODEL", default=50, minimum=1)
+TRY_EXAMPLES_PER_USER = env_int("TRY_EXAMPLES_PER_USER", default=100, minimum=1)
+TRY_EXAMPLES_BYTES_PER_MODEL = env_bytes("TRY_EXAMPLES_BYTES_PER_MODEL", default=64 << 20)
 # Sweeps: the highest concurrency a person may ask for, and the time at each level.
 SWEEP_MAX_CONCURRENCY = env_int("SWEEP_MAX_CONCURRENCY", default=16, minimum=1)
 SWEEP_STEP_SECONDS = env_int("SWEEP_STEP_SECONDS", default=3, minimum=1)
 
+# Any other request body (forms, JSON); larger ones get a 413 before they are read.
+REQUEST_MAX_BYTES = env_bytes("REQUEST_MAX_BYTES", default=1 << 20)
 # Django's own request limits stay small: model files arrive in chunks, never in one body; an
 # infer request may carry a photo, and the infer view enforces its own cap first.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(10 << 20, INFER_MAX_REQUEST_BYTES)
@@ -211,6 +277,15 @@ METRICS_PUBLIC = env_bool("METRICS_PUBLIC", default=False)
 # How often beat scrapes Triton's Prometheus endpoint into the metrics time series.
 METRICS_SCRAPE_SECONDS = env_int("METRICS_SCRAPE_SECONDS", default=10, minimum=1)
 
+# --- Live updates (/ws/live/) and job logs ---------------------------------------------------
+# Topics one websocket connection may follow (each is a channel-layer group membership; pages
+# use a handful), and the largest message a browser may send it.
+LIVE_MAX_TOPICS = env_int("LIVE_MAX_TOPICS", default=32, minimum=1)
+LIVE_MAX_MESSAGE_BYTES = env_bytes("LIVE_MAX_MESSAGE_BYTES", default=8 << 10)
+# Log lines of one job kept in the database and pushed live; every line also goes to the job's
+# full log file in the store (logs/<job>.log), which the job page and the API offer.
+JOB_LOG_MAX_LINES = env_int("JOB_LOG_MAX_LINES", default=2000, minimum=1)
+
 # --- Logging ------------------------------------------------------------------------------------
 LOGGING = {
     "version": 1,
@@ -235,6 +310,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(SERVER_STATE_PUSH_SECONDS),
         # A state push older than one period is useless: never let them pile up in the queue.
         "options": {"expires": float(SERVER_STATE_PUSH_SECONDS)},
+    },
+    "remove-abandoned-uploads": {
+        "task": "workers.tasks.uploads.remove_abandoned",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
     },
     "scrape-metrics": {
         "task": "workers.tasks.metrics.scrape",

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
@@ -15,7 +16,8 @@ handler500 = "webapp.api.views.server_error"
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="models", permanent=False)),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Signing out is the one thing a user without a role may do (see webapp.accounts.auth).
+    path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
     path("models/", registry_views.model_list, name="models"),
     path("models/new/", registry_views.model_new, name="model-new"),
     path("models/<str:name>/", registry_views.model_detail, name="model"),
@@ -48,6 +50,7 @@ urlpatterns = [
     ),
     path("jobs/", registry_views.job_list, name="jobs"),
     path("jobs/<str:job_id>/", registry_views.job_detail, name="job"),
+    path("jobs/<str:job_id>/log.txt", registry_views.job_log, name="job-log"),
     path("jobs/<str:job_id>/cancel/", registry_views.job_cancel, name="job-cancel"),
     path("server/", ops_views.server, name="server"),
     path("diagnostics/", ops_views.diagnostics, name="diagnostics"),

@@ -22,6 +22,7 @@ app = Celery(
         "workers.tasks.serve",
         "workers.tasks.perf",
         "workers.tasks.metrics",
+        "workers.tasks.uploads",
     ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -32,3 +33,6 @@ def _reconcile_on_start(sender: object, **kwargs: object) -> None:
     """A (re)started worker often means a (re)started Triton, which in explicit mode has
     forgotten every model: bring the serving versions back without waiting for beat."""
     app.send_task("workers.tasks.serve.reconcile")
+    from webapp.ops import heartbeat
+
+    heartbeat.beat()

@@ -102,5 +102,16 @@ if [[ -n $model_repo ]]; then
     fi
 fi
 
-log "starting in $PWD: $*"
+# The restricted-API options carry the hub's key (TRITON_API_KEY): log them with *** instead.
+shown=()
+for arg in "$@"; do
+    case $arg in
+        --http-restricted-api=*:*=* | --grpc-restricted-protocol=*:*=*)
+            header_and_key=${arg#*:}
+            shown+=("${arg%%:*}:${header_and_key%%=*}=***") ;;
+        --http-restricted-api=* | --grpc-restricted-protocol=*) shown+=("${arg%%=*}=***") ;;
+        *) shown+=("$arg") ;;
+    esac
+done
+log "starting in $PWD: ${shown[*]}"
 exec "$@"

@@ -395,7 +395,10 @@ def _from_image(
             f"Input {spec.name!r}: the image file is {len(data):,} bytes; the limit is "
             f"{limits.max_image_bytes:,}. Send a smaller file.",
         )
-    image = decode_image(data, limits.max_image_pixels)
+    target = max(*shape[1:], preprocess.resize_short)
+    image = decode_image(
+        data, limits.max_image_pixels, max_memory=limits.max_image_memory, target_side=target
+    )
     return image_to_tensor(image, spec, preprocess)
 
 

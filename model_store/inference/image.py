@@ -197,12 +197,39 @@ PRESET_LABELS: dict[str, str] = {
 # Decoding ----------------------------------------------------------------------------
 
 
-def decode_image(data: bytes, max_pixels: int) -> Image.Image:
+#: Bytes per sample of Pillow's modes that are not 8 bits per channel.
+_SAMPLE_BYTES = {"I": 4, "F": 4, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2, "1": 1}
+
+
+def decoding_memory(image: Image.Image) -> int:
+    """Bytes that decoding ``image`` and turning it into RGB take at most, from its header.
+
+    The decoded pixels, plus the RGB copy; an image with transparency is composited on a
+    white RGBA canvas first, which costs two more RGBA images.
+    """
+    width, height = image.size
+    pixels = width * height
+    decoded = pixels * len(image.getbands()) * _SAMPLE_BYTES.get(image.mode, 1)
+    has_alpha = "A" in image.getbands() or "transparency" in image.info
+    return decoded + pixels * 3 + (2 * pixels * 4 if has_alpha else 0)
+
+
+def decode_image(
+    data: bytes,
+    max_pixels: int,
+    *,
+    max_memory: int | None = None,
+    target_side: int | None = None,
+) -> Image.Image:
     """Opens image file bytes as an upright RGB image.
 
     Args:
         data: The file's bytes (PNG, JPEG, WebP, GIF, BMP or TIFF; GIFs give their first frame).
         max_pixels: Largest width x height accepted, checked from the header before decoding.
+        max_memory: Largest :func:`decoding_memory` accepted, checked before decoding.
+        target_side: The largest side the caller will resize to. A JPEG over ``max_memory``
+            is then decoded at 1/2, 1/4 or 1/8 scale (JPEG can do that for free), never
+            below twice this side, instead of being refused.
 
     Returns:
         An RGB image with EXIF orientation applied; transparency is composited on white.
@@ -223,6 +250,19 @@ def decode_image(data: bytes, max_pixels: int) -> Image.Image:
     width, height = image.size
     if width * height > max_pixels:
         raise _too_large(f"{width}x{height} ({width * height:,} pixels)", max_pixels)
+    over_budget = max_memory is not None and decoding_memory(image) > max_memory
+    if over_budget and target_side and image.format == "JPEG":
+        # Only a photo too large to decode whole is decoded at a reduced scale (twice the
+        # side it will be resized to, at least); others decode exactly as always.
+        with contextlib.suppress(Exception):
+            image.draft("RGB", (2 * target_side, 2 * target_side))
+    if max_memory is not None and decoding_memory(image) > max_memory:
+        raise InferenceInputError(
+            f"The image is {width}x{height} in mode {image.mode}; decoding it would take "
+            f"about {decoding_memory(image) >> 20} MiB, over the limit of {max_memory >> 20} "
+            "MiB. Send a smaller image.",
+            code="image_too_large",
+        )
     try:
         image.load()
     except Exception:

@@ -27,6 +27,9 @@ class Limits:
             bytes); also bounds each base64 payload before it is decoded.
         max_image_pixels: Width x height of one image file, read from its header.
         max_image_bytes: Size of one encoded image file.
+        max_image_memory: Memory one image may take while it is decoded and converted to
+            RGB, estimated from its header (pixels x channels x sample size, plus the copies
+            the conversion makes).
         max_string_bytes: Size of one element of a string (BYTES) input.
     """
 
@@ -34,6 +37,7 @@ class Limits:
     max_bytes: int = 32 * MIB
     max_image_pixels: int = 40_000_000
     max_image_bytes: int = 20 * MIB
+    max_image_memory: int = 256 * MIB
     max_string_bytes: int = 1 * MIB
 
 

@@ -11,6 +11,11 @@ whatever the transport raises:
 * ``is_live``/``is_ready`` return False instead of raising, because they are
   the questions a health check asks.
 
+Triton's repository API (index, load, unload) answers only requests that carry
+the hub's key (``model_store.runtime.access``): give it as ``api_key`` and it is
+sent on those calls alone; without it, or with a wrong one, they raise
+``TritonAccessDenied``.
+
 tritonclient's HTTP client runs on gevent and is not safe to share between
 threads (one connection, one gevent hub per thread), while Django and Celery
 call us from several threads. Each thread therefore gets its own HTTP client,
@@ -32,7 +37,8 @@ import numpy as np
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from model_store.runtime.errors import TritonRequestError, TritonUnavailable
+from model_store.runtime import access
+from model_store.runtime.errors import TritonAccessDenied, TritonRequestError, TritonUnavailable
 
 try:  # gevent.Timeout derives from BaseException, so it has to be named explicitly
     from gevent import Timeout as _GeventTimeout
@@ -60,7 +66,8 @@ class TritonRuntime:
     ``http_url``/``grpc_url``/``metrics_url`` are ``host:port`` without scheme,
     as tritonclient expects. ``timeout`` bounds ordinary calls; loads can take
     much longer (the GE backend compiles the model at load time), so they get
-    ``load_timeout``.
+    ``load_timeout``. ``api_key`` is the key Triton's restricted repository API
+    expects (``TRITON_API_KEY``); never shown in ``repr`` or messages.
     """
 
     def __init__(
@@ -72,6 +79,7 @@ class TritonRuntime:
         *,
         load_timeout: float = 600.0,
         connection_timeout: float = 5.0,
+        api_key: str | None = None,
     ) -> None:
         self.http_url = _strip_scheme(http_url)
         self.grpc_url = _strip_scheme(grpc_url) if grpc_url else None
@@ -79,6 +87,9 @@ class TritonRuntime:
         self.timeout = timeout
         self.load_timeout = load_timeout
         self.connection_timeout = connection_timeout
+        # Sent only on repository calls: inference and the rest need no key.
+        self._http_key = {access.API_KEY_HEADER: api_key} if api_key else None
+        self._grpc_key = {access.GRPC_API_KEY_HEADER: api_key} if api_key else None
         self._local = threading.local()
         self._grpc_lock = threading.Lock()
         self._grpc: Any = None
@@ -142,6 +153,15 @@ class TritonRuntime:
         except InferenceServerException as exc:
             status = str(exc.status()) if exc.status() is not None else None
             message = exc.message() or str(exc)
+            # Before the UNAVAILABLE test: that is the status Triton's gRPC refusal comes with.
+            if access.is_refusal(message):
+                raise TritonAccessDenied(
+                    f"{what}: Triton at {url} refused it: its repository API needs the hub's "
+                    "key, and TRITON_API_KEY is missing or does not match the key Triton was "
+                    f"started with ({message})",
+                    status=status,
+                    triton_message=message,
+                ) from exc
             if status in _GRPC_UNAVAILABLE:
                 raise TritonUnavailable(
                     f"{what}: Triton at {url} did not answer: {message}"
@@ -195,11 +215,22 @@ class TritonRuntime:
 
     # ----------------------------------------------------------------- repository
 
-    def repository_index(self) -> list[dict[str, str]]:
+    def repository_index(self, protocol: Protocol = "http") -> list[dict[str, str]]:
         """Every model Triton knows in the repository, with ``name``, ``version``,
         ``state`` (READY, UNAVAILABLE, LOADING, UNLOADING, or "" if never loaded)
-        and ``reason`` (why it is not READY, "" otherwise)."""
-        rows = self._call("repository index", lambda: self._http().get_model_repository_index())
+        and ``reason`` (why it is not READY, "" otherwise). Over HTTP unless
+        ``protocol="grpc"`` (the diagnostics ask both ports)."""
+        if protocol == "grpc":
+            with self._translate("repository index", self.grpc_url or ""):
+                answer = self._grpc_client().get_model_repository_index(
+                    headers=self._grpc_key, as_json=True, client_timeout=self.timeout
+                )
+            rows = answer.get("models", [])
+        else:
+            rows = self._call(
+                "repository index",
+                lambda: self._http().get_model_repository_index(headers=self._http_key),
+            )
         return [
             {
                 "name": str(row.get("name", "")),
@@ -225,7 +256,10 @@ class TritonRuntime:
             # (measured in bench/switch_latency.py); a gRPC load holds none.
             with self._translate(f"load model '{name}'", self.grpc_url):
                 self._grpc_client().load_model(
-                    name, config=config_json, client_timeout=self.load_timeout
+                    name,
+                    headers=self._grpc_key,
+                    config=config_json,
+                    client_timeout=self.load_timeout,
                 )
             return
 
@@ -234,7 +268,7 @@ class TritonRuntime:
             # timeout than every other call, and a second pooled connection per
             # thread would only delay Triton's shutdown (see close()).
             with self._new_http_client(self.load_timeout) as client:
-                client.load_model(name, config=config_json)
+                client.load_model(name, headers=self._http_key, config=config_json)
 
         self._call(f"load model '{name}'", load)
 
@@ -246,7 +280,9 @@ class TritonRuntime:
         """
         self._call(
             f"unload model '{name}'",
-            lambda: self._http().unload_model(name, unload_dependents=unload_dependents),
+            lambda: self._http().unload_model(
+                name, headers=self._http_key, unload_dependents=unload_dependents
+            ),
         )
 
     # ----------------------------------------------------------------- per model

@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING
 
 from model_store import spawn
+from model_store.runtime import access
 from model_store.runtime.errors import TritonStartError
 
 if TYPE_CHECKING:
@@ -264,6 +265,13 @@ class EmbeddedTriton:
       backend names its shared-memory regions with a fixed prefix by default,
       so two Tritons on one host (a developer's ``make run`` and the test
       suite) would otherwise trample each other's regions.
+    * ``--http-restricted-api`` / ``--grpc-restricted-protocol`` with ``api_key``:
+      only callers holding the key may list, load or unload models (and change
+      trace or log settings); see ``model_store.runtime.access``. Without a
+      given key each launcher makes a random one, so each ``make run`` and each
+      test session has its own; ``runtime()`` carries it, and ``api_key`` is
+      there for the stack to hand to the web and worker processes. The log's
+      command line shows ``***`` in its place.
 
     ``env`` adds (or overrides) variables in the server's environment, which
     its Python stubs inherit: e.g. ``PYTHONPATH`` for a module a backend
@@ -294,6 +302,7 @@ class EmbeddedTriton:
         kill_with_parent: bool = True,
         tritonserver: Path | None = None,
         env: Mapping[str, str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.repository = Path(repository).resolve()
         self.backends_dir = Path(backends_dir).resolve()
@@ -315,6 +324,8 @@ class EmbeddedTriton:
         self.tritonserver = tritonserver
         #: Extra variables for the server and its Python stubs (set last, so they win).
         self.extra_env = dict(env or {})
+        #: The key Triton's restricted APIs expect; secret, never logged or shown in repr.
+        self.api_key = self._checked_key(api_key) if api_key else access.new_api_key()
         self.started_at: float | None = None
         self.ready_after: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -322,6 +333,13 @@ class EmbeddedTriton:
         self._own_workdir: Path | None = None
         self._log_offset = 0
         self._shm_prefix = f"tmh_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+
+    @staticmethod
+    def _checked_key(api_key: str) -> str:
+        try:
+            return access.validate_api_key(api_key)
+        except ValueError as exc:
+            raise TritonStartError(str(exc)) from None
 
     # ----------------------------------------------------------------- addresses
 
@@ -352,12 +370,13 @@ class EmbeddedTriton:
             grpc_url=urls["grpc"],
             metrics_url=urls["metrics"],
             timeout=timeout,
+            api_key=self.api_key,
         )
 
     # ----------------------------------------------------------------- command line
 
     def command(self) -> list[str]:
-        """The full ``tritonserver`` argument list (useful in logs and for debugging)."""
+        """The full ``tritonserver`` argument list; it holds the key: log ``redact_args(...)``."""
         binary = self.tritonserver or find_tritonserver()
         return [
             str(binary),
@@ -380,6 +399,7 @@ class EmbeddedTriton:
             "--pinned-memory-pool-byte-size=0",
             f"--backend-config=python,shm-region-prefix-name={self._shm_prefix}",
             f"--log-verbose={self.log_verbose}",
+            *access.restricted_api_args(self.api_key),
             *self.extra_args,
         ]
 
@@ -421,7 +441,8 @@ class EmbeddedTriton:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = self.log_path.open("ab")
         cmd = self.command()
-        self._log_file.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} $ {' '.join(cmd)}\n".encode())
+        shown = " ".join(access.redact_args(cmd))  # the key stays out of the log
+        self._log_file.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} $ {shown}\n".encode())
         self._log_file.flush()
         self._log_offset = self._log_file.tell()
         self.started_at = time.monotonic()

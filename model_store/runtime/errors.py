@@ -6,7 +6,8 @@ Three situations matter to callers, and they want different reactions:
   timed out). The dashboard shows "Triton is down" and may retry later.
 * ``TritonRequestError``: Triton answered and refused (bad input, unknown model,
   failed load). Triton's own message is kept verbatim because it is usually the
-  most precise explanation the operator will get.
+  most precise explanation the operator will get. ``TritonAccessDenied`` is the
+  refusal of a restricted call made without the hub's key.
 * ``TritonStartError``: our embedded launcher could not bring a server up; the
   message carries the tail of the server log.
 """
@@ -40,6 +41,17 @@ class TritonRequestError(TritonRuntimeError):
         super().__init__(message)
         self.status = status
         self.triton_message = triton_message or message
+
+
+class TritonAccessDenied(TritonRequestError):
+    """Triton refused a restricted call (repository index, load, unload) for want of the key.
+
+    Triton answered, so it is a ``TritonRequestError``; its own type because the remedy is
+    configuration, not the request: the hub's ``TRITON_API_KEY`` is missing or is not the
+    key Triton was started with (``model_store.runtime.access``).
+    """
+
+    code = "triton_access_denied"
 
 
 class TritonStartError(TritonRuntimeError):

@@ -333,6 +333,20 @@
   }
 
   // ---------------------------------------------------------------- comparing two versions
+  // A state change answers 202 with its job; poll the job until it ends (about a second).
+  function followJob(res) {
+    if (res.status !== 202 || !res.data.url) return res;
+    return new Promise(function (resolve) {
+      function poll() {
+        fetch(res.data.url, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (job) {
+          if (job.state === "succeeded") resolve({ ok: true, status: 200, data: job });
+          else if (job.state === "failed" || job.state === "cancelled") resolve({ ok: false, status: 409, data: job });
+          else setTimeout(poll, 400);
+        }, function () { setTimeout(poll, 1000); });
+      }
+      poll();
+    });
+  }
   function wireCompare() {
     document.addEventListener("click", function (e) {
       var target = e.target;
@@ -342,7 +356,7 @@
       target.setAttribute("aria-busy", "true");
       target.disabled = true;
       target.textContent = version ? "Loading v" + version + " in Triton…" : "Unloading…";
-      api("POST", "/compare", { version: version }).then(function (res) {
+      api("POST", "/compare", { version: version }).then(followJob).then(function (res) {
         if (!res.ok) {
           target.removeAttribute("aria-busy");
           target.disabled = false;

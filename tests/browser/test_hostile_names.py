@@ -76,7 +76,7 @@ def test_tensor_names_that_look_like_markup_stay_text_everywhere(
         assert response.status_code == 201, response.content
         job = wait_for_job(response.json()["job"], celery_worker)
         assert job.state == Job.State.SUCCEEDED, job.error
-    served = api("post", "/api/v1/models/hostile/serve", {"version": 1})
+    served = api("post", "/api/v1/models/hostile/serve?wait=true", {"version": 1})
     assert served.status_code == 200, served.content
 
     dialogs: list[str] = []

@@ -79,7 +79,7 @@ def test_the_metrics_tab_shows_the_count_this_test_sent(
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
     add_version(api, celery_worker, 2)
-    assert api("post", "/api/v1/models/mlp/serve", {"version": 1}).status_code == 200
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
     scrape_and_store()  # the baseline the next scrape is diffed with
 
     page.goto(f"{live_server.url}/login/")
@@ -104,7 +104,7 @@ def test_the_metrics_tab_shows_the_count_this_test_sent(
     expect(page.locator('[data-metric="requests_per_s"]')).not_to_have_text("0 /s")
 
     # Switch to v2 and send more: both versions are drawn, and the total adds up.
-    assert api("post", "/api/v1/models/mlp/serve", {"version": 2}).status_code == 200
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 2}).status_code == 200
     more = 5
     scrape_and_store()  # the switch's own check requests, before this test's
     before = _triton_success(settings.TRITON_METRICS_URL, 2)

@@ -16,6 +16,7 @@ def live_triton(settings, embedded_triton):
     settings.TRITON_URL = urls["http"]
     settings.TRITON_GRPC_URL = urls["grpc"]
     settings.TRITON_METRICS_URL = urls["metrics"]
+    settings.TRITON_API_KEY = embedded_triton.triton.api_key  # the server page reads the index
     return embedded_triton
 
 

@@ -65,6 +65,8 @@ def test_a_task_round_trips_through_redis_to_a_real_worker(
     assert time.monotonic() - started < 60
 
 
+# Committed rows: the consumer reads the user's role on another thread's connection.
+@pytest.mark.django_db(transaction=True)
 def test_a_live_event_reaches_a_websocket_through_the_redis_layer(
     redis_url: str, settings, operator
 ) -> None:

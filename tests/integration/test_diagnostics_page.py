@@ -6,6 +6,8 @@ Triton either unreachable (the discard port) or the session's embedded Triton.
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from django.test import Client
 
@@ -30,7 +32,7 @@ def test_page_lists_every_check_with_a_state_in_words(viewer_client: Client, no_
     for cid, _ in CHECKS:
         assert f'id="check-{cid}"' in page
         assert TITLES[cid] in page
-    assert "8 checks:" in page
+    assert "9 checks:" in page
     assert "Run again" in page and "Running checks…" in page
     assert "Not run on Ascend hardware" in page
     assert "the check itself failed" not in page
@@ -86,17 +88,46 @@ def test_schema_documents_diagnostics(viewer_client: Client) -> None:
     assert states == list(STATES)
 
 
-def test_with_the_embedded_triton_it_is_reachable_and_nothing_failed(
-    viewer_client: Client, settings, embedded_triton: TritonHandle
-) -> None:
+@pytest.fixture
+def hub_on_embedded_triton(settings, embedded_triton: TritonHandle) -> TritonHandle:
+    """The dashboard pointed at the session's Triton, holding its key."""
     settings.TRITON_URL = embedded_triton.triton.urls["http"]
+    settings.TRITON_GRPC_URL = embedded_triton.triton.urls["grpc"]
+    settings.TRITON_API_KEY = embedded_triton.triton.api_key
+    return embedded_triton
+
+
+def test_with_the_embedded_triton_it_is_reachable_and_nothing_failed(
+    viewer_client: Client, settings, hub_on_embedded_triton: TritonHandle
+) -> None:
+    embedded_triton = hub_on_embedded_triton
     settings.TRITON_BACKENDS_DIR = embedded_triton.backends_dir
     settings.TRITON_LOG_PATH = embedded_triton.triton.log_path
     body = viewer_client.get("/api/v1/diagnostics").json()
     checks = {c["id"]: c for c in body["checks"]}
     assert checks["triton_reachable"]["state"] == "ok", checks["triton_reachable"]
+    assert checks["triton_access"]["state"] == "ok", checks["triton_access"]
+    assert "HTTP" in checks["triton_access"]["found"] and "gRPC" in checks["triton_access"]["found"]
     assert checks["stuck_loading"]["state"] == "ok"
     assert checks["load_failures"]["state"] == "ok", checks["load_failures"]
     backend = checks["npu_ge_backend"]
     assert backend["state"] == "not_applicable"
     assert str(embedded_triton.backends_dir) in backend["found"]
+
+
+@pytest.mark.parametrize(
+    ("hub_key", "says"),
+    [
+        ("a-key-that-triton-does-not-know", "the hub's TRITON_API_KEY does not match"),
+        ("", "the hub has no TRITON_API_KEY"),
+    ],
+)
+def test_a_wrong_or_missing_hub_key_is_failing_in_plain_words(
+    viewer_client: Client, settings, hub_on_embedded_triton: TritonHandle, hub_key: str, says: str
+) -> None:
+    settings.TRITON_API_KEY = hub_key
+    page = viewer_client.get("/diagnostics/").content.decode()
+    row = html.unescape(page.split('id="check-triton_access"', 1)[1].split("</tr>", 1)[0])
+    assert "FAILING" in row and says in row
+    assert "TRITON_API_KEY_FILE" in row
+    assert hub_on_embedded_triton.triton.api_key not in page

@@ -19,7 +19,14 @@ from model_store import spawn
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-SERVICE_VARS = ("DATABASE_URL", "REDIS_URL", "TRITON_URL", "TRITON_GRPC_URL", "TRITON_METRICS_URL")
+SERVICE_VARS = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "TRITON_URL",
+    "TRITON_GRPC_URL",
+    "TRITON_METRICS_URL",
+    "TRITON_API_KEY",
+)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -94,6 +101,7 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
         assert health["status"] == "ok", health
         assert set(health["checks"]) == {"web", "database", "broker", "workers", "triton"}
         assert all(check["ok"] for check in health["checks"].values()), health
+        _assert_triton_is_locked_to_the_hub(env, token, children, tmp_path)
     finally:
         if proc.poll() is None:
             children = _descendants(proc.pid)
@@ -105,6 +113,26 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
     assert "stopped every process" in output
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, f"left behind: {[p.info for p in alive]}"
+
+
+def _assert_triton_is_locked_to_the_hub(
+    env: dict[str, str], token: str, children: list[psutil.Process], tmp_path: Path
+) -> None:
+    """The embedded Triton got a key, the web process holds it, and no log shows it."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{env['HUB_PORT']}/api/v1/diagnostics",
+        headers={"Authorization": f"Token {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        checks = {c["id"]: c for c in json.load(response)["checks"]}
+    assert checks["triton_access"]["state"] == "ok", checks["triton_access"]
+    triton = next(c for c in children if "tritonserver" in " ".join(c.cmdline()))
+    option = next(a for a in triton.cmdline() if a.startswith("--http-restricted-api="))
+    key = option.rsplit("=", 1)[1]
+    assert len(key) >= 32
+    logs = [*(tmp_path / "var" / "log").glob("*.log"), tmp_path / "make-run.log"]
+    for path in logs:
+        assert key not in path.read_text(errors="replace"), f"{path} shows Triton's key"
 
 
 def test_a_part_that_fails_to_start_is_named_and_the_others_are_stopped(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from django.test import Client
 
+from model_store.runtime.access import new_api_key
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.embedded import EmbeddedTriton, free_ports
 from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs
@@ -32,18 +33,25 @@ def triton_ports() -> list[int]:
 def worker_env(triton_ports, settings) -> dict[str, str]:
     http, grpc, metrics = (f"127.0.0.1:{p}" for p in triton_ports)
     settings.TRITON_URL, settings.TRITON_GRPC_URL, settings.TRITON_METRICS_URL = http, grpc, metrics
-    return {"TRITON_URL": http, "TRITON_GRPC_URL": grpc, "TRITON_METRICS_URL": metrics}
+    # Triton's repository-API key is chosen here: the worker starts before Triton does.
+    settings.TRITON_API_KEY = key = new_api_key()
+    return {
+        "TRITON_URL": http,
+        "TRITON_GRPC_URL": grpc,
+        "TRITON_METRICS_URL": metrics,
+        "TRITON_API_KEY": key,
+    }
 
 
 @pytest.fixture
-def triton(celery_worker, triton_ports, tmp_path):
+def triton(celery_worker, worker_env, triton_ports, tmp_path):
     """A Triton on the worker's own repository (started after the worker knows its ports)."""
     repository = celery_worker.store / "repository"
     repository.mkdir(parents=True, exist_ok=True)
     server = EmbeddedTriton(
         repository, celery_worker.store / "backends", http_port=triton_ports[0],
         grpc_port=triton_ports[1], metrics_port=triton_ports[2], log_path=tmp_path / "triton.log",
-        workdir=tmp_path / "triton-work",
+        workdir=tmp_path / "triton-work", api_key=worker_env["TRITON_API_KEY"],
     )  # fmt: skip
     server.start()
     server.wait_ready(60)
@@ -98,7 +106,7 @@ class Traffic:
             t.join(30)
 
     def _run(self) -> None:
-        runtime = TritonRuntime(self.url, timeout=30)
+        runtime = TritonRuntime(self.url, timeout=30)  # no key: inference is open to clients
         started = time.monotonic()
         while not self.stop.is_set() and time.monotonic() - started < self.limit_s:
             try:
@@ -124,18 +132,22 @@ def test_serve_switch_and_roll_back_under_load_without_a_failed_request(
 ) -> None:
     create_model(api, "mlp")
     assert add_version(api, celery_worker, 1) == 1
-    first = api("post", "/api/v1/models/mlp/serve", {"version": 1, "reason": "first release"})
+    first = api(
+        "post", "/api/v1/models/mlp/serve?wait=true", {"version": 1, "reason": "first release"}
+    )
     assert first.status_code == 200, first.json()
     assert first.json()["serving_version"] == 1
     add_version(api, celery_worker, 2)
 
     with Traffic(triton.urls["http"]) as traffic:
         time.sleep(1.0)
-        switched = api("post", "/api/v1/models/mlp/serve", {"version": 2, "reason": "better"})
+        switched = api(
+            "post", "/api/v1/models/mlp/serve?wait=true", {"version": 2, "reason": "better"}
+        )
         after_switch = time.monotonic()
         assert switched.status_code == 200, switched.json()
         time.sleep(1.5)
-        rolled = api("post", "/api/v1/models/mlp/rollback", {"reason": "regression"})
+        rolled = api("post", "/api/v1/models/mlp/rollback?wait=true", {"reason": "regression"})
         after_rollback = time.monotonic()
         assert rolled.status_code == 200, rolled.json()
         time.sleep(1.5)
@@ -161,7 +173,7 @@ def test_a_version_that_cannot_load_leaves_the_old_one_serving(api, celery_worke
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
     add_version(api, celery_worker, 2)
-    assert api("post", "/api/v1/models/mlp/serve", {"version": 1}).status_code == 200
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
     # Corrupt v2's files after packaging, as a disk fault would.
     for path in [
         celery_worker.store / "repository" / "mlp" / "2" / "model.onnx",
@@ -171,7 +183,7 @@ def test_a_version_that_cannot_load_leaves_the_old_one_serving(api, celery_worke
         path.write_bytes(b"not a model any more")
     with Traffic(triton.urls["http"], threads=2) as traffic:
         time.sleep(0.5)
-        response = api("post", "/api/v1/models/mlp/serve", {"version": 2})
+        response = api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 2})
         time.sleep(0.5)
     assert response.status_code == 409
     assert response.json()["code"] == "switch_failed"
@@ -188,7 +200,9 @@ def test_two_switch_requests_at_once_are_serialised(api, celery_worker, triton) 
     outcomes: list[int] = []
 
     def serve(version: int) -> None:
-        outcomes.append(api("post", "/api/v1/models/mlp/serve", {"version": version}).status_code)
+        outcomes.append(
+            api("post", "/api/v1/models/mlp/serve?wait=true", {"version": version}).status_code
+        )
 
     threads = [threading.Thread(target=serve, args=(v,)) for v in (1, 2)]
     for t in threads:
@@ -197,7 +211,7 @@ def test_two_switch_requests_at_once_are_serialised(api, celery_worker, triton) 
         t.join(120)
     assert sorted(outcomes) == [200, 409]  # one ran, the other was told a switch is in progress
     model = Model.objects.get(name="mlp")
-    ready = {row["version"] for row in TritonRuntime(triton.urls["http"]).repository_index()
+    ready = {row["version"] for row in triton.runtime().repository_index()
              if row["name"] == "mlp" and row["state"] == "READY"}  # fmt: skip
     assert ready == {str(model.serving_version)}
     assert model.lock_holder == ""
@@ -210,7 +224,7 @@ def test_reconcile_brings_serving_models_back_after_a_triton_restart(
 
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
-    assert api("post", "/api/v1/models/mlp/serve", {"version": 1}).status_code == 200
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
     triton.stop()
     triton.start()
     triton.wait_ready(60)
@@ -240,7 +254,7 @@ def test_a_worker_killed_mid_switch_does_not_hold_the_lock_and_reconcile_repairs
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
     add_version(api, celery_worker, 2)
-    assert api("post", "/api/v1/models/mlp/serve", {"version": 1}).status_code == 200
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
     model = Model.objects.get(name="mlp")
     job = serving.request_switch(model=model, number=2, user=model.created_by)
     deadline = time.monotonic() + 30
@@ -258,6 +272,6 @@ def test_a_worker_killed_mid_switch_does_not_hold_the_lock_and_reconcile_repairs
     assert serving.acquire_lock(model, "next-operator")
     serving.release_lock(model, "next-operator")
     assert Job.objects.get(pk=job.pk).state == Job.State.FAILED
-    ready = {row["version"] for row in TritonRuntime(triton.urls["http"]).repository_index()
+    ready = {row["version"] for row in triton.runtime().repository_index()
              if row["name"] == "mlp" and row["state"] == "READY"}  # fmt: skip
     assert ready == {str(model.serving_version)}

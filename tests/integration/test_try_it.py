@@ -34,7 +34,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo"
 def served_mlp(api, celery_worker, triton):  # noqa: F811
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
-    served = api("post", "/api/v1/models/mlp/serve", {"version": 1})
+    served = api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1})
     assert served.status_code == 200, served.json()
     return "mlp"
 
@@ -203,7 +203,7 @@ def test_two_versions_answer_side_by_side_once_loaded_beside(
     before = infer(api, {"inputs": {"x": x}, "version": 2})
     assert before.status_code == 409 and before.json()["code"] == "version_not_loaded"
 
-    loaded = api("post", "/api/v1/models/mlp/compare", {"version": 2})
+    loaded = api("post", "/api/v1/models/mlp/compare?wait=true", {"version": 2})
     assert loaded.status_code == 200, loaded.json()
     one = infer(api, {"inputs": {"x": x}, "version": 1}).json()["outputs"][0]["values"]
     two = infer(api, {"inputs": {"x": x}, "version": 2}).json()["outputs"][0]["values"]
@@ -214,7 +214,7 @@ def test_two_versions_answer_side_by_side_once_loaded_beside(
     # The version being compared cannot be deleted from under Triton.
     assert api("delete", "/api/v1/models/mlp/versions/2").status_code == 409
 
-    dropped = api("post", "/api/v1/models/mlp/compare", {"version": None})
+    dropped = api("post", "/api/v1/models/mlp/compare?wait=true", {"version": None})
     assert dropped.status_code == 200
     assert infer(api, {"inputs": {"x": x}, "version": 2}).status_code == 409
     assert infer(api, {"inputs": {"x": x}}).status_code == 200

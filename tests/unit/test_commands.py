@@ -52,3 +52,14 @@ def test_no_model_change_lacks_a_migration() -> None:
     out = io.StringIO()
     call_command("makemigrations", "--check", "--dry-run", stdout=out)
     assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("weak", ["admin", "12345678901234", "password1234", "short"])
+def test_ensure_admin_refuses_a_weak_password_from_the_environment(monkeypatch, weak) -> None:
+    from django.core.management.base import CommandError
+
+    monkeypatch.setenv("HUB_ADMIN_PASSWORD", weak)
+    with pytest.raises(CommandError, match="HUB_ADMIN_PASSWORD is not accepted"):
+        call_command("ensure_admin", stdout=io.StringIO())
+    assert not get_user_model().objects.filter(username="admin").exists()

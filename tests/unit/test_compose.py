@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from model_store import spawn
+from model_store.runtime.access import RESTRICTED_OPTIONS, restricted_api_args
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -45,7 +46,7 @@ ASCEND_DRIVER_MOUNTS = {
     "/usr/local/Ascend/driver/version.info",
     "/etc/ascend_install.info",
 }
-REQUIRED_VARS = ("POSTGRES_PASSWORD", "SECRET_KEY", "ALLOWED_HOSTS")
+REQUIRED_VARS = ("POSTGRES_PASSWORD", "SECRET_KEY", "ALLOWED_HOSTS", "TRITON_API_KEY")
 DUMMY = "dummy-required-value"
 
 # `$$` first: it is an escaped dollar, not the start of a reference.
@@ -275,6 +276,23 @@ def test_triton_control_ports_are_not_published(triton: dict[str, Any]) -> None:
     assert exposed >= TRITON_CONTROL_PORTS
 
 
+def test_triton_restricts_its_repository_api_to_the_hubs_key(
+    raw_text: str, services: dict[str, dict[str, Any]]
+) -> None:
+    # Resolved with a real key, so that Triton's flags and the hub's setting are seen to come
+    # from the same variable.
+    key = "k" * 64
+    resolved = interpolate(yaml.safe_load(raw_text), env={"TRITON_API_KEY": key})["services"]
+    args = command_args(resolved["triton"])
+    assert set(restricted_api_args(key)) <= set(args), "Triton's repository API is not restricted"
+    assert sum(arg.startswith(RESTRICTED_OPTIONS) for arg in args) == len(RESTRICTED_OPTIONS)
+    for name in ("web", "worker", "beat", "migrate"):
+        assert environment(resolved[name]).get("TRITON_API_KEY") == key, name
+    # Required (`:?`), never silently empty: unset, compose stops (here: the dummy is filled in).
+    restricted = flag(command_args(services["triton"]), "--http-restricted-api") or ""
+    assert restricted.endswith(f"triton-hub-key={DUMMY}")
+
+
 def test_only_web_is_published_beyond_loopback(services: dict[str, dict[str, Any]]) -> None:
     for name, service in services.items():
         if name == "web":
@@ -465,7 +483,7 @@ def fake_backends(tmp_path: Path) -> Path:
 
 
 def run_triton_entrypoint(
-    tmp_path: Path, backends: Path, cwd: Path
+    tmp_path: Path, backends: Path, cwd: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -480,6 +498,7 @@ def run_triton_entrypoint(
         "started",
         f"--backend-directory={backends}",
         f"--model-repository={tmp_path / 'repo'}",
+        *extra,
     ]
     return spawn.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
@@ -496,6 +515,19 @@ def test_triton_entrypoint_starts_when_all_backends_are_present(
     result = run_triton_entrypoint(tmp_path, fake_backends, cwd=tmp_path / "work")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("started")
+
+
+@requires_bash
+def test_triton_entrypoint_never_logs_the_hubs_key(tmp_path: Path, fake_backends: Path) -> None:
+    key = "the-hubs-secret-key-0123456789"
+    result = run_triton_entrypoint(
+        tmp_path, fake_backends, tmp_path / "work", *restricted_api_args(key)
+    )
+    assert result.returncode == 0, result.stderr
+    assert key in result.stdout  # tritonserver itself (here: echo) still gets it
+    assert key not in result.stderr
+    for option in RESTRICTED_OPTIONS:
+        assert f"{option}=model-repository,trace,logging:triton-hub-key=***" in result.stderr
 
 
 @requires_bash

@@ -28,6 +28,7 @@ from model_store.diagnostics import (
     check_npu_ge_backend,
     check_npu_smi,
     check_stuck_loading,
+    check_triton_access,
     check_triton_reachable,
     classify_ge_message,
     read_log_tail,
@@ -36,6 +37,7 @@ from model_store.diagnostics import (
     summarize,
     summary_line,
 )
+from model_store.runtime.errors import TritonAccessDenied, TritonUnavailable
 from tests.fakes.cann import FAKE_CANN_VERSION, make_fake_toolkit
 
 SAMPLES = Path(__file__).parent / "npu_smi"
@@ -425,6 +427,105 @@ def test_live_but_not_ready_is_a_warning(tmp_path: Path) -> None:
 def test_live_and_ready_is_ok(tmp_path: Path) -> None:
     check = check_triton_reachable(triton_context(tmp_path))
     assert check.state == "ok" and check.advice == ""
+
+
+# --------------------------------------------------------------------------- triton_access
+
+REFUSED = TritonAccessDenied("refused", triton_message="This API is restricted")
+
+
+def access_context(
+    tmp_path: Path,
+    *,
+    hub: Exception | None = None,
+    http: Exception | None = REFUSED,
+    grpc: Exception | None = REFUSED,
+    key_set: bool = True,
+    grpc_url: str = "triton.example:8001",
+) -> DiagnosticsContext:
+    """Triton live; the hub's keyed index raises ``hub`` (or answers); each keyless probe
+    raises its exception (or answers, i.e. the port is open)."""
+
+    def keyed() -> list[dict[str, str]]:
+        if hub is not None:
+            raise hub
+        return []
+
+    def keyless(protocol: str) -> list[dict[str, str]]:
+        outcome = {"http": http, "grpc": grpc}[protocol]
+        if outcome is not None:
+            raise outcome
+        return []
+
+    ctx = triton_context(tmp_path, index=keyed)
+    ctx.repository_index_without_key = keyless
+    ctx.api_key_set = key_set
+    ctx.grpc_url = grpc_url
+    return ctx
+
+
+def test_access_is_ok_when_both_ports_refuse_strangers_and_accept_the_hub(
+    tmp_path: Path,
+) -> None:
+    check = check_triton_access(access_context(tmp_path))
+    assert check.state == "ok" and check.advice == ""
+    assert "HTTP (triton.example:8000) and gRPC (triton.example:8001)" in check.found
+
+
+def test_an_open_repository_api_is_a_warning_naming_the_options(tmp_path: Path) -> None:
+    check = check_triton_access(access_context(tmp_path, http=None, grpc=None, key_set=False))
+    assert check.state == "warning"
+    assert check.found.startswith(
+        "Triton's repository API is open to anyone who can reach it: without any key, "
+        "HTTP (triton.example:8000) and gRPC (triton.example:8001) answered"
+    )
+    setting = "model-repository,trace,logging:triton-hub-key=<key>"
+    assert f"`--http-restricted-api={setting}`" in check.advice
+    assert f"`--grpc-restricted-protocol={setting}`" in check.advice
+    assert "TRITON_API_KEY" in check.advice and "too old" in check.advice
+
+
+def test_one_open_port_is_named_alone(tmp_path: Path) -> None:
+    check = check_triton_access(access_context(tmp_path, grpc=None))
+    assert check.state == "warning"
+    assert "gRPC (triton.example:8001) answered" in check.found and "HTTP" not in check.found
+    assert "does not check the hub's TRITON_API_KEY" in check.found
+
+
+def test_a_refused_hub_key_is_failing_and_says_it_does_not_match(tmp_path: Path) -> None:
+    check = check_triton_access(access_context(tmp_path, hub=REFUSED))
+    assert check.state == "failing"
+    assert "the hub's TRITON_API_KEY does not match" in check.found
+    assert "TRITON_API_KEY_FILE" in check.advice and "restart" in check.advice
+
+
+def test_a_restricted_triton_and_no_hub_key_is_failing(tmp_path: Path) -> None:
+    check = check_triton_access(access_context(tmp_path, hub=REFUSED, key_set=False))
+    assert check.state == "failing"
+    assert "the hub has no TRITON_API_KEY" in check.found
+
+
+def test_a_port_that_cannot_be_asked_is_a_warning(tmp_path: Path) -> None:
+    down = TritonUnavailable("cannot reach Triton at triton.example:8001")
+    check = check_triton_access(access_context(tmp_path, grpc=down))
+    assert check.state == "warning"
+    assert check.details == [
+        "gRPC (triton.example:8001) could not be asked: cannot reach Triton at triton.example:8001"
+    ]
+
+
+def test_without_a_grpc_address_only_http_is_asked(tmp_path: Path) -> None:
+    check = check_triton_access(access_context(tmp_path, grpc=None, grpc_url=""))
+    assert check.state == "ok" and "gRPC" not in check.found
+
+
+def test_access_is_not_applicable_without_a_reachable_triton(tmp_path: Path) -> None:
+    assert check_triton_access(bare_context(tmp_path)).state == "not_applicable"
+    down = access_context(tmp_path)
+    down.is_live = lambda: False
+    assert check_triton_access(down).state == "not_applicable"
+    broken = access_context(tmp_path, hub=ConnectionError("reset"))
+    assert check_triton_access(broken).state == "not_applicable"
 
 
 def row(name: str, state: str, reason: str = "", version: str = "1") -> dict[str, str]:

@@ -80,3 +80,21 @@ def test_database_url_rejects_unknown_schemes(tmp_path: Path) -> None:
         database_from_url("mysql://x/y", base_dir=tmp_path)
     with pytest.raises(ImproperlyConfigured, match="names no database"):
         database_from_url("postgres://host:5432/", base_dir=tmp_path)
+
+
+def test_env_api_key_is_empty_when_unset_and_checked_when_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from webapp.env import env_api_key
+
+    monkeypatch.delenv("K", raising=False)
+    monkeypatch.delenv("K_FILE", raising=False)
+    assert env_api_key("K") == ""
+    monkeypatch.setenv("K", "too-short")
+    with pytest.raises(ImproperlyConfigured, match="K: the Triton API key is too short") as bad:
+        env_api_key("K")
+    assert "too-short" not in str(bad.value)
+    key_file = tmp_path / "key"
+    key_file.write_text("ab" * 32 + "\n")  # a Docker secret, with its trailing newline
+    monkeypatch.setenv("K_FILE", str(key_file))
+    assert env_api_key("K") == "ab" * 32

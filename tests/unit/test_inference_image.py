@@ -337,3 +337,43 @@ def test_the_tensor_has_the_model_dtype(dtype: str, numpy: type) -> None:
 def test_non_image_inputs_are_refused(bad: TensorSpec) -> None:
     err = refused("not_an_image_input", lambda: image_to_tensor(gradient(), bad, PRESETS["raw"]))
     assert "Send the tensor itself" in err.message
+
+
+# --------------------------------------------------------------------------- memory budget
+
+
+def _png(width: int, height: int, mode: str = "RGBA") -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new(mode, (width, height), (10, 20, 30, 255) if mode == "RGBA" else 0).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_an_image_over_the_memory_budget_is_refused_before_it_is_decoded() -> None:
+    import pytest
+
+    from model_store.inference import InferenceInputError, decode_image
+
+    data = _png(4000, 3000)  # 12 MP with alpha: ~180 MiB to decode and composite
+    with pytest.raises(InferenceInputError, match="MiB, over the limit of 64 MiB") as info:
+        decode_image(data, max_pixels=40_000_000, max_memory=64 << 20)
+    assert info.value.code == "image_too_large"
+    assert decode_image(data, max_pixels=40_000_000, max_memory=512 << 20).size == (4000, 3000)
+
+
+def test_a_large_jpeg_is_decoded_at_a_reduced_scale_instead_of_refused() -> None:
+    import io
+
+    from PIL import Image
+
+    from model_store.inference import decode_image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (6000, 4000), (200, 100, 50)).save(buffer, "JPEG", quality=80)
+    image = decode_image(
+        buffer.getvalue(), max_pixels=40_000_000, max_memory=32 << 20, target_side=256
+    )
+    assert image.size[0] < 6000 and min(image.size) >= 512  # at least twice the target side

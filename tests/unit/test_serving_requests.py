@@ -143,3 +143,115 @@ def test_history_and_audit_list_events(model, operator) -> None:
     client.force_login(operator)
     assert "otto switched mlp to v1" in client.get("/audit/").content.decode()
     assert "otto switched mlp to v1" in client.get("/models/mlp/").content.decode()
+
+
+# --------------------------------------------------------------------------- one publish gate
+
+
+@pytest.mark.parametrize("verification", ["failed", "not_run"])
+def test_compare_obeys_the_publish_gate(model, operator, verification) -> None:
+    make_version(model, 1)
+    make_version(model, 2, verification=verification)
+    Model.objects.filter(pk=model.pk).update(serving_version=1)
+    model.refresh_from_db()
+    with pytest.raises(RegistryError, match=f"verification {verification}") as info:
+        serving.request_compare(model=model, number=2, user=operator)
+    assert info.value.code == "not_publishable"
+    assert not Job.objects.exists()
+
+
+def test_compare_through_the_api_is_refused_for_an_unverified_version(model, operator) -> None:
+    make_version(model, 1)
+    make_version(model, 2, verification="failed")
+    Model.objects.filter(pk=model.pk).update(serving_version=1)
+    client = Client()
+    response = client.post(
+        "/api/v1/models/mlp/compare", data=json.dumps({"version": 2}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token_for(operator)}",
+    )  # fmt: skip
+    assert response.status_code == 409
+    assert response.json()["code"] == "not_publishable"
+
+
+def test_a_reload_of_a_serving_version_whose_override_was_withdrawn_is_refused(
+    model, operator
+) -> None:
+    make_version(model, 1, verification="not_run")  # served under an override, since withdrawn
+    Model.objects.filter(pk=model.pk).update(serving_version=1)
+    model.refresh_from_db()
+    with pytest.raises(RegistryError) as info:
+        serving.request_load(model=model, user=operator)
+    assert info.value.code == "not_publishable"
+
+
+def test_the_worker_checks_the_gate_again_when_the_job_runs(model, operator) -> None:
+    version = make_version(model, 2, verification="not_run")
+    Version.objects.filter(pk=version.pk).update(
+        verification_override={"by": "ada", "reason": "checked by hand"}
+    )
+    version.refresh_from_db()
+    job = serving.request_switch(model=model, number=2, user=operator)
+    Version.objects.filter(pk=version.pk).update(verification_override=None)  # withdrawn
+    serving.run_job(job.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED and job.error_code == "not_publishable"
+    model.refresh_from_db()
+    assert model.serving_version is None
+
+
+def test_reconcile_never_brings_back_a_compared_version_the_gate_refuses(
+    model, monkeypatch
+) -> None:
+    make_version(model, 1)
+    make_version(model, 2, verification="failed")
+    Model.objects.filter(pk=model.pk).update(serving_version=1, compare_version=2)
+    model.refresh_from_db()
+    # Triton's side as reconcile reads it: both versions in the policy and ready.
+    state = {"policy_versions": [1, 2], "ready_versions": [1, 2], "stale_staging": []}
+    monkeypatch.setattr(serving, "repository_state", lambda store, runtime, name: state)
+    switches: list[int] = []
+
+    def switch(store, runtime, *, to_version, **kwargs):  # type: ignore[no-untyped-def]
+        switches.append(to_version)
+        return type("Result", (), {"ok": True, "reason": ""})()
+
+    monkeypatch.setattr(serving, "switch_version", switch)
+    repairs: list[str] = []
+    warnings: list[str] = []
+    serving._reconcile_model(None, None, model, repairs, warnings)
+    assert switches == [1]  # the serving version alone
+    assert any("v2 may not answer" in w for w in warnings)
+    model.refresh_from_db()
+    assert model.compare_version is None
+
+
+# --------------------------------------------------------------------------- 202 and ?wait=true
+
+
+def test_a_switch_answers_202_with_its_job_at_once(model, operator) -> None:
+    make_version(model, 1)
+    client = Client()
+    response = client.post(
+        "/api/v1/models/mlp/serve", data=json.dumps({"version": 1}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token_for(operator)}",
+    )  # fmt: skip
+    assert response.status_code == 202
+    body = response.json()
+    job = Job.objects.get()
+    assert body["job"] == str(job.uuid) and body["state"] == "queued"
+    assert body["url"] == f"/api/v1/jobs/{job.uuid}" == response["Location"]
+    assert (
+        client.get(body["url"], HTTP_AUTHORIZATION=f"Token {token_for(operator)}").status_code
+        == 200
+    )
+
+
+def test_wait_true_keeps_the_blocking_answer_and_is_bounded(model, operator, settings) -> None:
+    make_version(model, 1)
+    settings.SERVE_WAIT_SECONDS = 1  # no worker runs the job here: the wait runs out
+    response = Client().post(
+        "/api/v1/models/mlp/serve?wait=true", data=json.dumps({"version": 1}),
+        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token_for(operator)}",
+    )  # fmt: skip
+    assert response.status_code == 202
+    assert response.json()["code"] == "pending" and response.json()["state"] == "queued"

@@ -71,7 +71,7 @@ def test_viewers_cannot_change_labels_settings_or_start_sweeps(viewer, served) -
 
 
 def test_examples_belong_to_whoever_saved_them(viewer, operator, served) -> None:
-    mine = post(client_for(viewer), "/api/v1/models/mlp/examples", {"name": "a", "inputs": {}})
+    mine = post(client_for(viewer), "/api/v1/models/mlp/examples", {"name": "a", "inputs": X})
     assert mine.status_code == 201
     other = TryExample.objects.create(model=served, name="b", inputs={}, created_by=operator)
     assert client_for(viewer).delete(f"/api/v1/models/mlp/examples/{other.pk}").status_code == 403
@@ -82,6 +82,69 @@ def test_examples_belong_to_whoever_saved_them(viewer, operator, served) -> None
     assert client_for(operator).delete(f"/api/v1/models/mlp/examples/{other.pk}").status_code == 204
     blank = post(client_for(viewer), "/api/v1/models/mlp/examples", {"name": " ", "inputs": {}})
     assert blank.status_code == 400
+
+
+X = {"x": [[0.1, 0.2, 0.3, 0.4]]}
+
+
+def _save(user, inputs: object = X, name: str = "ex"):
+    return post(client_for(user), "/api/v1/models/mlp/examples", {"name": name, "inputs": inputs})
+
+
+@pytest.mark.parametrize(
+    "inputs",
+    [{}, {"x": [[1, 2, 3]]}, {"x": [[0.1, 0.2, 0.3, 0.4]], "other": [1]}, {"x": "eight MB"}],
+    ids=["missing input", "wrong shape", "unknown input", "not a tensor"],
+)
+def test_an_example_that_does_not_fit_the_signature_is_refused(viewer, served, inputs) -> None:
+    response = _save(viewer, inputs)
+    assert response.status_code in (400, 422), response.content
+    assert not TryExample.objects.exists()
+
+
+def test_an_example_over_the_request_budget_is_refused_unread(viewer, served, settings) -> None:
+    settings.INFER_MAX_REQUEST_BYTES = 200
+    response = _save(viewer, {"x": [[0.1] * 4] * 40})
+    assert response.status_code == 413
+    assert not TryExample.objects.exists()
+
+
+def test_examples_are_capped_per_model_per_person_and_in_bytes(
+    viewer, operator, served, settings
+) -> None:
+    settings.TRY_EXAMPLES_PER_MODEL = 3
+    settings.TRY_EXAMPLES_PER_USER = 2
+    assert _save(viewer).status_code == 201
+    assert _save(viewer).status_code == 201
+    third = _save(viewer)
+    assert third.status_code == 409 and "TRY_EXAMPLES_PER_USER" in third.json()["error"]
+    assert _save(operator).status_code == 201
+    fourth = _save(operator)
+    assert fourth.status_code == 409 and "TRY_EXAMPLES_PER_MODEL" in fourth.json()["error"]
+    TryExample.objects.all().delete()
+    settings.TRY_EXAMPLES_PER_USER = 100
+    settings.TRY_EXAMPLES_BYTES_PER_MODEL = 80
+    assert _save(viewer).status_code == 201  # about 55 bytes
+    over = _save(viewer)
+    assert over.status_code == 409 and over.json()["code"] == "examples_too_large"
+
+
+def test_lists_of_examples_never_load_their_tensors(viewer, served) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    TryExample.objects.create(model=served, name="big", inputs={"x": [[0.0] * 4] * 1000})
+    response = client_for(viewer).get("/api/v1/models/mlp/examples")
+    assert response.json()["examples"][0]["name"] == "big"
+    assert "inputs" not in response.json()["examples"][0]
+    viewer_page = Client()
+    viewer_page.force_login(viewer)
+    with CaptureQueriesContext(connection) as queries:
+        assert viewer_page.get("/models/mlp/try/").status_code == 200
+    example_reads = [q["sql"] for q in queries if "registry_tryexample" in q["sql"]]
+    assert example_reads and not any('"inputs"' in sql for sql in example_reads)
+    one = client_for(viewer).get(f"/api/v1/models/mlp/examples/{TryExample.objects.get().pk}")
+    assert len(one.json()["inputs"]["x"]) == 1000  # a rerun reads one example's tensors
 
 
 def test_labels_accept_text_and_refuse_binary(operator, served) -> None:

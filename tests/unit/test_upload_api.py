@@ -135,3 +135,65 @@ def test_viewers_cannot_upload(viewer, store) -> None:
         content_type="application/json", HTTP_AUTHORIZATION=f"Token {token_for(viewer)}",
     )  # fmt: skip
     assert response.status_code == 403
+
+
+# --------------------------------------------------------------------------- the disk is finite
+
+
+def test_open_uploads_are_capped_per_person_in_count_and_bytes(api, store, settings) -> None:
+    settings.UPLOADS_OPEN_PER_USER = 2
+    start(api, 1000)
+    start(api, 1000)
+    third = api("post", "/api/v1/uploads", {"filename": "m.onnx", "size": 1000})
+    assert third.status_code == 409 and third.json()["code"] == "upload_quota"
+    assert "limit is 2" in third.json()["error"]
+    settings.UPLOADS_OPEN_PER_USER = 10
+    settings.UPLOAD_OPEN_BYTES_PER_USER = 3000
+    over = api("post", "/api/v1/uploads", {"filename": "m.onnx", "size": 1001})
+    assert over.status_code == 409 and over.json()["code"] == "upload_quota"
+    assert len(list((store / "uploads").iterdir())) == 2  # nothing half-made
+
+
+def test_an_upload_that_would_leave_the_disk_under_its_floor_gets_507_with_the_numbers(
+    api, store, settings
+) -> None:
+    import shutil
+
+    start(api, 10)  # makes the store's folders
+    free = shutil.disk_usage(store).free
+    settings.STORE_MIN_FREE_BYTES = free - 500  # 1000 bytes more would cross it
+    refused = api("post", "/api/v1/uploads", {"filename": "m.onnx", "size": 1000})
+    assert refused.status_code == 507, refused.content
+    assert refused.json()["code"] == "insufficient_storage"
+    assert "free" in refused.json()["error"] and "must stay free" in refused.json()["error"]
+    assert len(list((store / "uploads").iterdir())) == 1
+
+
+def test_a_chunk_that_would_fill_the_disk_is_refused_before_a_byte_lands(
+    api, store, settings
+) -> None:
+    import shutil
+
+    upload_id = start(api, 4096)
+    settings.STORE_MIN_FREE_BYTES = shutil.disk_usage(store).free  # any byte crosses it
+    refused = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 4096, upload_offset="0")
+    assert refused.status_code == 507
+    settings.STORE_MIN_FREE_BYTES = 0
+    assert api("get", f"/api/v1/uploads/{upload_id}").json()["offset"] == 0
+
+
+def test_abandoned_uploads_are_removed_by_the_scheduled_task(api, store, settings) -> None:
+    from workers.tasks.uploads import remove_abandoned
+
+    old_id = start(api, 100)
+    fresh_id = start(api, 100)
+    long_ago = (store / "uploads" / old_id).stat().st_mtime - 3 * 86400
+    for path in (store / "uploads" / old_id).iterdir():
+        os.utime(path, (long_ago, long_ago))
+    os.utime(store / "uploads" / old_id, (long_ago, long_ago))
+    assert "workers.tasks.uploads.remove_abandoned" in {
+        entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
+    assert remove_abandoned.apply().get() == {"removed": [old_id]}
+    assert not (store / "uploads" / old_id).exists()
+    assert (store / "uploads" / fresh_id).exists()

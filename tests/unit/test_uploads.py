@@ -6,6 +6,7 @@ import hashlib
 import io
 import os
 import stat
+import struct
 import threading
 import time
 import tracemalloc
@@ -13,6 +14,7 @@ import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -541,3 +543,137 @@ def test_upload_then_unpack_a_bundle(
     done = uploads.finish(up.id)
     onnx_path = unpack_bundle(done.path, tmp_path / "out", max_total_bytes=MiB)
     assert check_bundle_model(onnx_path).info.outputs[0].name == "y"
+
+
+# Central directory limits: refused from the end records, before zipfile parses anything -----
+
+
+_EOCD = struct.Struct("<4s4H2LH")
+
+
+def forbid_zipfile_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any later ``zipfile.ZipFile(...)`` fails the test: the archive must be refused unread."""
+
+    def no_parse(*args: object, **kwargs: object) -> None:
+        pytest.fail("zipfile.ZipFile was asked to parse an archive that should be refused first")
+
+    monkeypatch.setattr(zipfile, "ZipFile", no_parse)
+
+
+def declaring(data: bytes, entries: int | None = None, cd_size: int | None = None) -> bytes:
+    """The archive with its End Of Central Directory record rewritten to declare other numbers."""
+    at = data.rindex(b"PK\x05\x06")
+    sig, disk, cd_disk, this_disk, total, size, offset, comment = _EOCD.unpack_from(data, at)
+    eocd = _EOCD.pack(
+        sig,
+        disk,
+        cd_disk,
+        this_disk if entries is None else entries,
+        total if entries is None else entries,
+        size if cd_size is None else cd_size,
+        offset,
+        comment,
+    )
+    return data[:at] + eocd + data[at + _EOCD.size :]
+
+
+def as_zip64(data: bytes, entries: int | None = None, cd_size: int | None = None) -> bytes:
+    """The archive ended by ZIP64 records (declaring ``entries``/``cd_size`` if given)."""
+    at = data.rindex(b"PK\x05\x06")
+    _sig, _disk, _cd_disk, _this, total, size, offset, _comment = _EOCD.unpack_from(data, at)
+    count = total if entries is None else entries
+    zip64 = struct.pack(
+        "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, cd_size or size, offset
+    )
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1)
+    eocd = _EOCD.pack(b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    return data[:at] + zip64 + locator + eocd
+
+
+def test_many_tiny_entries_are_refused_before_zipfile_parses_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    members = {"model.onnx": b"m", **{f"w{i}.bin": b"" for i in range(500)}}
+    bundle = make_zip(tmp_path / "b.zip", members)
+    forbid_zipfile_parsing(monkeypatch)
+    dest = tmp_path / "out"
+    with pytest.raises(InvalidUpload, match="declares 501 entries: more than 64 files and folders"):
+        unpack_bundle(bundle, dest, max_total_bytes=MiB)
+    assert list(dest.iterdir()) == []
+
+
+def test_folder_entries_count_toward_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    members = {"model.onnx": b"m", **{f"d{i}/": b"" for i in range(4)}}
+    bundle = make_zip(tmp_path / "b.zip", members)
+    forbid_zipfile_parsing(monkeypatch)
+    with pytest.raises(InvalidUpload, match="declares 5 entries: more than 4 files and folders"):
+        unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB, max_files=4)
+
+
+def test_an_end_record_that_under_declares_still_meets_the_limit(tmp_path: Path) -> None:
+    # The declared count says 1, the directory holds 5 (folders included): zipfile walks the
+    # directory by its size, not by the count, so the members are counted again.
+    members = {"model.onnx": b"m", **{f"d{i}/": b"" for i in range(4)}}
+    bundle = make_zip(tmp_path / "b.zip", members)
+    bundle.write_bytes(declaring(bundle.read_bytes(), entries=1))
+    with pytest.raises(InvalidUpload, match="more than 4 files and folders"):
+        unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB, max_files=4)
+
+
+@pytest.mark.parametrize("craft", [declaring, as_zip64], ids=["eocd", "zip64"])
+def test_an_end_record_declaring_a_huge_count_is_refused_unparsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_files: dict[str, bytes], craft: Any
+) -> None:
+    bundle = make_zip(tmp_path / "b.zip", model_files)
+    huge = 65_000 if craft is declaring else 10**12
+    bundle.write_bytes(craft(bundle.read_bytes(), entries=huge))
+    forbid_zipfile_parsing(monkeypatch)
+    with pytest.raises(InvalidUpload, match=f"declares {huge} entries"):
+        unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB)
+
+
+@pytest.mark.parametrize("craft", [declaring, as_zip64], ids=["eocd", "zip64"])
+def test_an_end_record_declaring_a_huge_directory_is_refused_unparsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_files: dict[str, bytes], craft: Any
+) -> None:
+    bundle = make_zip(tmp_path / "b.zip", model_files)
+    bundle.write_bytes(craft(bundle.read_bytes(), cd_size=2**31))
+    forbid_zipfile_parsing(monkeypatch)
+    with pytest.raises(InvalidUpload, match="central directory is 2 GiB"):
+        unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB)
+
+
+def test_a_real_oversized_central_directory_is_refused_unparsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Few entries, but two names of 20,000 characters: 39 KiB of directory for 3 entries.
+    members = {"model.onnx": b"m", **{f"{i}{'x' * 20_000}": b"" for i in range(2)}}
+    bundle = make_zip(tmp_path / "b.zip", members)
+    forbid_zipfile_parsing(monkeypatch)
+    with pytest.raises(
+        InvalidUpload, match=r"central directory is 39\.2 KiB, more than the 16 KiB"
+    ):
+        unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB, max_files=4)
+
+
+def test_an_honest_zip64_bundle_still_unpacks(
+    tmp_path: Path, model_files: dict[str, bytes]
+) -> None:
+    bundle = make_zip(tmp_path / "b.zip", model_files)
+    bundle.write_bytes(as_zip64(bundle.read_bytes()))
+    onnx_path = unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB)
+    assert check_bundle_model(onnx_path).info.external_data_files == ["weights.bin"]
+
+
+def test_a_bundle_with_a_comment_is_read_from_its_real_end_record(
+    tmp_path: Path, model_files: dict[str, bytes]
+) -> None:
+    bundle = tmp_path / "b.zip"
+    with zipfile.ZipFile(bundle, "w") as zf:
+        for name, data in model_files.items():
+            zf.writestr(name, data)
+        zf.comment = b"made by hand " * 100
+    onnx_path = unpack_bundle(bundle, tmp_path / "out", max_total_bytes=MiB, max_files=2)
+    assert onnx_path.name == "model.onnx"

@@ -1,8 +1,13 @@
-"""Authentication: API tokens, and sign-in required everywhere unless a view opts out.
+"""Authentication: API tokens, and sign-in and a role required everywhere unless a view opts out.
 
 Tokens arrive as ``Authorization: Token <key>`` (``Bearer <key>`` is accepted too). A browser
 never sends that header by itself, so token-authenticated requests are exempt from CSRF checks;
 session requests are not.
+
+A signed-in user without a role (say, created in the Django admin and given no group) gets one
+page asking them to ask an admin, or a JSON 403 ``no_role`` from the API, and nothing else.
+Views that need no sign-in (``login_not_required``) do their own checks; ``role_not_required``
+lets a signed-in user without a role through (signing out).
 """
 
 from __future__ import annotations
@@ -12,12 +17,27 @@ from typing import Any
 
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.shortcuts import render
 from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
+from webapp.accounts.roles import Role, role_of
 from webapp.api.errors import error_response
 
 API_PREFIX = "/api/"
+NO_ROLE_MESSAGE = (
+    "Your account has no role in this hub yet. Ask an admin to give you the viewer, "
+    "operator or admin role."
+)
+
+ViewFunc = Callable[..., Any]
+
+
+def role_not_required(view: ViewFunc) -> ViewFunc:
+    """Let a signed-in user without a role reach ``view`` (sign-in is still required)."""
+    view.role_required = False  # type: ignore[attr-defined]
+    return view
 
 
 def is_api_request(request: HttpRequest) -> bool:
@@ -60,7 +80,30 @@ class TokenAuthenticationMiddleware:
 
 
 class LoginRequiredMiddleware(DjangoLoginRequired):
-    """Django's sign-in-everywhere middleware, answering API calls with JSON 401."""
+    """Django's sign-in-everywhere middleware, answering API calls with JSON 401.
+
+    It also refuses signed-in users without a role: one place for every page and API call.
+    """
+
+    def process_view(
+        self, request: HttpRequest, view_func: ViewFunc, view_args: Any, view_kwargs: Any
+    ) -> HttpResponseBase | None:
+        refused = super().process_view(request, view_func, view_args, view_kwargs)
+        if refused is not None:
+            return refused
+        # Public views (sign-in page, liveness, /metrics) decide for themselves.
+        if not getattr(view_func, "login_required", True):
+            return None
+        if not getattr(view_func, "role_required", True):
+            return None
+        if role_of(request.user) is Role.NONE:
+            return self.handle_no_role(request)
+        return None
+
+    def handle_no_role(self, request: HttpRequest) -> HttpResponse:
+        if is_api_request(request):
+            return error_response(NO_ROLE_MESSAGE, "no_role", 403)
+        return render(request, "accounts/no_role.html", status=403)
 
     def handle_no_permission(  # type: ignore[override]
         self, request: HttpRequest, view_func: Any

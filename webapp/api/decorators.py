@@ -10,14 +10,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
 
 from model_store.errors import ModelStoreError
 from webapp.accounts.roles import Role, role_of
 from webapp.api.errors import ApiError, error_response
 from webapp.registry.actions import RegistryError
 
-View = Callable[..., HttpResponse | dict[str, Any] | list[Any]]
+View = Callable[..., HttpResponseBase | dict[str, Any] | list[Any]]
 
 # model_store errors carry a code; most are bad input (400), these mean something else.
 STATUS_BY_CODE = {
@@ -27,20 +28,22 @@ STATUS_BY_CODE = {
     "upload_busy": 409,
     "conflict": 409,
     "upload_too_large": 413,
+    "upload_quota": 409,
+    "insufficient_storage": 507,
 }
 
 
 def api_view(
     *methods: str, role: Role = Role.VIEWER
-) -> Callable[[View], Callable[..., HttpResponse]]:
+) -> Callable[[View], Callable[..., HttpResponseBase]]:
     """Wrap a view that returns data (dict/list) or a response.
 
     ``role`` is the least role needed for non-GET methods; GET always needs a viewer.
     """
 
-    def decorate(view: View) -> Callable[..., HttpResponse]:
+    def decorate(view: View) -> Callable[..., HttpResponseBase]:
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method not in methods:
                 response = error_response(
                     f"{request.method} is not allowed here; use {', '.join(methods)}.",
@@ -60,11 +63,15 @@ def api_view(
             except ApiError as exc:
                 return error_response(exc.message, exc.code, exc.status)
             except RegistryError as exc:
-                return error_response(exc.message, exc.code, exc.status)
+                response = error_response(exc.message, exc.code, exc.status)
+                retry_after = getattr(exc, "retry_after", None)
+                if retry_after:
+                    response["Retry-After"] = str(retry_after)
+                return response
             except ModelStoreError as exc:
                 code = getattr(exc, "code", "invalid")
                 return error_response(str(exc), code, STATUS_BY_CODE.get(code, 400))
-            if isinstance(result, HttpResponse):
+            if isinstance(result, HttpResponseBase):  # streamed files (FileResponse) too
                 return result
             return JsonResponse(result, safe=False)
 

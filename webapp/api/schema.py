@@ -67,7 +67,7 @@ DIAGNOSTIC = {
         "id": {
             "type": "string",
             "description": "cann_env, atc, npu_ge_backend, davinci_devices, npu_smi, "
-            "triton_reachable, stuck_loading, load_failures",
+            "triton_reachable, triton_access, stuck_loading, load_failures",
         },
         "title": {"type": "string"},
         "state": {"type": "string", "enum": DIAGNOSTIC_STATES},
@@ -354,7 +354,17 @@ def _more_paths() -> dict[str, Any]:
             )
         },
         "/api/v1/jobs": {"get": _op("Recent jobs", 401)},
-        "/api/v1/jobs/{job_id}": {"get": _op("State, steps, progress, commands, log", 401, 404)},
+        "/api/v1/jobs/{job_id}": {
+            "get": _op(
+                "State, steps, progress, commands, log (its first JOB_LOG_MAX_LINES lines; "
+                "log_lines_more counts the rest, log_url serves all)",
+                401,
+                404,
+            )
+        },
+        "/api/v1/jobs/{job_id}/log": {
+            "get": _op("The full log as a text/plain attachment", 401, 404)
+        },
         "/api/v1/jobs/{job_id}/cancel": {
             "post": _op("Ask a running job to stop", 401, 403, 404, 409)
         },

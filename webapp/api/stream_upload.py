@@ -60,6 +60,7 @@ from django.utils.log import log_response
 
 from model_store.errors import ModelStoreError
 from model_store.uploads import Upload, UploadOffsetMismatch, UploadStore
+from webapp import request_limits
 from webapp.accounts.auth import LoginRequiredMiddleware, TokenAuthenticationMiddleware
 from webapp.accounts.roles import Role, role_of
 from webapp.api import versions
@@ -337,6 +338,9 @@ def _admit(scope: Scope, upload_id: str) -> _Admission:
     answer = mw.token(request)
     if answer is not _PASSED:
         return _Admission(request, answer)
+    refused = request_limits.refusal(request)
+    if refused is not None:
+        return _Admission(request, refused)
     view = versions.upload_detail
     for process_view in (mw.csrf.process_view, mw.login.process_view):
         early = process_view(request, view, (), {"upload_id": upload_id})

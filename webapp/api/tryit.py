@@ -9,17 +9,16 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from model_store.inference import InferenceInputError, Preprocess, parse_labels
+from webapp import slow_requests
 from webapp.accounts.roles import Role, role_of
 from webapp.api.decorators import api_view, field, json_body
 from webapp.api.errors import ApiError, error_response
 from webapp.api.lookups import model_or_404
 from webapp.registry import demo, inference
+from webapp.registry import examples as saved_examples
 from webapp.registry import sweeps as sweeps_module
 from webapp.registry.actions import RegistryError
-from webapp.registry.models import Model, TryExample
-
-MAX_EXAMPLES_PER_MODEL = 50
-MAX_EXAMPLE_BYTES = 8 << 20
+from webapp.registry.models import Model
 
 
 def _body_within_cap(request: HttpRequest) -> None:
@@ -64,12 +63,15 @@ def infer(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
             "missing_field",
         )
     try:
-        return inference.run(
-            model,
-            data,
-            user_key=str(request.user.pk),
-            base_url=request.build_absolute_uri("/").rstrip("/"),
-        )
+        with slow_requests.slow_request(
+            str(request.user.pk), longest_s=settings.INFER_TIMEOUT_SECONDS
+        ):
+            return inference.run(
+                model,
+                data,
+                user_key=str(request.user.pk),
+                base_url=request.build_absolute_uri("/").rstrip("/"),
+            )
     except InferenceInputError as exc:
         return _input_error(exc)
     except RegistryError as exc:
@@ -83,33 +85,24 @@ def infer(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
 @api_view("GET", "POST", role=Role.VIEWER)
 def examples(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
     model = model_or_404(name)
-    if request.method == "GET":
-        rows = model.examples.select_related("created_by")
-        return {"examples": [e.to_dict() for e in rows]}
-    if len(request.body) > MAX_EXAMPLE_BYTES:
-        raise ApiError(
-            f"An example may hold at most {MAX_EXAMPLE_BYTES >> 20} MiB of inputs.",
-            "too_large",
-            413,
-        )
+    if request.method == "GET":  # names only: a rerun reads one example's tensors
+        return {"examples": [e.to_dict(inputs=False) for e in saved_examples.listed(model)]}
+    _body_within_cap(request)
     data = json_body(request)
     label = field(data, "name", str, max_len=80).strip()
     if not label:
         raise ApiError("Give the example a name.", "invalid_field")
-    inputs = field(data, "inputs", dict)
-    if model.examples.count() >= MAX_EXAMPLES_PER_MODEL:
-        raise ApiError(
-            f"{model.name} already has {MAX_EXAMPLES_PER_MODEL} saved examples; delete one first.",
-            "too_many_examples",
-            409,
+    try:
+        example = saved_examples.save(
+            model=model,
+            user=request.user,  # type: ignore[arg-type]
+            name=label,
+            inputs=field(data, "inputs", dict),
+            size=len(request.body),
         )
-    example = TryExample.objects.create(
-        model=model,
-        name=label,
-        inputs=inputs,
-        created_by=request.user if request.user.is_authenticated else None,
-    )
-    return JsonResponse(example.to_dict(), status=201)
+    except InferenceInputError as exc:
+        return _input_error(exc)
+    return JsonResponse(example.to_dict(inputs=False), status=201)
 
 
 @api_view("GET", "DELETE", role=Role.VIEWER)

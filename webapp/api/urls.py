@@ -49,5 +49,6 @@ urlpatterns = [
     path("jobs", versions.jobs, name="api-jobs"),
     path("jobs/<str:job_id>", versions.job_detail, name="api-job"),
     path("jobs/<str:job_id>/cancel", versions.job_cancel, name="api-job-cancel"),
+    path("jobs/<str:job_id>/log", versions.job_log, name="api-job-log"),
     path("schema", views.schema, name="api-schema"),
 ]

@@ -13,7 +13,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
 
 from model_store.errors import ModelStoreError
 from model_store.targets import all_targets, options_json_schema
@@ -24,6 +25,7 @@ from webapp.api.errors import ApiError, error_response
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.registry import serving
 from webapp.registry import versions as version_actions
+from webapp.registry.jobs import full_log_download
 from webapp.registry.models import Job
 from webapp.registry.storage import get_uploads
 
@@ -229,7 +231,18 @@ def _job(job_id: str) -> Job:
 
 @api_view("GET")
 def job_detail(request: HttpRequest, job_id: str) -> dict[str, Any]:
-    return _job(job_id).to_dict(log=True)
+    job = _job(job_id)
+    # "log" holds the first JOB_LOG_MAX_LINES lines; log_url serves all of them.
+    return job.to_dict(log=True) | {"log_url": reverse("api-job-log", args=[job.uuid])}
+
+
+@api_view("GET")
+def job_log(request: HttpRequest, job_id: str) -> FileResponse:
+    """The job's full log file (text/plain attachment), streamed from disk."""
+    try:
+        return full_log_download(_job(job_id))
+    except Http404 as exc:
+        raise ApiError(str(exc), "not_found", 404) from None
 
 
 @api_view("POST", role=Role.OPERATOR)

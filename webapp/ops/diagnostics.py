@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -69,19 +71,25 @@ def triton_log_path() -> Path | None:
 def run_diagnostics() -> dict[str, Any]:
     """Run the whole checklist once: ``{"checks", "summary", "summary_line", "ran_at", "host"}``."""
     runtime = get_runtime(timeout=3)
+    # Keyless, as anyone on the network: does Triton itself refuse repository calls?
+    anyone = get_runtime(timeout=3, with_key=False)
     try:
         ctx = DiagnosticsContext(
             env=dict(os.environ),
             backends_dir=triton_backends_dir(),
             triton_url=settings.TRITON_URL,
+            grpc_url=settings.TRITON_GRPC_URL or "",
             is_live=runtime.is_live,
             is_ready=runtime.is_ready,
             repository_index=runtime.repository_index,
+            repository_index_without_key=anyone.repository_index,
+            api_key_set=bool(settings.TRITON_API_KEY),
             triton_log_path=triton_log_path(),
         )
         checks = run_checks(ctx)
     finally:
         runtime.close()
+        anyone.close()
     return {
         "checks": [c.to_dict() for c in checks],
         "summary": summarize(checks),
@@ -89,6 +97,79 @@ def run_diagnostics() -> dict[str, Any]:
         "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
     }
+
+
+# --------------------------------------------------------------------------- the cached report
+# The checks run programs (npu-smi, atc) and ask Triton; running them on every page view or
+# API call held a web thread for seconds. The last report is kept for CACHE_SECONDS; an older
+# one is answered at once while one background thread runs the checks again.
+CACHE_SECONDS = 30.0
+WAIT_SECONDS = 20.0
+_lock = threading.Lock()
+_report: tuple[float, dict[str, Any]] | None = None
+_done = threading.Event()
+_running = False
+
+
+def latest_report(*, fresh: bool = False) -> dict[str, Any]:
+    """The last report (with ``age_s``), refreshed in the background once it is stale.
+
+    The very first call, and ``fresh=True`` ("Run again"), wait for a run of their own (at
+    most :data:`WAIT_SECONDS`); callers hold a slow-request place meanwhile.
+    """
+    with _lock:
+        report = _report
+        stale = report is None or fresh or time.monotonic() - report[0] > CACHE_SECONDS
+        started = stale and _start_refresh_locked()
+    if (report is None or fresh) and (started or _running):
+        _done.wait(WAIT_SECONDS)
+        with _lock:
+            report = _report
+    if report is None:
+        return {
+            "checks": [],
+            "summary": {},
+            "summary_line": "The checks are still running.",
+            "ran_at": None,
+            "host": socket.gethostname(),
+            "age_s": None,
+            "running": True,
+        }
+    return {**report[1], "age_s": round(time.monotonic() - report[0], 1), "running": _running}
+
+
+def _start_refresh_locked() -> bool:
+    global _running
+    if _running:
+        return False
+    _running = True
+    _done.clear()
+    threading.Thread(target=_refresh, name="diagnostics", daemon=True).start()
+    return True
+
+
+def _refresh() -> None:
+    global _report, _running
+    try:
+        report = run_diagnostics()
+    except Exception as exc:  # a broken check run must not leave "running" forever
+        report = {"checks": [], "summary": {}, "summary_line": f"The checks failed: {exc}",
+                  "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                  "host": socket.gethostname()}  # fmt: skip
+    finally:
+        from django.db import connection
+
+        connection.close()  # this thread's connection, if a check opened one
+    with _lock:
+        _report = (time.monotonic(), report)
+        _running = False
+        _done.set()
+
+
+def forget_report() -> None:
+    global _report
+    with _lock:
+        _report = None
 
 
 def with_code(text: str) -> SafeString:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -9,9 +11,15 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from webapp.ops import heartbeat
 from webapp.ops.triton import get_runtime
 
 CHECK_TIMEOUT_SECONDS = 2.0
+TRITON_TIMEOUT_SECONDS = 1.0
+#: One process answers repeated health checks from its last result for this long.
+CACHE_SECONDS = 2.0
+_cache: tuple[float, dict[str, dict[str, object]]] | None = None
+_cache_lock = threading.Lock()
 
 
 @dataclass
@@ -54,19 +62,22 @@ def check_broker() -> Check:
 def check_workers() -> Check:
     if not settings.REDIS_URL:
         return Check(False, "no broker, so no worker can be reached")
-    from workers.celery import app
-
     try:
-        replies = app.control.ping(timeout=1.0)
-    except Exception as exc:
-        return Check(False, f"cannot ask the workers: {exc}")
-    if not replies:
-        return Check(False, "no Celery worker answered within 1 s; start one (`make run` does).")
-    return Check(True, f"{len(replies)} worker(s) answered")
+        workers = heartbeat.fresh_workers()
+    except redis.RedisError as exc:
+        return Check(False, f"cannot read the workers' heartbeats: {exc}")
+    if not workers:
+        return Check(
+            False,
+            f"no Celery worker reported in the last {heartbeat.max_age_s():.0f} s; start one "
+            "(`make run` does), and beat, which asks them to report.",
+        )
+    newest = min(workers.values())
+    return Check(True, f"{len(workers)} worker host(s) reported, the last {newest:.0f} s ago")
 
 
 def check_triton() -> Check:
-    runtime = get_runtime(timeout=CHECK_TIMEOUT_SECONDS)
+    runtime = get_runtime(timeout=TRITON_TIMEOUT_SECONDS)
     if not runtime.is_live():
         return Check(False, f"Triton at {settings.TRITON_URL} is not reachable.")
     if not runtime.is_ready():
@@ -84,6 +95,24 @@ CHECKS: dict[str, Callable[[], Check]] = {
 
 
 def run_checks() -> dict[str, dict[str, object]]:
+    """Every check's result; within :data:`CACHE_SECONDS` of the last run, that run's."""
+    global _cache
+    with _cache_lock:
+        if _cache is not None and time.monotonic() - _cache[0] < CACHE_SECONDS:
+            return _cache[1]
+    results = _run_all()
+    with _cache_lock:
+        _cache = (time.monotonic(), results)
+    return results
+
+
+def forget_cached() -> None:
+    global _cache
+    with _cache_lock:
+        _cache = None
+
+
+def _run_all() -> dict[str, dict[str, object]]:
     results: dict[str, dict[str, object]] = {}
     for name, check in CHECKS.items():
         try:

@@ -23,9 +23,9 @@ Series:
 * ``hub_triton_up``: Triton answers ``/v2/health/ready`` with 200 within 0.25 s.
 * ``hub_collect_ok{part}``: 0 when a part of this collector could not read its source.
 
-Access: any signed-in user or API token (``Authorization: Token <key>``, or ``Bearer <key>``,
-which is what Prometheus's ``authorization`` block sends); anonymous scrapes only when
-``METRICS_PUBLIC`` is true.
+Access: any signed-in user or API token with a role (``Authorization: Token <key>``, or
+``Bearer <key>``, which is what Prometheus's ``authorization`` block sends); anonymous scrapes
+(and users without a role) only when ``METRICS_PUBLIC`` is true.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from webapp.accounts.auth import NO_ROLE_MESSAGE
+from webapp.accounts.roles import Role, role_of
 from webapp.registry.models import Job, Model, Version
 
 log = logging.getLogger(__name__)
@@ -301,6 +303,7 @@ UNAUTHORIZED = (
     "'Bearer <key>'); create one with 'python manage.py apitoken USERNAME'. Or set "
     "METRICS_PUBLIC=true to let anyone who can reach the dashboard read its metrics.\n"
 )
+NO_ROLE = "403 Forbidden: " + NO_ROLE_MESSAGE + "\n"
 
 
 @login_not_required
@@ -316,6 +319,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response = HttpResponse(UNAUTHORIZED, status=401, content_type="text/plain; charset=utf-8")
         response["WWW-Authenticate"] = 'Token realm="metrics"'
         return response
+    # This view is public to the sign-in middleware, so it refuses a user without a role itself
+    # (unless the metrics are public anyway).
+    if not settings.METRICS_PUBLIC and role_of(request.user) is Role.NONE:
+        return HttpResponse(NO_ROLE, status=403, content_type="text/plain; charset=utf-8")
     # Prometheus asks for OpenMetrics in its Accept header; curl and others get text 0.0.4.
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return HttpResponse(encoder(REGISTRY), content_type=content_type)

@@ -11,12 +11,17 @@ from django.conf import settings
 from model_store.runtime.client import TritonRuntime
 
 
-def get_runtime(timeout: float | None = None) -> TritonRuntime:
+def get_runtime(timeout: float | None = None, *, with_key: bool = True) -> TritonRuntime:
+    """The hub's client, carrying TRITON_API_KEY for Triton's restricted repository API.
+
+    ``with_key=False`` asks as anyone on the network would (the diagnostics' probe).
+    """
     return TritonRuntime(
         http_url=settings.TRITON_URL,
         grpc_url=settings.TRITON_GRPC_URL,
         metrics_url=settings.TRITON_METRICS_URL,
         timeout=timeout or settings.TRITON_TIMEOUT_SECONDS,
+        api_key=settings.TRITON_API_KEY if with_key else None,
     )
 
 
@@ -39,7 +44,8 @@ def inference_runtime() -> TritonRuntime:
     """One long-lived client per process for inference requests.
 
     The infer endpoint must add little to Triton's own latency, so it reuses one gRPC channel
-    (thread-safe, kept open) instead of building a client per request.
+    (thread-safe, kept open) instead of building a client per request. It gets no
+    TRITON_API_KEY: inference is open, and this client never loads or unloads.
     """
     return _inference_runtime(
         settings.TRITON_URL,

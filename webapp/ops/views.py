@@ -3,8 +3,9 @@ from __future__ import annotations
 from django.http import HttpResponse
 from django.shortcuts import render
 
+from webapp import slow_requests
 from webapp.http import HubRequest
-from webapp.ops.diagnostics import for_page, run_diagnostics
+from webapp.ops.diagnostics import WAIT_SECONDS, for_page, latest_report
 from webapp.ops.server_state import devices_summary, triton_summary
 from webapp.registry.models import ReconcileReport
 
@@ -22,6 +23,12 @@ def server(request: HubRequest) -> HttpResponse:
 
 def diagnostics(request: HubRequest) -> HttpResponse:
     """The troubleshooting checklist, run on every visit ("Run again" fetches the rows only)."""
-    context = {"report": for_page(run_diagnostics()), "nav": "server"}
+    fresh = bool(request.htmx) or request.GET.get("fresh") == "1"  # "Run again" runs them
+    try:
+        with slow_requests.slow_request(str(request.user.pk), longest_s=WAIT_SECONDS):
+            report = latest_report(fresh=fresh)
+    except slow_requests.Busy as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+    context = {"report": for_page(report), "nav": "server"}
     template = "ops/_diagnostics_rows.html" if request.htmx else "ops/diagnostics.html"
     return render(request, template, context)

@@ -43,6 +43,7 @@ def limits() -> Limits:
         max_elements=settings.INFER_MAX_ELEMENTS,
         max_bytes=settings.INFER_MAX_REQUEST_BYTES * 4,
         max_image_pixels=settings.INFER_MAX_IMAGE_PIXELS,
+        max_image_memory=settings.INFER_IMAGE_MEMORY_BYTES,
     )
 
 

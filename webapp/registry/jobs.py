@@ -3,19 +3,30 @@
 Workers call these as they go; pages and the API read the same rows. Writes use
 ``update()`` on the job row so that a cancel request written by the web process is never
 overwritten by a worker's progress update.
+
+Log lines: every line goes to the job's full log file in the store (``logs/<job>.log``). Only
+the first ``JOB_LOG_MAX_LINES`` become database rows and live pushes (a chatty ATC run writes
+hundreds of thousands); then one note row says so, and later lines are only counted
+(``Job.log_lines_more``).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
+from django.http import FileResponse, Http404
 from django.utils import timezone
 
 from webapp import live
 from webapp.registry.models import Event, Job, JobLogLine, Version
+from webapp.registry.storage import get_store
 
 COMPILE_STEPS = ("validate", "compile", "verify", "package")
 STEP_LABELS = {
@@ -87,12 +98,73 @@ def set_progress(job: Job, fraction_of_step: float) -> None:
 
 
 def log(job: Job, text: str, level: str = "info") -> None:
-    """Append one line (long lines are cut: a log is for people, not for dumps)."""
-    text = text.rstrip("\n")[:4000]
+    """Append one line: to the full log file, and to the database while under the cap.
+
+    Rows cut long lines (a page is for people, not for dumps); the file keeps them whole.
+    """
+    text = text.rstrip("\n")
+    _append_to_file(job, text, level)
+    # Once full, always full (nobody deletes log rows): skip the query for the next seq.
+    if vars(job).get("_log_full") or not _store_line(job, text[:4000], level):
+        vars(job)["_log_full"] = True
+        Job.objects.filter(pk=job.pk).update(log_lines_more=F("log_lines_more") + 1)
+
+
+def _store_line(job: Job, text: str, level: str) -> bool:
+    """Store and push one line; False when the job already has its cap of rows."""
+    cap = settings.JOB_LOG_MAX_LINES
     with transaction.atomic():
         seq = (job.log_lines.aggregate(m=Max("seq"))["m"] or 0) + 1
+        if seq > cap + 1:
+            return False
+        if seq == cap + 1:
+            text, level = _cap_note(cap), "warning"
         line = JobLogLine.objects.create(job=job, seq=seq, level=level, text=text)
     live.publish(job.topic, {"line": line.to_dict()})
+    return seq <= cap
+
+
+def _cap_note(cap: int) -> str:
+    return (
+        f"Only the first {cap} lines of this log are shown here; this line and every later one "
+        "are in the full log file (download it from the job page, or GET /api/v1/jobs/<id>/log)."
+    )
+
+
+def full_log_path(job: Job) -> Path:
+    return get_store().job_log_path(job.uuid.hex)
+
+
+def _append_to_file(job: Job, text: str, level: str) -> None:
+    path: Path | None = vars(job).get("_log_path")
+    if path is None:  # once per job object: get_store() creates the store's folders
+        path = full_log_path(job)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        vars(job)["_log_path"] = path
+    stamp = timezone.now().isoformat(timespec="milliseconds")
+    # Append mode: the worker and the web process (a cancel) may both write, a line at a time.
+    with path.open("a", encoding="utf-8", errors="replace") as file:
+        file.write(f"{stamp} {level:<7} {text}\n")
+
+
+def full_log_download(job: Job) -> FileResponse:
+    """The full log file as an attachment, streamed from disk."""
+    path = full_log_path(job)
+    if not path.is_file():
+        raise Http404("This job has no log file: it logged nothing, or ran before they were kept.")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=f"{job.model.name}-{job.kind}-{job.uuid.hex[:8]}.log",
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+@receiver(post_delete, sender=Job)
+def _remove_full_log(sender: type[Job], instance: Job, **kwargs: Any) -> None:
+    """A job's full log goes with its row (and with its model or version, which cascade)."""
+    path = full_log_path(instance)
+    transaction.on_commit(lambda: path.unlink(missing_ok=True))
 
 
 def add_command(job: Job, command: str) -> None:

@@ -189,6 +189,8 @@ class Job(models.Model):
     error = models.TextField(blank=True)
     error_code = models.CharField(max_length=40, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Lines logged past JOB_LOG_MAX_LINES: counted here, kept only in the full log file.
+    log_lines_more = models.PositiveIntegerField(default=0)
     # What a serve/rollback job switches from and to, and why (the operator's words).
     params = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
@@ -238,6 +240,7 @@ class Job(models.Model):
         }
         if log:
             data["log"] = [line.to_dict() for line in self.log_lines.order_by("seq")]
+            data["log_lines_more"] = self.log_lines_more
         return data
 
 
@@ -317,6 +320,8 @@ class TryExample(models.Model):
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="examples")
     name = models.CharField(max_length=80)
     inputs = models.JSONField()
+    #: Bytes of the request that saved it: the per-model budget adds these up.
+    size = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )

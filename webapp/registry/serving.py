@@ -83,6 +83,33 @@ def _as_uuid(text: str) -> uuid.UUID | None:
         return None
 
 
+# --------------------------------------------------------------------------- the publish gate
+
+
+def refusal(version: Version) -> str | None:
+    """Why ``version`` may not answer under its model's name, or None when it may.
+
+    The one gate for every path that makes a version answer clients' requests: serve,
+    rollback, load, compare and reconcile. Loads under names clients never use (a
+    verification run, a tuning trial) are not "answering".
+    """
+    if version.publishable:
+        return None
+    if version.status != Version.Status.READY:
+        return f"its status is {version.status}"
+    status = (version.verification or {}).get("status", "did not run")
+    return f"its verification {status} and no admin has overridden it"
+
+
+def ensure_may_answer(version: Version) -> None:
+    """RegistryError 409 ``not_publishable`` unless the gate lets ``version`` answer."""
+    why = refusal(version)
+    if why is not None:
+        raise RegistryError(
+            f"Version {version.number} cannot serve: {why}.", "not_publishable", 409
+        )
+
+
 # --------------------------------------------------------------------------- requests (web)
 
 
@@ -99,14 +126,7 @@ def request_switch(
     version = model.versions.filter(number=number).first()
     if version is None:
         raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
-    if not version.publishable:
-        why = (
-            f"its status is {version.status}"
-            if version.status != Version.Status.READY
-            else f"its verification {(version.verification or {}).get('status', 'did not run')} "
-            "and no admin has overridden it"
-        )
-        raise RegistryError(f"Version {number} cannot serve: {why}.", "not_publishable", 409)
+    ensure_may_answer(version)
     changes: list[dict[str, str]] = []
     current = (
         model.versions.filter(number=model.serving_version).first()
@@ -151,6 +171,9 @@ def request_load(*, model: Model, user: User, reason: str = "") -> Job:
         raise RegistryError(
             f"{model.name} has no serving version; serve one first.", "not_served", 409
         )
+    serving = model.versions.filter(number=model.serving_version).first()
+    if serving is not None:
+        ensure_may_answer(serving)
     return _queue(model, Job.Kind.LOAD, user, reason=reason)
 
 
@@ -172,8 +195,7 @@ def request_compare(*, model: Model, number: int | None, user: User) -> Job:
         version = model.versions.filter(number=number).first()
         if version is None:
             raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
-        if version.status != Version.Status.READY:
-            raise RegistryError(f"Version {number} is not packaged.", "not_ready", 409)
+        ensure_may_answer(version)
         if number == model.serving_version:
             raise RegistryError(f"v{number} is the serving version already.", "serving", 409)
     return _queue(model, Job.Kind.LOAD, user, version=version, extra={"compare": number})
@@ -315,7 +337,11 @@ def run_job(job_id: int) -> None:
         return
     jobs.start_step(job, job.kind)
     try:
-        if job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
+        # The gate again, on the state at run time: an override may have been withdrawn.
+        why = refusal(job.version) if job.version is not None else None
+        if why is not None:
+            _failed(job, f"v{job.version.number} cannot serve: {why}.", "not_publishable")  # type: ignore[union-attr]
+        elif job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
             _run_switch(job)
         elif job.kind == Job.Kind.UNLOAD:
             _run_unload(job)
@@ -547,7 +573,12 @@ def _reconcile_model(
             )
         return
     serving = model.serving_version
-    expected = sorted({v for v in (serving, model.compare_version) if v is not None})
+    compare = model.compare_version
+    if compare is not None and not _passes_gate(model, compare):
+        # Never bring back a version the gate refuses: serve the serving one alone.
+        warnings.append(f"{model.name}: v{compare} may not answer; it is no longer loaded beside.")
+        compare = None
+    expected = sorted({v for v in (serving, compare) if v is not None})
     if state.get("policy_versions") != expected:
         result = switch_version(
             store, runtime, name=model.name, target=model.target, to_version=serving,
@@ -567,6 +598,11 @@ def _reconcile_model(
             repairs.append(f"{model.name}: Triton had forgotten it; v{serving} is loaded again.")
         else:
             warnings.append(f"{model.name}: v{serving} does not load: {reason}")
+
+
+def _passes_gate(model: Model, number: int) -> bool:
+    version = model.versions.filter(number=number).first()
+    return version is not None and refusal(version) is None
 
 
 def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:

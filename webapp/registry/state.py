@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model_store.runtime.errors import TritonRuntimeError
+from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError
 from webapp.ops.triton import get_runtime
 
 
@@ -28,6 +28,8 @@ def triton_states() -> tuple[dict[str, ModelState], str]:
     """Per model name, the state of its serving version in Triton; and an error, if any."""
     try:
         rows = get_runtime(timeout=3.0).repository_index()
+    except TritonAccessDenied as exc:  # reachable, but the hub's key is missing or wrong
+        return {}, str(exc)
     except TritonRuntimeError as exc:
         return {}, f"Triton is not reachable: {exc}"
     states: dict[str, ModelState] = {}

@@ -17,4 +17,10 @@ def get_store() -> ModelStore:
 
 
 def get_uploads() -> UploadStore:
-    return UploadStore(get_store().uploads_dir, max_bytes=settings.UPLOAD_MAX_BYTES)
+    return UploadStore(
+        get_store().uploads_dir,
+        max_bytes=settings.UPLOAD_MAX_BYTES,
+        max_open_per_owner=settings.UPLOADS_OPEN_PER_USER,
+        max_open_bytes_per_owner=settings.UPLOAD_OPEN_BYTES_PER_USER,
+        min_free_bytes=settings.STORE_MIN_FREE_BYTES,
+    )

@@ -18,6 +18,7 @@ from model_store.inference import PRESET_LABELS, PRESETS, example_value, image_l
 from webapp.accounts.roles import Role, role_of
 from webapp.http import HubRequest
 from webapp.registry import demo, inference
+from webapp.registry import examples as saved_examples
 from webapp.registry.actions import RegistryError
 from webapp.registry.models import Job, Model, Version
 from webapp.registry.state import state_of
@@ -88,7 +89,7 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
         "inputs": inputs,
         "outputs": outputs,
         "packaged": packaged,
-        "examples": model.examples.select_related("created_by")[:50],
+        "examples": saved_examples.listed(model),
         "page_config": {
             "model": model.name,
             "serving": model.serving_version,
@@ -150,7 +151,7 @@ def model_perf(request: HubRequest, name: str) -> HttpResponse:
             c for c in (1, 2, 4, 8, 16, 32, 64) if c <= settings.SWEEP_MAX_CONCURRENCY
         ],
         "step_seconds": settings.SWEEP_STEP_SECONDS,
-        "examples": model.examples.all()[:50],
+        "examples": saved_examples.listed(model),
     }
     if request.htmx and request.GET.get("part") == "runs":
         return render(request, "registry/_perf_runs.html", context)

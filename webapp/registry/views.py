@@ -15,7 +15,7 @@ from model_store.errors import ModelStoreError
 from model_store.targets import get_target
 from webapp.accounts.roles import Role, role_of
 from webapp.http import HubRequest
-from webapp.registry import actions, demo, serving
+from webapp.registry import actions, demo, jobs, serving
 from webapp.registry import versions as version_actions
 from webapp.registry.forms import NewModelForm
 from webapp.registry.memory import memory_estimate
@@ -214,6 +214,11 @@ def job_detail(request: HubRequest, job_id: str) -> HttpResponse:
     if request.htmx:
         return render(request, "registry/_job_status.html", context)
     return render(request, "registry/job_detail.html", context)
+
+
+def job_log(request: HubRequest, job_id: str) -> FileResponse:
+    """Every line the job logged (the page shows the first JOB_LOG_MAX_LINES)."""
+    return jobs.full_log_download(_job(job_id))
 
 
 @require_POST

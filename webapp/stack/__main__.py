@@ -7,7 +7,9 @@ all of them, newest first.
 
 Settings (environment): HUB_HOST, HUB_PORT, HUB_VAR_DIR, REDIS_URL (skip the embedded Redis),
 TRITON_URL / TRITON_GRPC_URL / TRITON_METRICS_URL (skip the embedded Triton),
-HUB_TRITON_HTTP_PORT / _GRPC_PORT / _METRICS_PORT, HUB_WORKER_CONCURRENCY.
+HUB_TRITON_HTTP_PORT / _GRPC_PORT / _METRICS_PORT, HUB_WORKER_CONCURRENCY, TRITON_API_KEY (the
+embedded Triton's key for its repository API; random per run when unset, and passed to the web
+and worker processes either way).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from types import FrameType
 import redis
 
 from model_store import spawn
+from model_store.runtime.access import validate_api_key
 from model_store.runtime.embedded import EmbeddedTriton, prepare_backend_dir
 from model_store.runtime.errors import TritonRuntimeError, TritonStartError
+from webapp.private_files import private_dir
 from webapp.stack.process import ManagedProcess, StartError
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -39,6 +43,8 @@ class Stack:
         self.port = int(self.env.get("HUB_PORT", "8080"))
         self.var_dir = Path(self.env.get("HUB_VAR_DIR", BASE_DIR / "var")).resolve()
         self.env["HUB_VAR_DIR"] = str(self.var_dir)
+        # 0700 before anything (log/, redis/) creates it with the umask's mode.
+        private_dir(self.var_dir)
         self.store_root = Path(self.env.get("MODEL_STORE_ROOT", self.var_dir / "store")).resolve()
         self.env["MODEL_STORE_ROOT"] = str(self.store_root)
         self.log_dir = self.var_dir / "log"
@@ -112,6 +118,12 @@ class Stack:
         repository = self.store_root / "repository"
         repository.mkdir(parents=True, exist_ok=True)
         backends = prepare_backend_dir(self.store_root / "backends")
+        given_key = self.env.get("TRITON_API_KEY") or None
+        if given_key:
+            try:
+                validate_api_key(given_key)
+            except ValueError as exc:
+                raise StartError(f"TRITON_API_KEY: {exc}.") from None
         self.triton = EmbeddedTriton(
             repository,
             backends,
@@ -122,6 +134,7 @@ class Stack:
             log_path=self.log_dir / "triton.log",
             workdir=self.var_dir / "triton-work",
             prepare_backends=False,
+            api_key=given_key,
         )
         started = time.monotonic()
         try:
@@ -137,6 +150,8 @@ class Stack:
             "TRITON_GRPC_URL": urls["grpc"],
             "TRITON_METRICS_URL": urls["metrics"],
             "HUB_TRITON_EMBEDDED": "1",
+            # Only the hub's processes learn the key: they alone may load and unload.
+            "TRITON_API_KEY": self.triton.api_key,
         }
         self.say(f"Triton: ready in {time.monotonic() - started:.1f} s at {urls['http']}")
 

@@ -9,7 +9,9 @@ def push_server_state() -> None:
     # Imported here, not at module level: beat imports every task module only to schedule
     # them, and tritonclient (with grpc and numpy) would add ~50 MiB to that process.
     from webapp import live
+    from webapp.ops import heartbeat
     from webapp.ops.triton import get_runtime
 
+    heartbeat.beat()  # this worker is alive: /api/v1/health reads it instead of pinging
     runtime = get_runtime(timeout=2.0)
     live.publish("server", {"live": runtime.is_live(), "ready": runtime.is_ready()})

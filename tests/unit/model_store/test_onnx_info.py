@@ -393,3 +393,104 @@ def test_inspection_never_reads_external_data(
     inspect_onnx(path)
     assert any(name.endswith("model.onnx") for name in opened)  # the spy works
     assert not any(name.endswith("w.bin") for name in opened)
+
+
+def external_constant(location: str) -> TensorProto:
+    """A one-float tensor whose data is said to live in the file ``location``."""
+    tensor = numpy_helper.from_array(np.ones(1, np.float32), "k")
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=location)
+    return tensor
+
+
+def branch(tensor: TensorProto, name: str) -> onnx.GraphProto:
+    """A subgraph whose only node is a Constant holding ``tensor``."""
+    return helper.make_graph(
+        [helper.make_node("Constant", [], ["out"], value=tensor)],
+        name,
+        [],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1])],
+    )
+
+
+def model_with_local_function(function_nodes: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """y = local.F(c): the main graph calls a local function made of ``function_nodes``."""
+    function = helper.make_function(
+        "local", "F", ["c"], ["y"], function_nodes, [helper.make_opsetid("", 17)]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("F", ["c"], ["y"], domain="local")],
+        "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+        functions=[function],
+    )
+
+
+def test_external_data_in_a_subgraph_of_a_local_function_is_checked(tmp_path: Path) -> None:
+    evil = branch(external_constant("../../etc/passwd"), "then")
+    safe = branch(numpy_helper.from_array(np.ones(1, np.float32), "k"), "else")
+    function_if = helper.make_node("If", ["c"], ["y"], then_branch=evil, else_branch=safe)
+    model = model_with_local_function([function_if])
+    top_level = save(with_external_weight("../../etc/passwd"), tmp_path / "top" / "model.onnx")
+    with pytest.raises(UnsafeExternalData) as expected:
+        inspect_onnx(top_level)
+    with pytest.raises(UnsafeExternalData) as caught:
+        inspect_onnx(save(model, tmp_path / "m" / "model.onnx"))
+    assert type(caught.value) is type(expected.value) is UnsafeExternalData
+    assert caught.value.code == expected.value.code == "unsafe_external_data"
+    assert "climbs out of the model's folder" in caught.value.message
+
+
+def test_external_data_nested_deeper_in_a_local_function_is_checked(tmp_path: Path) -> None:
+    # If inside a Loop body inside the function: subgraphs are walked at any depth.
+    evil_if = helper.make_node(
+        "If",
+        ["cond"],
+        ["out"],
+        then_branch=branch(external_constant("/etc/passwd"), "then"),
+        else_branch=branch(numpy_helper.from_array(np.ones(1, np.float32), "k"), "else"),
+    )
+    body = helper.make_graph(
+        [evil_if, helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("out", TensorProto.FLOAT, [1]),
+        ],
+    )
+    loop = helper.make_node("Loop", ["", "c"], ["y"], body=body)
+    model = model_with_local_function([loop])
+    with pytest.raises(UnsafeExternalData, match="absolute path"):
+        inspect_onnx(save(model, tmp_path / "m" / "model.onnx"))
+
+
+def test_external_data_in_a_local_function_attribute_default_is_checked(tmp_path: Path) -> None:
+    model = model_with_local_function([helper.make_node("Identity", ["c"], ["y"])])
+    default = helper.make_attribute("value", external_constant("../secret.bin"))
+    model.functions[0].attribute_proto.append(default)
+    (tmp_path / "secret.bin").write_bytes(b"\x00" * 4)
+    with pytest.raises(UnsafeExternalData, match="climbs out"):
+        inspect_onnx(save(model, tmp_path / "m" / "model.onnx"))
+
+
+def test_a_local_function_with_a_safe_subgraph_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "m" / "model.onnx"
+    path.parent.mkdir()
+    (path.parent / "k.bin").write_bytes(b"\x00" * 4)
+    inner = external_constant("k.bin")
+    safe = branch(numpy_helper.from_array(np.ones(1, np.float32), "k"), "else")
+    function_if = helper.make_node(
+        "If", ["c"], ["y"], then_branch=branch(inner, "then"), else_branch=safe
+    )
+    info = inspect_onnx(save(model_with_local_function([function_if]), path))
+    assert info.external_data_files == ["k.bin"]

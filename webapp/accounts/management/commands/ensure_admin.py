@@ -7,7 +7,9 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from webapp.accounts.roles import Role, grant
 
@@ -20,7 +22,15 @@ class Command(BaseCommand):
         if User.objects.filter(username="admin").exists():
             self.stdout.write("Admin user 'admin' exists; sign in with its password.")
             return
-        password = os.environ.get("HUB_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        password = os.environ.get("HUB_ADMIN_PASSWORD") or secrets.token_urlsafe(16)
+        try:
+            # The same rules as every password change: length, not common, not all digits.
+            validate_password(password, User(username="admin"))
+        except ValidationError as exc:
+            raise CommandError(
+                "HUB_ADMIN_PASSWORD is not accepted: " + " ".join(exc.messages) + " Choose "
+                "another, or leave it unset to have a strong one generated and printed once."
+            ) from None
         user = User.objects.create_user("admin", password=password)
         grant(user, Role.ADMIN)
         if os.environ.get("HUB_ADMIN_PASSWORD"):

@@ -1,0 +1,116 @@
+"""Request bodies are refused before anything reads them, unless they may be read.
+
+Django's CSRF middleware parses a POST body (``request.POST``) before the sign-in check
+runs, and its multipart parser spools file parts over ``FILE_UPLOAD_MAX_MEMORY_SIZE`` to
+temporary files: an anonymous client could make the web process write as much as it
+liked. This middleware sits right after authentication and before anything that reads a
+body, and answers from the headers alone:
+
+* a body from someone not signed in is refused (401 for the API, 403 for pages), except on
+  the sign-in pages, whose bodies are small;
+* a body longer than the limit for its kind of endpoint is refused with 413 and the limit;
+* a body of unknown length (``Transfer-Encoding: chunked``) is refused with 411, since its
+  size cannot be checked before reading.
+
+The limits: the one-shot multipart upload of a version (``UPLOAD_MAX_BYTES``), the infer
+API and saved examples (``INFER_MAX_REQUEST_BYTES``), a labels file (4 MiB), a chunk of a
+chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows), and everything else
+``REQUEST_MAX_BYTES``. The streamed chunk ``PUT``
+(``webapp.api.stream_upload``) runs this same check before it reads past its first pipe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from webapp.accounts.auth import is_api_request
+
+#: Pages that take a form from someone not yet signed in (the bodies are a few hundred bytes).
+PUBLIC_FORMS = ("/login/", "/admin/login/")
+PUBLIC_FORM_MAX_BYTES = 64 << 10
+
+_ONE_SHOT_UPLOAD = re.compile(r"^/api/v1/models/[^/]+/versions$")
+_INFER = re.compile(r"^/api/v1/models/[^/]+/infer$")
+_CHUNK = re.compile(r"^/api/v1/uploads/[^/]+$")
+_EXAMPLES = re.compile(r"^/api/v1/models/[^/]+/examples$")
+_LABELS = re.compile(r"^/api/v1/models/[^/]+/labels$")
+LABELS_MAX_BYTES = 4 << 20
+
+
+def body_limit(path: str) -> tuple[int, str]:
+    """The largest body this path accepts, and the setting that sets it."""
+    if _ONE_SHOT_UPLOAD.match(path):
+        return settings.UPLOAD_MAX_BYTES, "UPLOAD_MAX_BYTES"
+    if _INFER.match(path) or _EXAMPLES.match(path):
+        return settings.INFER_MAX_REQUEST_BYTES, "INFER_MAX_REQUEST_BYTES"
+    if _LABELS.match(path):
+        return LABELS_MAX_BYTES, "the labels file's fixed limit"
+    if _CHUNK.match(path):
+        return settings.UPLOAD_CHUNK_BYTES * 2, "UPLOAD_CHUNK_BYTES (x2)"
+    if path in PUBLIC_FORMS:
+        return PUBLIC_FORM_MAX_BYTES, "the sign-in form's fixed limit"
+    return settings.REQUEST_MAX_BYTES, "REQUEST_MAX_BYTES"
+
+
+def declared_length(request: HttpRequest) -> int | None:
+    """The body's declared length: 0 for none, None when it is unknown (chunked)."""
+    meta = request.META
+    if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return None
+    try:
+        return max(0, int(meta.get("CONTENT_LENGTH") or 0))
+    except ValueError:
+        return None
+
+
+def refusal(request: HttpRequest) -> HttpResponse | None:
+    """The answer to a body that must not be read, or None when reading it is fine."""
+    length = declared_length(request)
+    if length == 0:
+        return None
+    user = getattr(request, "user", None)
+    if not (user is not None and user.is_authenticated) and request.path not in PUBLIC_FORMS:
+        return _refuse(request, "Sign in before sending data.", "not_authenticated", 401, 403)
+    if length is None:
+        return _refuse(
+            request, "Send a Content-Length: bodies of unknown length are not accepted.",
+            "length_required", 411,
+        )  # fmt: skip
+    limit, setting = body_limit(request.path)
+    if length > limit:
+        response = _refuse(
+            request,
+            f"The request body is {length} bytes; this endpoint accepts at most {limit} "
+            f"bytes ({setting}).",
+            "too_large",
+            413,
+        )
+        response["X-Max-Body-Bytes"] = str(limit)
+        return response
+    return None
+
+
+def _refuse(
+    request: HttpRequest, message: str, code: str, status: int, page_status: int | None = None
+) -> HttpResponse:
+    if is_api_request(request):
+        response: HttpResponse = JsonResponse({"error": message, "code": code}, status=status)
+    else:
+        response = HttpResponse(message, status=page_status or status, content_type="text/plain")
+    # The body stays unread; the server (not the app: hop-by-hop headers are its business)
+    # closes the connection rather than read it.
+    return response
+
+
+class RequestBodyGuard:
+    """Must sit after the authentication middleware and before CSRF reads ``request.POST``."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return refusal(request) or self.get_response(request)
