@@ -178,6 +178,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
 AXES_VERBOSE = False
+# New API tokens made on the account page or through the API expire after this many days
+# unless their owner chooses otherwise (manage.py apitoken makes tokens without expiry).
+TOKEN_DEFAULT_DAYS = env_int("TOKEN_DEFAULT_DAYS", default=90, minimum=1)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",

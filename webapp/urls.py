@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from webapp.accounts import views as account_views
 from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
@@ -37,6 +38,17 @@ urlpatterns = [
         name="version-delete",
     ),
     path("audit/", registry_views.audit, name="audit"),
+    path("account/tokens/", account_views.account_tokens, name="account-tokens"),
+    path(
+        "account/tokens/<int:token_id>/revoke/",
+        account_views.token_revoke,
+        name="account-token-revoke",
+    ),
+    path(
+        "account/tokens/<int:token_id>/expiry/",
+        account_views.token_expiry,
+        name="account-token-expiry",
+    ),
     path("models/<str:name>/versions/<int:number>/", registry_views.version_detail, name="version"),
     path(
         "models/<str:name>/versions/<int:number>/override/",

@@ -26,6 +26,7 @@ from webapp.accounts.roles import Role, role_of
 from webapp.api.errors import error_response
 
 API_PREFIX = "/api/"
+ADMIN_PREFIX = "/admin/"
 NO_ROLE_MESSAGE = (
     "Your account has no role in this hub yet. Ask an admin to give you the viewer, "
     "operator or admin role."
@@ -45,7 +46,13 @@ def is_api_request(request: HttpRequest) -> bool:
 
 
 class TokenAuthenticationMiddleware:
-    """Sets ``request.user`` from an API token; must sit after AuthenticationMiddleware."""
+    """Sets ``request.user`` from an API token; must sit after AuthenticationMiddleware.
+
+    A token is refused when revoked (at once: every request reads the token's row) or
+    expired, and on ``/admin/``, where only a signed-in session counts. Its scope caps the
+    role every check of this request sees (:func:`webapp.accounts.roles.role_of` caches the
+    role on the user object, which this request alone holds).
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -53,30 +60,53 @@ class TokenAuthenticationMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         header = request.headers.get("Authorization", "")
         if header:
-            scheme, _, key = header.partition(" ")
-            # "Bearer" too: Prometheus's `authorization` block and many HTTP clients send it.
-            if scheme.lower() not in ("token", "bearer") or not key.strip():
-                return error_response(
-                    "Authorization header must be 'Token <key>' (or 'Bearer <key>').",
-                    "not_authenticated",
-                    401,
-                )
-            token = ApiToken.objects.for_key(key.strip())
-            if token is None:
-                return error_response(
-                    "This API token is not valid. Create one with "
-                    "'python manage.py apitoken USERNAME'.",
-                    "not_authenticated",
-                    401,
-                )
-            request.user = token.user
-            request.api_token = token  # type: ignore[attr-defined]
-            request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
-            # One write per minute at most: last_used is a hint, not an audit trail.
-            now = timezone.now()
-            if token.last_used is None or (now - token.last_used).total_seconds() > 60:
-                ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+            refused = self._authenticate(request, header)
+            if refused is not None:
+                return refused
         return self.get_response(request)
+
+    def _authenticate(self, request: HttpRequest, header: str) -> HttpResponse | None:
+        if request.path.startswith(ADMIN_PREFIX):
+            return error_response(
+                "API tokens are not accepted on the admin site; sign in with a password.",
+                "token_not_accepted",
+                403,
+            )
+        scheme, _, key = header.partition(" ")
+        # "Bearer" too: Prometheus's `authorization` block and many HTTP clients send it.
+        if scheme.lower() not in ("token", "bearer") or not key.strip():
+            return error_response(
+                "Authorization header must be 'Token <key>' (or 'Bearer <key>').",
+                "not_authenticated",
+                401,
+            )
+        token = ApiToken.objects.for_key(key.strip())
+        if token is None:
+            return error_response(
+                "This API token is not valid (or was revoked). Create one on your account "
+                "page or with 'python manage.py apitoken USERNAME'.",
+                "not_authenticated",
+                401,
+            )
+        now = timezone.now()
+        if token.is_expired(now):
+            assert token.expires is not None
+            return error_response(
+                f"This API token expired on {token.expires:%Y-%m-%d %H:%M} UTC. Create a new "
+                "one on your account page.",
+                "token_expired",
+                401,
+            )
+        user = token.user
+        if token.scope:
+            user._hub_role = min(role_of(user), Role.parse(token.scope))  # type: ignore[attr-defined]
+        request.user = user
+        request.api_token = token  # type: ignore[attr-defined]
+        request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+        # One write per minute at most: last_used is a hint, not an audit trail.
+        if token.last_used is None or (now - token.last_used).total_seconds() > 60:
+            ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+        return None
 
 
 class LoginRequiredMiddleware(DjangoLoginRequired):

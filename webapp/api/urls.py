@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.api import diagnostics, metrics, serving, tryit, versions, views
+from webapp.api import diagnostics, metrics, serving, tokens, tryit, versions, views
 from webapp.api.memory import memory_estimate_view
 
 urlpatterns = [
@@ -50,5 +50,7 @@ urlpatterns = [
     path("jobs/<str:job_id>", versions.job_detail, name="api-job"),
     path("jobs/<str:job_id>/cancel", versions.job_cancel, name="api-job-cancel"),
     path("jobs/<str:job_id>/log", versions.job_log, name="api-job-log"),
+    path("tokens", tokens.token_list, name="api-tokens"),
+    path("tokens/<int:token_id>", tokens.token_detail, name="api-token"),
     path("schema", views.schema, name="api-schema"),
 ]

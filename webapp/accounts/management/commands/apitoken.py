@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, grant, role_of
@@ -18,9 +20,25 @@ class Command(BaseCommand):
         parser.add_argument("username")
         parser.add_argument("--role", choices=["viewer", "operator", "admin"], default=None)
         parser.add_argument("--name", default="cli", help="A label for the token.")
+        parser.add_argument(
+            "--days", type=int, default=None, help="Expire after this many days (default: never)."
+        )
+        parser.add_argument(
+            "--scope",
+            choices=["viewer", "operator", "admin"],
+            default="",
+            help="Cap what the token may do below the user's role (default: the user's role).",
+        )
 
     def handle(
-        self, *args: Any, username: str, role: str | None, name: str, **options: Any
+        self,
+        *args: Any,
+        username: str,
+        role: str | None,
+        name: str,
+        days: int | None,
+        scope: str,
+        **options: Any,
     ) -> None:
         User = get_user_model()
         user, created = User.objects.get_or_create(username=username)
@@ -32,6 +50,11 @@ class Command(BaseCommand):
             grant(user, Role.parse(role))
         if role_of(user) is Role.NONE:
             raise CommandError(f"{username} has no role; pass --role viewer|operator|admin.")
-        _, key = ApiToken.issue(user, name=name)
+        if scope and Role.parse(scope) > role_of(user):
+            raise CommandError(f"{username} is {role_of(user).label}; the scope may not be wider.")
+        if days is not None and not 1 <= days <= 3650:
+            raise CommandError("--days must be from 1 to 3650.")
+        expires = timezone.now() + timedelta(days=days) if days else None
+        _, key = ApiToken.issue(user, name=name, scope=scope, expires=expires)
         state = "created" if created else "existing"
         self.stdout.write(f"Token for {state} user {username} ({role_of(user).label}): {key}")

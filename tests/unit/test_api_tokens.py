@@ -1,0 +1,127 @@
+"""Security finding 10: tokens expire, are scoped, can be listed and revoked, not on /admin/."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone
+
+from tests.fixtures.users import signed_in
+from webapp.accounts.models import ApiToken
+
+
+def _bearer(key: str) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Token {key}")
+
+
+def test_a_revoked_token_is_refused_from_its_next_request(operator) -> None:
+    token, key = ApiToken.issue(operator)
+    client = _bearer(key)
+    assert client.get("/api/v1/models").status_code == 200
+    assert client.delete(f"/api/v1/tokens/{token.pk}").status_code == 204  # revokes itself
+    refused = client.get("/api/v1/models")
+    assert refused.status_code == 401 and "revoked" in refused.json()["error"]
+
+
+def test_an_expired_token_is_refused_with_when(viewer) -> None:
+    _, key = ApiToken.issue(viewer, expires=timezone.now() - timedelta(minutes=1))
+    refused = _bearer(key).get("/api/v1/models")
+    assert refused.status_code == 401 and refused.json()["code"] == "token_expired"
+
+
+def test_a_scope_caps_the_token_below_its_owners_role(operator) -> None:
+    _, key = ApiToken.issue(operator, scope="viewer")
+    client = _bearer(key)
+    assert client.get("/api/v1/models").status_code == 200
+    create = client.post(
+        "/api/v1/models", data=json.dumps({"name": "m"}), content_type="application/json"
+    )
+    assert create.status_code == 403 and "viewer" in create.json()["error"]
+
+
+def test_the_owners_lower_role_still_caps_a_wider_scope(operator) -> None:
+    from webapp.accounts.roles import Role, grant
+
+    _, key = ApiToken.issue(operator, scope="operator")
+    grant(operator, Role.VIEWER)
+    create = _bearer(key).post(
+        "/api/v1/models", data=json.dumps({"name": "m"}), content_type="application/json"
+    )
+    assert create.status_code == 403
+
+
+def test_a_token_cannot_be_wider_than_its_owner_or_mint_another(viewer) -> None:
+    session = signed_in(viewer)
+    wide = session.post(
+        "/api/v1/tokens", data=json.dumps({"name": "x", "scope": "admin"}),
+        content_type="application/json",
+    )  # fmt: skip
+    assert wide.status_code == 403 and wide.json()["code"] == "scope_too_wide"
+    made = session.post(
+        "/api/v1/tokens", data=json.dumps({"name": "ci"}), content_type="application/json"
+    )
+    assert made.status_code == 201
+    body = made.json()
+    assert body["key"].startswith("tmh_") and body["scope"] == "viewer"
+    expires = timezone.datetime.fromisoformat(body["expires"])
+    assert timedelta(days=89) < expires - timezone.now() <= timedelta(days=90)
+    minted = _bearer(body["key"]).post(
+        "/api/v1/tokens", data=json.dumps({"name": "more"}), content_type="application/json"
+    )
+    assert minted.status_code == 403 and minted.json()["code"] == "session_required"
+
+
+def test_owners_list_and_set_an_expiry_on_old_tokens_and_see_no_one_elses(viewer, operator) -> None:
+    old, _ = ApiToken.issue(viewer)  # as made before expiry existed
+    ApiToken.issue(operator)
+    session = signed_in(viewer)
+    listed = session.get("/api/v1/tokens").json()["tokens"]
+    assert [t["id"] for t in listed] == [old.pk] and listed[0]["expires"] is None
+    patched = session.patch(
+        f"/api/v1/tokens/{old.pk}", data=json.dumps({"expires_in_days": 30}),
+        content_type="application/json",
+    )  # fmt: skip
+    assert patched.status_code == 200 and patched.json()["expires"] is not None
+    other = ApiToken.objects.exclude(user=viewer).get()
+    assert session.delete(f"/api/v1/tokens/{other.pk}").status_code == 404
+
+
+def test_tokens_are_not_accepted_on_the_admin_site(admin_user) -> None:
+    _, key = ApiToken.issue(admin_user)
+    response = _bearer(key).get("/admin/")
+    assert response.status_code == 403 and response.json()["code"] == "token_not_accepted"
+    assert signed_in(admin_user).get("/admin/").status_code == 200
+
+
+def test_the_account_page_creates_shows_once_expires_and_revokes(viewer) -> None:
+    session = signed_in(viewer)
+    old, _ = ApiToken.issue(viewer, name="from-before")
+    page = session.get("/account/tokens/").content.decode()
+    assert "from-before" in page and "NO EXPIRY" in page and "Set expiry" in page
+    created = session.post(
+        "/account/tokens/", {"name": "laptop", "scope": "viewer", "expires_in_days": "30"}
+    )
+    assert created.status_code == 200
+    assert "shown this once" in created.content.decode()
+    session.post(f"/account/tokens/{old.pk}/expiry/", {"expires_in_days": "90"})
+    old.refresh_from_db()
+    assert old.expires is not None
+    session.post(f"/account/tokens/{old.pk}/revoke/")
+    old.refresh_from_db()
+    assert old.revoked is not None
+    assert "from-before" not in session.get("/account/tokens/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_command_keeps_printing_the_key_last_and_takes_days_and_scope() -> None:
+    out = io.StringIO()
+    call_command("apitoken", "ci", "--role", "operator", "--days", "7", "--scope", "viewer",
+                 stdout=out)  # fmt: skip
+    key = out.getvalue().split()[-1]
+    token = ApiToken.objects.for_key(key)
+    assert token is not None and token.scope == "viewer" and token.expires is not None

@@ -1,0 +1,95 @@
+"""API tokens as their owners manage them: create (key shown once), list, expire, revoke.
+
+Every change goes through these functions, from the account page and from the API alike.
+Creating a token needs a signed-in session (or ``manage.py apitoken``): a leaked token must
+not be able to mint more of itself. Listing, setting an expiry and revoking work with a token
+too, so that a script can retire its own.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from webapp.accounts.models import ApiToken
+from webapp.accounts.roles import Role, role_of
+from webapp.registry.actions import RegistryError
+
+MAX_DAYS = 3650
+MAX_TOKENS_PER_USER = 50
+
+
+def _expiry(days: object) -> timedelta | None:
+    """``days`` from a form or JSON: a whole number from 1 to 3650, or None for no expiry."""
+    if days is None or days == "":
+        return None
+    if isinstance(days, str) and days.strip().isdigit():
+        days = int(days)
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_DAYS:
+        raise RegistryError(
+            f"expires_in_days must be a whole number from 1 to {MAX_DAYS}, or null for none.",
+            "invalid_field",
+        )
+    return timedelta(days=days)
+
+
+def _scope(user: User, scope: object) -> str:
+    if scope is None or scope == "":
+        return role_of(user).label
+    if not isinstance(scope, str) or scope not in ApiToken.Scope.values:
+        raise RegistryError("scope must be viewer, operator or admin.", "invalid_field")
+    if Role.parse(scope) > role_of(user):
+        raise RegistryError(
+            f"A token cannot do more than its owner: you are {role_of(user).label}, so its "
+            f"scope may be at most {role_of(user).label}.",
+            "scope_too_wide",
+            403,
+        )
+    return scope
+
+
+def create(
+    user: User, *, name: str, scope: object = None, days: object = "default", via_token: bool
+) -> tuple[ApiToken, str]:
+    """A new token of ``user`` and its key (shown once)."""
+    if via_token:
+        raise RegistryError(
+            "Create tokens from your account page (signed in) or with manage.py apitoken; a "
+            "token cannot create another.",
+            "session_required",
+            403,
+        )
+    if ApiToken.objects.live().filter(user=user).count() >= MAX_TOKENS_PER_USER:
+        raise RegistryError(
+            f"You have {MAX_TOKENS_PER_USER} tokens; revoke one first.", "too_many_tokens", 409
+        )
+    name = name.strip()[:100] or "api"
+    lifetime = _expiry(settings.TOKEN_DEFAULT_DAYS if days == "default" else days)
+    expires = timezone.now() + lifetime if lifetime else None
+    return ApiToken.issue(user, name, scope=_scope(user, scope), expires=expires)
+
+
+def owned(user: User, token_id: object) -> ApiToken:
+    token = (
+        ApiToken.objects.live().filter(user=user, pk=token_id).first()
+        if isinstance(token_id, int) or (isinstance(token_id, str) and token_id.isdigit())
+        else None
+    )
+    if token is None:
+        raise RegistryError("You have no such token.", "not_found", 404)
+    return token
+
+
+def set_expiry(token: ApiToken, days: object) -> ApiToken:
+    lifetime = _expiry(days)
+    token.expires = timezone.now() + lifetime if lifetime else None
+    token.save(update_fields=["expires"])
+    return token
+
+
+def revoke(token: ApiToken) -> None:
+    """Refused from the next request on: every request reads the token's row."""
+    ApiToken.objects.filter(pk=token.pk).update(revoked=timezone.now())

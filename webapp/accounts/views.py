@@ -1,0 +1,70 @@
+"""The account page: the signed-in person's API tokens."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from webapp.accounts import tokens
+from webapp.accounts.models import ApiToken
+from webapp.accounts.roles import Role, role_of
+from webapp.http import HubRequest
+from webapp.registry.actions import RegistryError
+
+EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("365", "a year"), ("", "never")]
+
+
+def account_tokens(request: HubRequest) -> HttpResponse:
+    """List the person's tokens; POST makes a new one and shows its key once."""
+    new_key = None
+    if request.method == "POST":
+        try:
+            _token, new_key = tokens.create(
+                request.user,  # type: ignore[arg-type]
+                name=request.POST.get("name", ""),
+                scope=request.POST.get("scope") or None,
+                days=request.POST.get("expires_in_days", ""),
+                via_token=False,
+            )
+        except RegistryError as exc:
+            messages.error(request, exc.message)
+            return redirect("account-tokens")
+    role = role_of(request.user)
+    context = {
+        "tokens": ApiToken.objects.live().filter(user=request.user),  # type: ignore[misc]
+        "new_key": new_key,
+        "scopes": [(c, label) for c, label in ApiToken.Scope.choices if Role.parse(c) <= role],
+        "own_role": role.label,
+        "expiry_choices": EXPIRY_CHOICES,
+        "default_days": str(settings.TOKEN_DEFAULT_DAYS),
+        "nav": "account",
+    }
+    return render(request, "accounts/tokens.html", context)
+
+
+@require_POST
+def token_revoke(request: HubRequest, token_id: int) -> HttpResponse:
+    try:
+        token = tokens.owned(request.user, token_id)  # type: ignore[arg-type]
+    except RegistryError as exc:
+        messages.error(request, exc.message)
+    else:
+        tokens.revoke(token)
+        messages.success(request, f"Token {token.key_prefix}… is revoked; it no longer works.")
+    return redirect("account-tokens")
+
+
+@require_POST
+def token_expiry(request: HubRequest, token_id: int) -> HttpResponse:
+    try:
+        token = tokens.owned(request.user, token_id)  # type: ignore[arg-type]
+        tokens.set_expiry(token, request.POST.get("expires_in_days", ""))
+    except RegistryError as exc:
+        messages.error(request, exc.message)
+    else:
+        when = f"{token.expires:%Y-%m-%d}" if token.expires else "never"
+        messages.success(request, f"Token {token.key_prefix}… now expires: {when}.")
+    return redirect("account-tokens")
