@@ -11,7 +11,7 @@ pytest_plugins = ["tests.fixtures.triton", "tests.fixtures.services", "tests.fix
 
 import pytest  # noqa: E402
 
-HEAVY_MARKERS = ("stress",)
+HEAVY_MARKERS = ("stress", "faults")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,10 +41,11 @@ def _no_free_space_floor(settings) -> None:  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def _no_cached_reports_from_earlier_tests() -> None:
     """Health and diagnostics answer from a short-lived cache; each test starts without it."""
-    from webapp.ops import diagnostics, health
+    from webapp.ops import diagnostics, health, stack_status
 
     health.forget_cached()
     diagnostics.forget_report()
+    stack_status.forget_cached()
 
 
 @pytest.fixture(autouse=True)

@@ -357,6 +357,10 @@ class EmbeddedTriton:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
+    def exit_status(self) -> int | None:
+        """The server's exit status once it has ended; None while it runs (or before start)."""
+        return self._proc.poll() if self._proc is not None else None
+
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

@@ -99,7 +99,7 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
         with urllib.request.urlopen(request, timeout=30) as response:
             health = json.load(response)
         assert health["status"] == "ok", health
-        assert set(health["checks"]) == {"web", "database", "broker", "workers", "triton"}
+        assert set(health["checks"]) == {"web", "database", "broker", "workers", "triton", "parts"}
         assert all(check["ok"] for check in health["checks"].values()), health
         _assert_triton_is_locked_to_the_hub(env, token, children, tmp_path)
     finally:

@@ -196,4 +196,6 @@ def for_page(report: dict[str, Any]) -> dict[str, Any]:
         }
         for c in report["checks"]
     ]
-    return {**report, "checks": rows}
+    ran_at = report.get("ran_at")
+    shown = datetime.fromisoformat(ran_at).strftime("%H:%M:%S UTC") if ran_at else "…"
+    return {**report, "checks": rows, "ran_at_shown": shown}

@@ -11,7 +11,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from webapp.ops import heartbeat
+from webapp.ops import heartbeat, stack_status
 from webapp.ops.triton import get_runtime
 
 CHECK_TIMEOUT_SECONDS = 2.0
@@ -85,6 +85,14 @@ def check_triton() -> Check:
     return Check(True, f"Triton at {settings.TRITON_URL} is live and ready")
 
 
+def check_parts() -> Check:
+    """Only under the launcher (``make run``): every part it supervises is up."""
+    down = stack_status.parts_down()
+    if down:
+        return Check(False, " ".join(stack_status.describe(p) for p in down))
+    return Check(True, "every part the launcher runs is up")
+
+
 CHECKS: dict[str, Callable[[], Check]] = {
     "web": check_web,
     "database": check_database,
@@ -114,7 +122,10 @@ def forget_cached() -> None:
 
 def _run_all() -> dict[str, dict[str, object]]:
     results: dict[str, dict[str, object]] = {}
-    for name, check in CHECKS.items():
+    checks = dict(CHECKS)
+    if stack_status.launched():
+        checks["parts"] = check_parts
+    for name, check in checks.items():
         try:
             results[name] = asdict(check())
         except Exception as exc:  # a broken check must not hide the others

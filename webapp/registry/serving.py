@@ -522,6 +522,47 @@ def reconcile() -> ReconcileReport:
     return _save_report(repairs, warnings)
 
 
+def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:
+    """The launcher restarted a crashed Triton: record the outage, reload what served at once.
+
+    Triton in explicit mode starts with nothing loaded, so every serving model failed its
+    clients from the crash until now; the history of each says so, then says when it
+    answered again.
+    """
+    started = time.monotonic()
+    serving = list(Model.objects.exclude(serving_version=None))
+    for model in serving:
+        Event.objects.create(
+            model=model,
+            kind="triton.outage",
+            message=(
+                f"Triton stopped ({exit_status}); the launcher restarted it after {down_s:.1f} s. "
+                f"Requests for {model.name} failed meanwhile."
+            ),
+            data={"down_s": down_s, "exit_status": exit_status},
+        )
+    report = reconcile()
+    ready = {
+        (row["name"], row.get("version"))
+        for row in get_runtime(timeout=10).repository_index()
+        if row.get("state") == "READY"
+    }
+    for model in serving:
+        back = (model.name, str(model.serving_version)) in ready
+        Event.objects.create(
+            model=model,
+            kind="triton.reloaded" if back else "triton.reload_failed",
+            message=(
+                f"v{model.serving_version} of {model.name} answers again, "
+                f"{down_s + time.monotonic() - started:.1f} s after Triton stopped."
+                if back
+                else f"v{model.serving_version} of {model.name} did not load again after "
+                "Triton's restart; see the server page's reconcile warnings."
+            ),
+        )
+    return report
+
+
 SERVING_KINDS = (Job.Kind.SERVE, Job.Kind.ROLLBACK, Job.Kind.LOAD, Job.Kind.UNLOAD)
 
 

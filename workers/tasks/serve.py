@@ -29,5 +29,13 @@ def reconcile() -> None:
     serving.reconcile()
 
 
+@app.task(name="workers.tasks.serve.triton_restarted", ignore_result=True, soft_time_limit=900)
+def triton_restarted(down_s: float, exit_status: str) -> None:
+    """Sent by the launcher after it restarted a crashed Triton."""
+    from webapp.registry import serving
+
+    serving.after_triton_restart(down_s, exit_status)
+
+
 def enqueue_switch(job_id: int) -> None:
     run_job.delay(job_id)

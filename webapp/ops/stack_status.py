@@ -1,0 +1,91 @@
+"""What the launcher (``make run``) says about its parts, for health checks and page banners.
+
+The launcher writes ``$HUB_VAR_DIR/run/stack.json`` whenever a part goes down, comes back or
+is given up on (``webapp/stack/supervisor.py``). A deployment without the launcher (compose,
+several hosts) has no such file, and nothing here says anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest
+
+CACHE_SECONDS = 1.0
+_lock = threading.Lock()
+_cached: tuple[float, list[dict[str, Any]]] | None = None
+
+
+def _status_path() -> Path:
+    return Path(settings.VAR_DIR) / "run" / "stack.json"
+
+
+def _launcher_alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def launched() -> bool:
+    """True when this web process runs under the launcher (its status file exists)."""
+    return _status_path().is_file()
+
+
+def parts_down(now: float | None = None) -> list[dict[str, Any]]:
+    """Parts not up right now: name, state, seconds down, last exit, restarts so far."""
+    global _cached
+    with _lock:
+        if _cached is not None and time.monotonic() - _cached[0] < CACHE_SECONDS:
+            return _cached[1]
+    try:
+        data = json.loads(_status_path().read_text())
+    except (OSError, ValueError):
+        data = {}
+    down: list[dict[str, Any]] = []
+    if isinstance(data, dict) and _launcher_alive(data.get("pid")):
+        now = now or time.time()
+        for name, part in (data.get("parts") or {}).items():
+            if isinstance(part, dict) and part.get("state") != "up":
+                down.append(
+                    {
+                        "name": name,
+                        "state": part.get("state"),
+                        "down_s": round(now - float(part.get("since") or now), 1),
+                        "last_exit": part.get("last_exit") or "",
+                        "restarts": part.get("restarts", 0),
+                    }
+                )
+    with _lock:
+        _cached = (time.monotonic(), down)
+    return down
+
+
+def describe(part: dict[str, Any]) -> str:
+    verb = "was given up on" if part["state"] == "given_up" else "is restarting"
+    how = f" after it exited ({part['last_exit']})" if part["last_exit"] else ""
+    return f"{part['name']} has been down for {part['down_s']:.0f} s{how}; the launcher {verb}."
+
+
+def banner(request: HttpRequest) -> dict[str, object]:
+    """Template context: the parts that are down, for the banner on every page."""
+    if not getattr(request, "user", None) or not request.user.is_authenticated:
+        return {}
+    return {"stack_down": [describe(p) for p in parts_down()]}
+
+
+def forget_cached() -> None:
+    global _cached
+    with _lock:
+        _cached = None
