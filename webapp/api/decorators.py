@@ -88,6 +88,8 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         data = json.loads(request.body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(f"The body is not valid JSON: {exc}", "invalid_json") from None
+    except RecursionError:  # the decoder recurses per level: [[[[...]]]] can exhaust it
+        raise ApiError("The body's JSON is nested too deeply.", "invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError("The body must be a JSON object.", "invalid_json")
     return data
