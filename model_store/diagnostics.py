@@ -7,11 +7,14 @@ outside contact goes through the context (environment, ``which``, ``run`` for
 subprocesses, the Triton calls, the devices report, ``/dev``), so tests pass plain
 functions and temporary directories instead of a real host.
 
-What the checks look for comes from shared/FACTS.md: the CANN environment that
-``set_env.sh`` gives (§1.10), ATC (§2), the ``npu_ge`` backend library and what it
-links (§1.1), the device nodes and mounts a container needs (§1.10), npu-smi's
-table (§4), the GE backend's log phrases (§1.8) and its reload caveats (§1.9).
-None of it has been run on Ascend hardware by this project.
+What the checks look for is written up, with its upstream sources, in docs/: the CANN
+environment that ``set_env.sh`` gives (docs/cann.md#install-layouts), ATC (docs/atc.md),
+the ``npu_ge`` backend library and what it links (docs/ge-backend.md#identity-and-build),
+the device nodes and mounts a container needs (docs/ge-backend.md#runtime-environment),
+npu-smi's table (docs/npu-smi.md#the-info-table), the GE backend's log phrases
+(docs/ge-backend.md#log-phrases) and its reload caveats
+(docs/ge-backend.md#statistics-reload-and-unload). None of it has been run on Ascend
+hardware by this project (docs/cann.md#what-has-run-on-ascend-hardware).
 
 Example:
     >>> ctx = DiagnosticsContext(env={}, triton_url="127.0.0.1:8000",
@@ -204,9 +207,9 @@ class DiagnosticsContext:
 
 # --------------------------------------------------------------------------- GE log phrases
 
-#: Exact phrases of the GE backend's log and errors (FACTS.md §1.8) and what kind of
-#: failure each one means. Order matters: the first phrase found wins, so the generic
-#: wrappers ("Failed to create model state", "init instance error") come last.
+#: Exact phrases of the GE backend's log and errors (docs/ge-backend.md#log-phrases) and
+#: what kind of failure each one means. Order matters: the first phrase found wins, so the
+#: generic wrappers ("Failed to create model state", "init instance error") come last.
 GE_LOG_PHRASES: list[tuple[str, str]] = [
     # reading the model and its config
     ("Model file not found: dir path ", "parse"),
@@ -250,7 +253,7 @@ _PLOG = (
     '"ERROR" lines in its output (plog files are under $HOME/ascend/log)'
 )
 
-#: What to do for each kind of GE failure (FACTS.md §1.8 maps them this way).
+#: What to do for each kind of GE failure (grouped as in docs/ge-backend.md#log-phrases).
 GE_ADVICE: dict[str, str] = {
     "parse": (
         "The GE backend could not read the model. This is usually the ONNX export itself or a "
@@ -519,8 +522,9 @@ def check_atc(ctx: DiagnosticsContext) -> Check:
     return _make("atc", "ok", f"ATC is at {atc} ({version}) and starts.", details=lines)
 
 
-#: Who usually supplies a library the npu_ge backend links (FACTS.md §1.1, §1.10) [inferred
-#: from the build's link list and the backend image's Dockerfile, not from a real host].
+#: Who usually supplies a library the npu_ge backend links [inferred from the build's link
+#: list and the backend image's Dockerfile, not from a real host; see
+#: docs/ge-backend.md#identity-and-build and docs/ge-backend.md#runtime-environment].
 _LIB_OWNERS: list[tuple[tuple[str, ...], str]] = [
     (
         ("libonnxruntime",),

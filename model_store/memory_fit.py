@@ -10,8 +10,9 @@ The estimate is deliberately simple, so that a person can check it by hand::
   instance of an ``onnxruntime`` or ``acl`` model is its own session with its own weights
   and buffers, and instances run at the same time, so copies = instances. The GE backend
   (``npu_ge``) instead builds ``device_exec_blocks`` sessions per device, by default
-  ``ceil(instances x instance_exec_blocks / devices)`` (FACTS.md §1.3, §1.6; read from the
-  backend's code, not measured); :func:`copies_per_device` does that sum.
+  ``ceil(instances x instance_exec_blocks / devices)`` (docs/ge-backend.md#config-parameters,
+  docs/ge-backend.md#instances-and-devices; read from the backend's code, not measured);
+  :func:`copies_per_device` does that sum.
 * **activations per sample**: the peak of live intermediate tensors for one sample, from a
   liveness walk over the ONNX graph after shape inference with the batch axis pinned to 1
   (:func:`activations_from_onnx`): each tensor is allocated when its node runs and freed

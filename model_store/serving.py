@@ -1,6 +1,6 @@
 """Which version of a model Triton serves: switch, roll back, load, unload, inspect.
 
-Serving a version means (shared/ARCHITECTURE.md, "Versions, serving and rollback"):
+Serving a version means (Triton's side: docs/triton.md#load-and-unload-api):
 write ``repository/<name>/config.pbtxt`` with ``version_policy { specific { versions: [N] } }``,
 ask Triton to load the model (explicit control mode re-reads the config), wait until the
 repository index shows version N READY, and only then call it done. If anything fails the
@@ -11,10 +11,11 @@ Two layouts, chosen by the model's target:
 
 * ``onnxruntime`` and ``acl``: every packaged version sits side by side in the repository;
   switching only rewrites config.pbtxt. Triton loads the new version before it unloads the
-  old one, so requests in flight during a switch never fail (measured: shared/RECIPES.md).
+  old one, so requests in flight during a switch never fail (docs/triton.md#version-switches).
 * ``npu_ge``: the real GE backend runs the first ``.onnx`` it finds anywhere under the model
-  directory, whatever the version (shared/FACTS.md §1.2), so that directory must hold exactly
-  one version. A new model directory is built outside the repository and swapped in whole.
+  directory, whatever the version (docs/ge-backend.md#how-the-model-file-is-found), so that
+  directory must hold exactly one version. A new model directory is built outside the
+  repository and swapped in whole (docs/ge-backend.md#one-version-per-model-directory).
 
 This module takes no lock. Callers serialise switches of one model across processes and
 hosts (the web layer holds a per-model lock around :func:`switch_version`).

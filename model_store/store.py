@@ -1,6 +1,6 @@
 """The on-disk model store: uploads, immutable sources and the Triton repository.
 
-Layout under the root (see shared/ARCHITECTURE.md, "Model store on disk")::
+Layout under the root (Triton's rules for ``repository/``: docs/triton.md#repository-layout)::
 
     uploads/      incoming files, streamed to disk
     sources/      <model>/<version>/<file>, read-only once stored, with a .sha256 beside it
@@ -36,7 +36,7 @@ from model_store.names import validate_file_name, validate_model_name, validate_
 CHUNK_SIZE = 1024 * 1024
 CONFIG_FILE = "config.pbtxt"
 # Triton only loads version directories whose names are plain integers, so
-# anything starting with "." is invisible to it (shared/RECIPES.md).
+# anything starting with "." is invisible to it (docs/triton.md#repository-layout).
 STAGING_PREFIX = ".staging-"
 REMOVING_PREFIX = ".removing-"
 # Files Triton can read must be readable by another user (Triton may run in its

@@ -2,7 +2,7 @@
 
 ATC turns an ONNX model into an ``.om`` file for one Ascend chip
 (``atc --model=x.onnx --framework=5 --output=out/x --soc_version=Ascend310P3``,
-shared/FACTS.md §2). The worker runs it for the ``acl`` target and, where CANN
+docs/atc.md#command-line). The worker runs it for the ``acl`` target and, where CANN
 is installed, as a pre-flight compile for ``npu_ge``. This module is the whole
 contract with the tool:
 
@@ -16,7 +16,7 @@ contract with the tool:
   plain words with what to do.
 
 Not run against a real CANN toolkit: written from the documented flags, log
-phrases and error codes in shared/FACTS.md §2 and tested against the fake
+phrases and error codes in docs/atc.md and tested against the fake
 ``atc`` in tests/fakes, which follows the same documentation.
 
 Example:
@@ -135,8 +135,8 @@ def _toolkit_home_of(atc: Path) -> Path | None:
 def _version_file(home: Path) -> Path | None:
     """The toolkit's install-info file, if any.
 
-    FACTS.md names no toolkit version file; these are the places public CANN
-    install guides read: ``<home>/<arch>-linux/ascend_toolkit_install.info``
+    These are the places public CANN install guides read
+    (docs/cann.md#toolkit-version-files): ``<home>/<arch>-linux/ascend_toolkit_install.info``
     (``version=...``) and ``<home>/compiler/version.info`` (``Version=...``).
     """
     candidates = [home / f"{platform.machine()}-linux" / "ascend_toolkit_install.info"]
@@ -296,7 +296,7 @@ def atc_environment(status: CannStatus, base_env: Mapping[str, str]) -> dict[str
 
 # --------------------------------------------------------------------------- options
 
-#: soc_version values seen in CANN's own sources (FACTS.md §2); for UI suggestions.
+#: soc_version values seen in CANN's own sources (docs/atc.md#soc-versions); for UI suggestions.
 KNOWN_SOC_VERSIONS = (
     "Ascend310",
     "Ascend310P1",
@@ -347,7 +347,7 @@ OP_SELECT_IMPLMODES = (
 )
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 ONNX_FRAMEWORK = 5
-#: ATC accepts 2 to 100 batch gears (FACTS.md §2).
+#: ATC accepts 2 to 100 batch gears (docs/atc.md#dynamic-batch).
 MIN_BATCH_GEARS, MAX_BATCH_GEARS = 2, 100
 #: Our own ceiling on one gear's batch size (ATC states none); larger is a typo.
 MAX_BATCH_GEAR_VALUE = 2048
@@ -428,7 +428,7 @@ def parse_input_shape(text: str) -> list[tuple[str, list[str]]]:
 
 @dataclass
 class AtcOptions:
-    """What the user chose for one ATC compile (FACTS.md §2 spells out each flag).
+    """What the user chose for one ATC compile (each flag: docs/atc.md#options).
 
     Attributes:
         soc_version: The chip the OM will run on, e.g. ``Ascend310P3``; must
@@ -592,7 +592,7 @@ def build_atc_command(
 ) -> list[str]:
     """The ATC argument list for compiling ``model`` into ``<output_stem>.om``.
 
-    Flags use ATC's ``--flag=value`` spelling (FACTS.md §2), in a fixed order
+    Flags use ATC's ``--flag=value`` spelling (docs/atc.md#command-line), in a fixed order
     so the same options give the same command.
 
     Args:
@@ -649,7 +649,7 @@ def format_command(argv: Sequence[str]) -> str:
 
 # --------------------------------------------------------------------------- reading the log
 
-#: Console phrases ATC prints (main_impl.cc, FACTS.md §2).
+#: Console phrases ATC prints (main_impl.cc; docs/atc.md#console-output).
 START_PHRASE = "ATC start working now"
 SUCCESS_PHRASE = "ATC run success"
 FAILURE_PHRASE = "ATC run failed"
@@ -888,7 +888,7 @@ def _output_stem(argv: Sequence[str], cwd: Path | None) -> Path | None:
 
 
 def _om_candidates(stem: Path) -> list[Path]:
-    # ATC writes <stem>.om, on some versions <stem>_<os>_<arch>.om (FACTS.md §2).
+    # ATC writes <stem>.om, on some versions <stem>_<os>_<arch>.om (docs/atc.md#command-line).
     exact = stem.with_name(stem.name + ".om")
     try:
         others = sorted(stem.parent.glob(glob_escape(stem.name) + "_*.om"))

@@ -8,8 +8,8 @@ Pure rules over :class:`~model_store.runtime.series.Point` sums and the serving 
 * dynamic batching that never batches: busy but batches of ~1 -> the delay is too short for
   requests to meet; idle and the queue time is mostly that delay -> it only adds latency;
 * failures, with their rate and share;
-* ``npu_ge`` models: the GE backend reports no statistics to Triton (FACTS.md §1.9), so what
-  is shown is the hub's own calls;
+* ``npu_ge`` models: the GE backend reports no statistics to Triton
+  (docs/ge-backend.md#statistics-reload-and-unload), so what is shown is the hub's own calls;
 * no requests at all.
 """
 

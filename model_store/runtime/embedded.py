@@ -2,7 +2,8 @@
 
 The wheel ships Triton 2.51 with the Python backend, one Python backend stub per
 CPython minor version and the shared libraries the stub needs. Three things have
-to be arranged before Python-based models load (shared/RECIPES.md):
+to be arranged before Python-based models load
+(docs/triton.md#embedded-triton-from-the-nvidia-pytriton-wheel):
 
 * a backend directory holding ``python/`` (``libtriton_python.so``,
   ``triton_python_backend_utils.py`` and the stub for *this* interpreter) and our

@@ -1,6 +1,6 @@
 """Deployment targets: what a model version is built into, and its config.pbtxt.
 
-Three targets exist (shared/ARCHITECTURE.md, "Deployment targets"):
+Three targets exist (one module each; the outside facts behind them are in docs/):
 
 * ``onnxruntime``: optimised ``model.onnx`` on the CPU (the embedded default);
 * ``npu_ge``: normalised ``model.onnx`` for CANN's GE backend on Ascend NPUs;

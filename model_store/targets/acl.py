@@ -2,7 +2,7 @@
 
 The worker runs ATC (``atc --framework=5 ...``) on the uploaded ONNX; the OM
 goes into the version directory and config.pbtxt says ``backend: "acl"``, our
-Python-based backend that executes OM files with pyACL (FACTS.md §2, §3).
+Python-based backend that executes OM files with pyACL (docs/atc.md, docs/pyacl.md).
 
 An OM has fixed shapes, or a dynamic batch limited to the "gears" given at
 compile time (``--dynamic_batch_size``). So ``input_shape`` is either fixed or
@@ -59,11 +59,11 @@ from model_store.targets.base import (
 ARTIFACT = "model.om"
 ATC_WORK_DIR = ".atc-work"
 ATC_TIMEOUT_S = 3600.0
-# ATC's --dynamic_batch_size takes 2 to 100 gears (FACTS.md §2).
+# ATC's --dynamic_batch_size takes 2 to 100 gears (docs/atc.md#dynamic-batch).
 MIN_GEARS, MAX_GEARS = 2, 100
 ATC_OPSETS = range(11, 19)
 
-# "Ascend" + the Name column of `npu-smi info` (FACTS.md §2: values seen in hicann/ge).
+# "Ascend" + the Name column of `npu-smi info` (docs/atc.md#soc-versions).
 SOC_CHOICES: list[tuple[str, str]] = [
     ("Ascend310P3", "Ascend310P3 (Atlas 300I Pro / Duo)"),
     ("Ascend310P1", "Ascend310P1"),

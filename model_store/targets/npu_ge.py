@@ -1,10 +1,12 @@
 """The ``npu_ge`` target: one normalised ``model.onnx`` for CANN's GE backend in Triton.
 
 The GE backend compiles the ONNX online when Triton loads it, and it runs the
-first ``.onnx`` it finds anywhere under the model directory (shared/FACTS.md
-§1.2), so the build writes exactly one self-contained file (no external data)
-and nothing else. The rules encoded in :meth:`NpuGeTarget.check_model` come
-from the backend's code and docs (FACTS.md §1.3-§1.7):
+first ``.onnx`` it finds anywhere under the model directory
+(docs/ge-backend.md#how-the-model-file-is-found), so the build writes exactly one
+self-contained file (no external data) and nothing else. The rules encoded in
+:meth:`NpuGeTarget.check_model` come from the backend's code and docs
+(docs/ge-backend.md#config-parameters through
+docs/ge-backend.md#inputs-and-outputs-from-the-onnx):
 
 * the config must list inputs/outputs explicitly for FP16/BOOL/DOUBLE tensors
   (its auto-complete maps them to INVALID);
@@ -60,9 +62,10 @@ ARTIFACT = "model.onnx"
 STEPS_DIR = ".build"
 PREFLIGHT_DIR = ".atc-preflight"
 SUGGESTED_OPSET = 14
-# ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (FACTS.md §2).
+# ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (docs/atc.md#onnx-opsets).
 PARSER_OPSETS = range(11, 19)
-# Element types the backend's auto-complete maps (FACTS.md §1.7).
+# Element types the backend's auto-complete maps
+# (docs/ge-backend.md#inputs-and-outputs-from-the-onnx).
 GE_AUTO_TYPES = frozenset({"FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64"})
 MANY_GEARS = 8
 # protobuf's limit for one .onnx file; the backend cannot read external data.

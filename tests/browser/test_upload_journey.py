@@ -2,7 +2,7 @@
 progress, follow the compile job live, read the verification report and the config preview.
 
 Real parts: Chromium, the Django app, a Celery worker process, Redis, onnxruntime, and the
-EfficientNet-Lite0 model shipped in demo/ (RECIPES.md)."""
+EfficientNet-Lite0 model shipped in demo/ (demo/README.md)."""
 
 from __future__ import annotations
 

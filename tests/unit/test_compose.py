@@ -37,7 +37,7 @@ HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
 EXPECTED_SERVICES = {"postgres", "redis", "web", "worker", "beat", "triton"}
 TRITON_CONTROL_PORTS = {8000, 8001}
 LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
-# shared/FACTS.md §1.10: what the GE backend's guide maps into the container.
+# What the GE backend's guide maps into the container (docs/ge-backend.md#runtime-environment).
 ASCEND_CONTROL_DEVICES = {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"}
 ASCEND_DRIVER_MOUNTS = {
     "/usr/local/dcmi",

@@ -1,7 +1,8 @@
 """``npu-smi info -t usages`` per chip: parsing, merging into read_devices, the devices panel.
 
-The usages samples follow the field sets FACTS.md §4 documents for 310P and 910B (values
-are illustrative); the tables are the existing samples. No Ascend NPU on these machines.
+The usages samples follow the field sets docs/npu-smi.md#per-chip-usages lists for 310P and
+910B (values are illustrative); the tables are the existing samples. No Ascend NPU on these
+machines.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from django.utils.safestring import SafeString
 from model_store.diagnostics import DiagnosticsContext, run_checks, summarize, summary_line
 from webapp.ops.triton import get_runtime, is_embedded
 
-#: Where the GE backend's Dockerfile installs Triton (TRITON_HOME_PATH, FACTS.md §1.10).
+#: Where the GE backend's Dockerfile installs Triton (TRITON_HOME_PATH;
+#: docs/ge-backend.md#runtime-environment).
 DEFAULT_TRITON_HOME = Path("/opt/tritonserver")
 
 #: How the page shows each state: a word (readable without colour) and a badge class.

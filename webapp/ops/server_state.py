@@ -43,7 +43,7 @@ def triton_summary() -> dict[str, Any]:
 
 
 def devices_summary() -> dict[str, Any]:
-    """Ascend NPUs from ``npu-smi info`` (parsed as FACTS.md §4 documents), or why there are none.
+    """Ascend NPUs from ``npu-smi info`` (docs/npu-smi.md#the-info-table), or why there are none.
 
     Runs where the web process runs; in production the NPUs are on the Triton host, so the
     compose file maps ``npu-smi`` there (the diagnostics issue will ask the worker too).

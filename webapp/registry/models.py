@@ -8,7 +8,7 @@ from django.db import models
 
 
 class Target(models.TextChoices):
-    """Where a model's versions are built to run (ARCHITECTURE.md, "Deployment targets")."""
+    """Where a model's versions are built to run (see model_store/targets/)."""
 
     ONNXRUNTIME = "onnxruntime", "CPU (ONNX Runtime)"
     NPU_GE = "npu_ge", "Ascend NPU, GE backend"

@@ -1,14 +1,14 @@
 """Python-based Triton backend named ``acl``: serves ``model.om`` (built by ATC) through pyACL.
 
 Triton loads this file from ``<backend-directory>/acl/model.py`` for every model
-whose config says ``backend: "acl"`` (Python-based backends, shared/FACTS.md
-§5.5). The OM file is ``<model dir>/<version>/model.om`` (or the config's
-``default_model_filename``); the NPU is the config parameter ``device_id``
-(default ``"0"``).
+whose config says ``backend: "acl"`` (Python-based backends,
+docs/triton.md#python-based-backends). The OM file is
+``<model dir>/<version>/model.om`` (or the config's ``default_model_filename``);
+the NPU is the config parameter ``device_id`` (default ``"0"``).
 
 The pyACL part lives in :class:`OmSession`, which imports nothing from Triton,
 so the worker reuses it to verify a compiled OM (``model_store.ascend.om_runner``).
-It follows the lifecycle in FACTS.md §3: ``acl.init`` (once per process) →
+It follows the lifecycle in docs/pyacl.md#lifecycle: ``acl.init`` (once per process) →
 ``rt.set_device`` → ``rt.create_context`` → ``mdl.load_from_file`` → model
 description → device buffers and datasets, and tears down in the documented
 order (datasets, ``unload``, ``destroy_desc``, ``free``, ``destroy_context``,
@@ -22,7 +22,7 @@ rows are dropped from the outputs. Requests that arrive together are
 concatenated first, so dynamic batching in Triton fills the OM's batch.
 
 NOT RUN ON ASCEND HARDWARE: written against the pyACL interface documented in
-FACTS.md §3 (plus ``acl.rt.set_context``, pyACL's way to make a context
+docs/pyacl.md (plus ``acl.rt.set_context``, pyACL's way to make a context
 current on another thread) and tested with the fake ``acl`` module in
 tests/fakes. This file must stay self-contained (numpy, acl,
 triton_python_backend_utils and the standard library only): Triton's stub
@@ -60,7 +60,7 @@ _HIDDEN_INPUTS = (DYNAMIC_BATCH_INPUT, "ascend_dynamic_aipp_data")
 # NPY_UBYTE, for the older ptr_to_numpy API.
 _NPY_UBYTE = 2
 
-#: ACL data type codes (FACTS.md §3) -> numpy.
+#: ACL data type codes (docs/pyacl.md#data-type-codes) -> numpy.
 ACL_TO_NUMPY: dict[int, Any] = {
     0: np.float32,
     1: np.float16,

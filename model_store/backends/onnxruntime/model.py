@@ -2,7 +2,7 @@
 
 Triton loads this file from ``<backend-directory>/onnxruntime/model.py`` for every
 model whose config says ``backend: "onnxruntime"`` (Python-based backends, see
-shared/FACTS.md §5.5). The point is that the very same ``config.pbtxt`` runs on
+docs/triton.md#python-based-backends). The point is that the very same ``config.pbtxt`` runs on
 an NGC Triton image with the real C++ onnxruntime backend, so this file only
 reads config fields that backend understands too: ``max_batch_size``,
 ``input``/``output``, ``default_model_filename`` and the ``parameters``

@@ -1,6 +1,6 @@
 """A FAKE ``acl`` (pyACL) module for tests. It is not pyACL and drives no NPU.
 
-It implements the subset of pyACL that shared/FACTS.md §3 documents, with the
+It implements the subset of pyACL that docs/pyacl.md describes, with the
 same signatures and the same conventions: functions that return data return
 ``(value, ret)``, pure actions return ``ret``, and ``ret == 0`` is success;
 wrong ids, sizes or memory kinds give non-zero codes from CANN's acl_base.h.

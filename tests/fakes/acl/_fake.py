@@ -40,7 +40,7 @@ ACL_ERROR_RT_CONTEXT_NULL = 107002
 MAGIC = b"FAKEOM\x00\x01"
 MBATCH_INPUT = "ascend_mbatch_shape_data"
 
-#: ACL data type code -> numpy (FACTS.md §3).
+#: ACL data type code -> numpy (docs/pyacl.md#data-type-codes).
 ACL_TO_NUMPY: dict[int, Any] = {
     0: np.float32,
     1: np.float16,

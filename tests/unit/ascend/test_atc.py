@@ -1,7 +1,7 @@
 """The ATC runner: finding CANN, options, the command line, log reading, running the fake atc.
 
 The fake atc (tests/fakes/atc) stands in for the real compiler; it follows the
-flags, phrases and codes documented in shared/FACTS.md §2.
+flags, phrases and codes written up in docs/atc.md.
 """
 
 from __future__ import annotations
