@@ -33,8 +33,12 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 HUB_ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
 TRITON_ENTRYPOINT = ROOT / "deploy" / "triton" / "entrypoint.sh"
 HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
+CADDYFILE = ROOT / "deploy" / "proxy" / "Caddyfile"
+PROXY_ENTRYPOINT = ROOT / "deploy" / "proxy" / "entrypoint.sh"
+ENV_EXAMPLE = ROOT / "deploy" / "production.env.example"
+GITIGNORE = ROOT / ".gitignore"
 
-EXPECTED_SERVICES = {"postgres", "redis", "web", "worker", "beat", "triton"}
+EXPECTED_SERVICES = {"postgres", "redis", "web", "proxy", "worker", "beat", "triton"}
 TRITON_CONTROL_PORTS = {8000, 8001}
 LOOPBACK = {"127.0.0.1", "::1", "[::1]", "localhost"}
 # What the GE backend's guide maps into the container (docs/ge-backend.md#runtime-environment).
@@ -46,7 +50,16 @@ ASCEND_DRIVER_MOUNTS = {
     "/usr/local/Ascend/driver/version.info",
     "/etc/ascend_install.info",
 }
-REQUIRED_VARS = ("POSTGRES_PASSWORD", "SECRET_KEY", "ALLOWED_HOSTS", "TRITON_API_KEY")
+REQUIRED_VARS = (
+    "POSTGRES_PASSWORD",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "TRITON_API_KEY",
+    "HUB_SITE_ADDRESS",
+)
+SECRET_VARS = ("POSTGRES_PASSWORD", "SECRET_KEY", "TRITON_API_KEY")
+# Container ports of the proxy: HTTPS, and plain HTTP that only redirects to it.
+PROXY_PORTS = {443, 80}
 DUMMY = "dummy-required-value"
 
 # `$$` first: it is an escaped dollar, not the start of a reference.
@@ -250,11 +263,27 @@ def test_app_services_wait_for_healthy_postgres_and_redis(
     assert depends.get("migrate", {}).get("condition") == "service_completed_successfully"
 
 
-def test_web_runs_uvicorn_on_8080_and_is_published(services: dict[str, dict[str, Any]]) -> None:
+def test_web_runs_uvicorn_on_8080_and_publishes_nothing(
+    services: dict[str, dict[str, Any]],
+) -> None:
     web = services["web"]
-    assert command_args(web)[:2] == ["uvicorn", "webapp.asgi:application"]
-    assert {"--port=8080", "--http=httptools", "--ws=websockets-sansio"} <= set(command_args(web))
-    assert any(8080 in ports for _, ports in published(web))
+    args = command_args(web)
+    assert args[:2] == ["uvicorn", "webapp.asgi:application"]
+    assert {"--port=8080", "--http=httptools", "--ws=websockets-sansio"} <= set(args)
+    assert not web.get("ports"), "web must only be reachable through the proxy"
+
+
+def test_web_trusts_forwarded_headers_only_because_it_is_not_published(
+    raw_text: str, services: dict[str, dict[str, Any]]
+) -> None:
+    """The client address (sign-in throttling) and scheme come from the proxy's headers."""
+    args = command_args(services["web"])
+    assert "--proxy-headers" in args
+    assert flag(args, "--forwarded-allow-ips") == "*"
+    assert not services["web"].get("ports")
+    web_block = raw_text[raw_text.index("\n  web:\n") : raw_text.index("\n  proxy:\n")]
+    comment = " ".join(web_block.replace("#", " ").split())
+    assert "acceptable only because this port is not published" in comment
 
 
 def test_worker_and_beat_commands(services: dict[str, dict[str, Any]]) -> None:
@@ -293,14 +322,30 @@ def test_triton_restricts_its_repository_api_to_the_hubs_key(
     assert restricted.endswith(f"triton-hub-key={DUMMY}")
 
 
-def test_only_web_is_published_beyond_loopback(services: dict[str, dict[str, Any]]) -> None:
+def test_only_the_proxy_is_published_beyond_loopback(services: dict[str, dict[str, Any]]) -> None:
     for name, service in services.items():
-        if name == "web":
+        if name == "proxy":
             continue
         for host_ip, ports in published(service):
             assert host_ip in LOOPBACK, f"{name} publishes {sorted(ports)} on {host_ip or 'all'}"
-    assert not services["postgres"].get("ports")
-    assert not services["redis"].get("ports")
+    for name in ("postgres", "redis", "web", "worker", "beat"):
+        assert not services[name].get("ports"), f"{name} publishes a port"
+    # What remains on loopback: Triton's read-only metrics port, nothing else.
+    publishing = {name for name, service in services.items() if published(service)}
+    assert publishing <= {"proxy", "triton"}
+
+
+def test_the_proxy_publishes_https_and_the_redirect_port(
+    raw_text: str, services: dict[str, dict[str, Any]]
+) -> None:
+    ports = published(services["proxy"])
+    assert set().union(*(p for _, p in ports)) == PROXY_PORTS
+    assert "${HUB_HTTPS_BIND:-0.0.0.0}:${HUB_HTTPS_PORT:-443}:443" in raw_text
+    assert "${HUB_HTTP_BIND:-0.0.0.0}:${HUB_HTTP_PORT:-80}:80" in raw_text
+    # Redirects point at the published HTTPS port, not at the container's 443.
+    resolved = interpolate(yaml.safe_load(raw_text), env={"HUB_HTTPS_PORT": "8443"})
+    proxy_env = environment(resolved["services"]["proxy"])
+    assert proxy_env["HUB_PUBLIC_HTTPS_PORT"] == "8443"
 
 
 def test_no_host_network_and_no_privileged(services: dict[str, dict[str, Any]]) -> None:
@@ -321,6 +366,154 @@ def test_secrets_are_required_and_come_from_env_file(
         files = env_file if isinstance(env_file, list) else [env_file]
         paths = [f["path"] if isinstance(f, dict) else f for f in files]
         assert ".env" in paths, f"{name} does not read .env"
+
+
+# --- the TLS proxy ------------------------------------------------------------------------------
+
+
+def caddyfile_directives() -> list[str]:
+    """The Caddyfile's lines without comments and blank lines, stripped."""
+    lines = []
+    for line in CADDYFILE.read_text().splitlines():
+        code = re.sub(r"(^|\s)#.*$", "", line).strip()
+        if code:
+            lines.append(code)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def proxy(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return services["proxy"]
+
+
+def test_proxy_is_the_official_caddy_image(raw_text: str, proxy: dict[str, Any]) -> None:
+    assert proxy["image"] == "caddy:2.11"
+    assert "${HUB_PROXY_IMAGE:-caddy:2.11}" in raw_text
+
+
+def test_proxy_mounts_its_caddyfile_and_entrypoint_read_only(proxy: dict[str, Any]) -> None:
+    by_target = {m["target"]: m for m in mounts(proxy)}
+    caddyfile = by_target.get("/etc/caddy/Caddyfile")
+    assert caddyfile, "the Caddyfile is not mounted where the caddy image reads it"
+    assert caddyfile["read_only"]
+    assert normalise(caddyfile["source"]) == "deploy/proxy/Caddyfile"
+    assert environment(proxy)["HUB_CADDYFILE"] == "/etc/caddy/Caddyfile"
+    script = next(m for m in mounts(proxy) if m["target"] in (proxy.get("entrypoint") or []))
+    assert script["read_only"]
+    assert normalise(script["source"]) == "deploy/proxy/entrypoint.sh"
+    assert PROXY_ENTRYPOINT.is_file() and CADDYFILE.is_file()
+
+
+def test_proxy_reads_certificates_read_only_and_keeps_its_ca_in_a_volume(
+    compose: dict[str, Any], proxy: dict[str, Any]
+) -> None:
+    by_target = {m["target"]: m for m in mounts(proxy)}
+    assert by_target["/certs"]["read_only"]
+    assert normalise(by_target["/certs"]["source"]) == "deploy/proxy/certs"  # HUB_TLS_DIR default
+    data = by_target["/data"]
+    assert data["type"] == "volume" and data["source"] in compose["volumes"]
+
+
+def test_default_certificate_folder_stays_out_of_git_and_the_image() -> None:
+    ignored = {line.strip() for line in DOCKERIGNORE.read_text().splitlines()}
+    assert "deploy/proxy/certs" in ignored, "a key in deploy/proxy/certs would go into the image"
+    assert "/deploy/proxy/certs/" in GITIGNORE.read_text().splitlines()
+
+
+def test_proxy_defaults_to_caddys_internal_ca_and_never_passes_an_empty_tls(
+    raw_text: str, proxy: dict[str, Any]
+) -> None:
+    assert environment(proxy)["HUB_TLS"] == "internal"
+    document = yaml.safe_load(raw_text)
+    empty = interpolate(document, env={"HUB_TLS": ""})["services"]["proxy"]
+    assert environment(empty)["HUB_TLS"] == "internal"
+    own = interpolate(document, env={"HUB_TLS": "/certs/cert.pem /certs/key.pem"})
+    assert environment(own["services"]["proxy"])["HUB_TLS"] == "/certs/cert.pem /certs/key.pem"
+
+
+def test_proxy_forwards_to_web_and_waits_for_it(
+    services: dict[str, dict[str, Any]], proxy: dict[str, Any]
+) -> None:
+    host, _, port = environment(proxy)["HUB_UPSTREAM"].partition(":")
+    assert host == "web"
+    assert flag(command_args(services["web"]), "--port") == port
+    assert proxy["depends_on"]["web"]["condition"] == "service_healthy"
+
+
+def test_proxy_gets_no_secrets(raw_text: str, proxy: dict[str, Any]) -> None:
+    assert "env_file" not in proxy, "the proxy must not read .env (it holds the hub's secrets)"
+    key = "s" * 40
+    document = yaml.safe_load(raw_text)
+    resolved = interpolate(document, env=dict.fromkeys(SECRET_VARS, key))
+    assert key not in str(resolved["services"]["proxy"])
+
+
+def test_proxy_runs_without_privileges(proxy: dict[str, Any]) -> None:
+    assert proxy.get("cap_drop") == ["ALL"]
+    assert set(proxy.get("cap_add") or []) <= {"NET_BIND_SERVICE"}
+    assert "no-new-privileges:true" in (proxy.get("security_opt") or [])
+    assert proxy.get("read_only") is True
+
+
+def test_proxy_healthcheck_asks_the_caddyfiles_health_site(proxy: dict[str, Any]) -> None:
+    match = re.search(
+        r"^http://:\{\$HUB_PROXY_HEALTH_PORT:(\d+)\} \{$", CADDYFILE.read_text(), re.M
+    )
+    assert match, "the Caddyfile has no health site"
+    test = " ".join(proxy["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{match.group(1)}/healthz" in test
+
+
+def test_caddyfile_settings() -> None:
+    """What the proxy must do; tests/integration/test_proxy.py checks it against real Caddy."""
+    lines = caddyfile_directives()
+    for needed in (
+        "admin off",
+        "skip_install_trust",
+        "tls {$HUB_TLS:internal}",
+        "reverse_proxy {$HUB_UPSTREAM:web:8080} {",
+        "flush_interval -1",
+        "max_size {$HUB_PROXY_MAX_BODY:5GB}",
+        "{$HUB_SITE_ADDRESS:localhost} {",
+        "redir https://{host}:{$HUB_PUBLIC_HTTPS_PORT:443}{uri} 308",
+    ):
+        assert needed in lines, f"the Caddyfile lacks `{needed}`"
+    # No timeout that could cut a long upload, a ?wait=true switch or a log download.
+    code = "\n".join(lines)
+    for forbidden in (
+        "timeouts",
+        "read_body",
+        "read_timeout",
+        "write_timeout",
+        "write_idle",
+        "response_header_timeout",
+        "stream_timeout",
+        "buffer_requests",
+        "request_buffers",
+    ):
+        assert forbidden not in code, f"the Caddyfile sets {forbidden}"
+    assert "trusted_proxies" not in code, "clients' own X-Forwarded-* must not be trusted"
+
+
+def test_caddyfile_and_entrypoint_say_when_the_certificate_is_self_signed() -> None:
+    assert "SELF-SIGNED" in CADDYFILE.read_text()
+    script = PROXY_ENTRYPOINT.read_text()
+    assert "SELF-SIGNED" in script and 'HUB_TLS="${HUB_TLS:-internal}"' in script
+
+
+def test_env_example_configures_the_proxy() -> None:
+    values = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key] = value
+    for name in ("HUB_SITE_ADDRESS", "HUB_HTTPS_BIND", "HUB_HTTPS_PORT", "HUB_TLS", "HUB_TLS_DIR"):
+        assert name in values, f"production.env.example lacks {name}"
+    assert values["HUB_HTTPS_PORT"] == "443" and values["HUB_HTTP_PORT"] == "80"
+    assert values["HTTPS"] == "true"
+    site = values["HUB_SITE_ADDRESS"]
+    assert values["CSRF_TRUSTED_ORIGINS"] == f"https://{site}"
+    assert site in values["ALLOWED_HOSTS"].split(",")
 
 
 # --- the model repository -----------------------------------------------------------------------
