@@ -255,3 +255,37 @@ def test_wait_true_keeps_the_blocking_answer_and_is_bounded(model, operator, set
     )  # fmt: skip
     assert response.status_code == 202
     assert response.json()["code"] == "pending" and response.json()["state"] == "queued"
+
+
+# --------------------------------------------------------------------------- lost messages
+
+
+def test_a_job_delivered_twice_runs_once(model, operator, monkeypatch) -> None:
+    make_version(model, 1)
+    job = serving.request_switch(model=model, number=1, user=operator)
+    runs: list[int] = []
+    monkeypatch.setattr(serving, "_run_switch", lambda j: runs.append(j.pk) or jobs_succeed(j))
+    serving.run_job(job.pk)
+    serving.run_job(job.pk)  # the same message again (a redelivery)
+    assert runs == [job.pk]
+
+
+def jobs_succeed(job) -> None:  # type: ignore[no-untyped-def]
+    from webapp.registry import jobs
+
+    jobs.succeed(job)
+
+
+def test_queued_jobs_whose_message_may_be_lost_are_sent_again(model, operator, monkeypatch) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    make_version(model, 1)
+    job = serving.request_switch(model=model, number=1, user=operator)
+    sent: list[int] = []
+    monkeypatch.setattr(serving, "_enqueue", lambda j: sent.append(j.pk))
+    assert serving.requeue_stalled_jobs() == []  # too fresh: its message is still on its way
+    later = timezone.now() + timedelta(seconds=10)
+    assert serving.requeue_stalled_jobs(now=later) == [str(job.uuid)]
+    assert sent == [job.pk]

@@ -325,11 +325,15 @@ def delete_version(*, version: Version, user: User) -> None:
 
 
 def run_job(job_id: int) -> None:
+    # Claim the job: one delivery runs it, any other (a re-sent message, a broker's
+    # redelivery) finds it taken and stops here.
+    if not Job.objects.filter(pk=job_id, state=Job.State.QUEUED).update(
+        state=Job.State.RUNNING
+    ):
+        return
     job = Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
     model = job.model
     holder = job.uuid.hex
-    if job.is_finished:
-        return
     if not acquire_lock(model, holder):  # the lock expired and someone else took it
         jobs.fail(
             job, "The switch lock was taken by another job; nothing was changed.", "lock_lost"
@@ -498,6 +502,8 @@ def reconcile() -> ReconcileReport:
         warnings.append("Triton is not reachable; nothing was compared.")
         return _save_report(repairs, warnings)
     _fail_interrupted_jobs(repairs)
+    for uuid_text in requeue_stalled_jobs():
+        repairs.append(f"sent the queued job {uuid_text} to the workers again.")
     known = set()
     for model in Model.objects.all():
         known.add(model.name)
@@ -564,6 +570,21 @@ def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:
 
 
 SERVING_KINDS = (Job.Kind.SERVE, Job.Kind.ROLLBACK, Job.Kind.LOAD, Job.Kind.UNLOAD)
+#: A serving job still queued after this long may have lost its message (Redis restarted
+#: between the publish and the worker's acknowledgement); sending it again is safe, since
+#: :func:`run_job` claims the job first.
+STALLED_AFTER = timedelta(seconds=5)
+
+
+def requeue_stalled_jobs(now: Any = None) -> list[str]:
+    """Send the messages of serving jobs that are still queued again; their uuids."""
+    cutoff = (now or timezone.now()) - STALLED_AFTER
+    stalled = list(
+        Job.objects.filter(kind__in=SERVING_KINDS, state=Job.State.QUEUED, created__lt=cutoff)
+    )
+    for job in stalled:
+        _enqueue(job)
+    return [str(job.uuid) for job in stalled]
 
 
 def _fail_interrupted_jobs(repairs: list[str]) -> None:

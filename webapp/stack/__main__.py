@@ -278,6 +278,7 @@ class Stack:
                 stop=child.stop,
                 exit_status=child.exit_code,
                 log_tail=child.log_tail,
+                on_restarted=self._after_redis_restart if child.name == "redis" else None,
             )
             for child in self.children
         ]
@@ -310,6 +311,16 @@ class Stack:
             self.triton.wait_ready(timeout=120)
         except TritonStartError as exc:
             raise StartError(exc.headline) from exc
+
+    def _after_redis_restart(self, down_s: float, exit_status: str) -> None:
+        """A message published just before the crash may be gone: send queued jobs again."""
+        from celery import Celery
+
+        # After the stall threshold, so that the jobs queued just before the crash count.
+        Celery(broker=self.env["REDIS_URL"]).send_task(
+            "workers.tasks.serve.requeue_stalled", countdown=6
+        )
+        self.say("asked a worker to send stalled queued jobs again")
 
     def _after_triton_restart(self, down_s: float, exit_status: str) -> None:
         """Triton forgot every model: reload what serves now, not at the next reconcile."""

@@ -37,5 +37,14 @@ def triton_restarted(down_s: float, exit_status: str) -> None:
     serving.after_triton_restart(down_s, exit_status)
 
 
+@app.task(name="workers.tasks.serve.requeue_stalled", ignore_result=True, soft_time_limit=60)
+def requeue_stalled() -> None:
+    """Sent by the launcher after Redis restarted: queued serving jobs may have lost their
+    message."""
+    from webapp.registry import serving
+
+    serving.requeue_stalled_jobs()
+
+
 def enqueue_switch(job_id: int) -> None:
     run_job.delay(job_id)
