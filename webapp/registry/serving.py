@@ -327,9 +327,7 @@ def delete_version(*, version: Version, user: User) -> None:
 def run_job(job_id: int) -> None:
     # Claim the job: one delivery runs it, any other (a re-sent message, a broker's
     # redelivery) finds it taken and stops here.
-    if not Job.objects.filter(pk=job_id, state=Job.State.QUEUED).update(
-        state=Job.State.RUNNING
-    ):
+    if not Job.objects.filter(pk=job_id, state=Job.State.QUEUED).update(state=Job.State.RUNNING):
         return
     job = Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
     model = job.model
