@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from model_store.targets import get_target
+
 __all__ = [
     "HEADROOM",
     "IO_FACTOR",
@@ -186,7 +188,7 @@ def copies_per_device(
     """How many copies of the model one device holds, and why.
 
     Args:
-        target: ``onnxruntime``, ``npu_ge`` or ``acl``.
+        target: A target's name; the target class knows how its backend places copies.
         instances: ``instance_group`` count in config.pbtxt.
         devices: Devices the model is spread over (``npu_ge``: ``device_ids`` or all NPUs).
         parameters: config.pbtxt ``parameters`` (``device_exec_blocks``, ``instance_exec_blocks``).
@@ -194,27 +196,7 @@ def copies_per_device(
     Returns:
         ``(copies, note)``; the note says how the number was found.
     """
-    instances = max(1, int(instances))
-    if target != "npu_ge":
-        return instances, "each instance holds its own weights and buffers"
-    params = parameters or {}
-    explicit = _positive_int(params.get("device_exec_blocks"))
-    if explicit is not None:
-        return explicit, "device_exec_blocks from config.pbtxt: one GE session per block"
-    per_instance = _positive_int(params.get("instance_exec_blocks")) or 1
-    copies = math.ceil(instances * per_instance / max(1, devices))
-    return copies, (
-        f"npu_ge: ceil({instances} instances x {per_instance} / {max(1, devices)} device(s)) GE "
-        "sessions per device, each with its own graph (read from the backend's code, not measured)"
-    )
-
-
-def _positive_int(value: object) -> int | None:
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
+    return get_target(target).copies_per_device(instances, devices=devices, parameters=parameters)
 
 
 # --------------------------------------------------------------------------- verdict

@@ -8,8 +8,8 @@ Pure rules over :class:`~model_store.runtime.series.Point` sums and the serving 
 * dynamic batching that never batches: busy but batches of ~1 -> the delay is too short for
   requests to meet; idle and the queue time is mostly that delay -> it only adds latency;
 * failures, with their rate and share;
-* ``npu_ge`` models: the GE backend reports no statistics to Triton
-  (docs/ge-backend.md#statistics-reload-and-unload), so what is shown is the hub's own calls;
+* models whose backend reports no statistics to Triton (``npu_ge``: the GE backend,
+  docs/ge-backend.md#statistics-reload-and-unload): what is shown is the hub's own calls;
 * no requests at all.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model_store.runtime.series import Point
+from model_store.targets import get_target
 
 __all__ = ["Advice", "ServingConfig", "advise"]
 
@@ -170,13 +171,13 @@ def advise(
     """
     config = config or ServingConfig()
     advice: list[Advice] = []
-    no_statistics = target == "npu_ge"
+    no_statistics = not get_target(target).reports_statistics
     if no_statistics:
         advice.append(
             Advice(
                 "info",
                 "no_statistics",
-                "The npu_ge (Ascend GE) backend reports no statistics to Triton, so Triton's "
+                f"The {target} backend reports no statistics to Triton, so Triton's "
                 "request counts and latency split stay at zero for this model. The numbers "
                 "here are the dashboard's own measurements of its calls (Try it and "
                 "performance sweeps), not all of the model's traffic.",

@@ -120,6 +120,7 @@ class AclTarget(Target):
     artifact_name = ARTIFACT
     needs_cann = True
     hardware_verified = False
+    device = "npu"
 
     def option_specs(self) -> list[OptionSpec]:
         """ATC flags (soc_version, input_shape, precision, ...) and serving options."""

@@ -785,6 +785,16 @@ class Target(ABC):
         needs_cann: Building needs the Ascend CANN toolkit on the worker.
         hardware_verified: False when this target's output has never been run
             on real hardware by this project (the UI says "not run on hardware").
+        device: ``"cpu"`` or ``"npu"``: which device's memory the model uses.
+        versions_side_by_side: True when a model's versions sit side by side in its
+            Triton directory and config.pbtxt's ``version_policy`` picks the one that
+            serves; False when the directory holds only the serving version and a switch
+            swaps the whole directory (the GE backend runs the first ``.onnx`` it finds).
+        reports_statistics: False when the backend reports no counts or latencies to
+            Triton's statistics extension, so the only numbers are the hub's own calls.
+
+    This class is the one place for such facts: the registry's choices, the API schema,
+    serving, packaging, metrics and advice read them from here.
     """
 
     name: ClassVar[str]
@@ -794,6 +804,9 @@ class Target(ABC):
     artifact_name: ClassVar[str]
     needs_cann: ClassVar[bool] = False
     hardware_verified: ClassVar[bool] = True
+    device: ClassVar[Literal["cpu", "npu"]] = "cpu"
+    versions_side_by_side: ClassVar[bool] = True
+    reports_statistics: ClassVar[bool] = True
 
     @abstractmethod
     def option_specs(self) -> list[OptionSpec]:
@@ -894,6 +907,17 @@ class Target(ABC):
                 error("invalid_options", exc.message, "Change the options and try again.")
             ]
 
+    def copies_per_device(
+        self, instances: int, *, devices: int = 1, parameters: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        """How many copies of the model's weights and buffers one device holds, and why.
+
+        The default: every instance is its own session with its own weights, and instances
+        run at the same time, so copies = instances (``devices`` and ``parameters``, the
+        config.pbtxt ``parameters``, do not matter then).
+        """
+        return max(1, int(instances)), "each instance holds its own weights and buffers"
+
     def to_dict(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The target for the UI/API: name, label, flags, options and (with env) status."""
         data: dict[str, Any] = {
@@ -904,6 +928,9 @@ class Target(ABC):
             "artifact_name": self.artifact_name,
             "needs_cann": self.needs_cann,
             "hardware_verified": self.hardware_verified,
+            "device": self.device,
+            "versions_side_by_side": self.versions_side_by_side,
+            "reports_statistics": self.reports_statistics,
             "options": [spec.to_dict() for spec in self.option_specs()],
         }
         if env is not None:

@@ -23,6 +23,7 @@ so unsupported operators show up in the build log instead of at Triton load.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -89,6 +90,33 @@ class NpuGeTarget(Target):
     artifact_name = ARTIFACT
     needs_cann = True
     hardware_verified = False
+    device = "npu"
+    # The backend runs the first .onnx it finds anywhere under the model directory, so the
+    # directory holds only the serving version
+    # (docs/ge-backend.md#one-version-per-model-directory).
+    versions_side_by_side = False
+    # It reports nothing to Triton's statistics extension
+    # (docs/ge-backend.md#statistics-reload-and-unload).
+    reports_statistics = False
+
+    def copies_per_device(
+        self, instances: int, *, devices: int = 1, parameters: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        """GE sessions per device: ``device_exec_blocks`` when set, else
+        ``ceil(instances x instance_exec_blocks / devices)`` (docs/ge-backend.md#config-parameters,
+        docs/ge-backend.md#instances-and-devices; read from the backend's code, not measured)."""
+        instances = max(1, int(instances))
+        params = parameters or {}
+        explicit = _positive_int(params.get("device_exec_blocks"))
+        if explicit is not None:
+            return explicit, "device_exec_blocks from config.pbtxt: one GE session per block"
+        per_instance = _positive_int(params.get("instance_exec_blocks")) or 1
+        copies = math.ceil(instances * per_instance / max(1, devices))
+        return copies, (
+            f"npu_ge: ceil({instances} instances x {per_instance} / {max(1, devices)} device(s)) "
+            "GE sessions per device, each with its own graph (read from the backend's code, not "
+            "measured)"
+        )
 
     def option_specs(self) -> list[OptionSpec]:
         """See the module docstring for what each option maps to."""
@@ -735,3 +763,11 @@ def _preflight_shape(
         if dims and dims[0] < 0:
             dims[0] = 1
     return shape, {}
+
+
+def _positive_int(value: object) -> int | None:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None

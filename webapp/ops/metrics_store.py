@@ -49,6 +49,7 @@ from model_store.runtime.series import (
     scrape_from_json,
     scrape_to_json,
 )
+from model_store.targets import get_target
 from webapp.ops.models import ClientTally, MetricPoint, MetricsState
 
 log = logging.getLogger(__name__)
@@ -446,7 +447,9 @@ def model_metrics(model: Any, range_key: str, *, now: float | None = None) -> di
         "now": now,
         "scrape_seconds": settings.METRICS_SCRAPE_SECONDS,
         "last_scrape": state.at if state is not None else None,
-        "statistics": "none (npu_ge)" if model.target == "npu_ge" else "triton",
+        "statistics": "triton"
+        if get_target(model.target).reports_statistics
+        else f"none ({model.target})",
         "versions": versions,
         "serving_version": model.serving_version,
         "points": [_point_dict(p) for p in points],
@@ -516,7 +519,7 @@ def sparklines(models: Iterable[Any], *, now: float | None = None) -> dict[str, 
             items.append(point)
     out: dict[str, Sparkline] = {}
     for name, target in targets.items():
-        client = target == "npu_ge"
+        client = not get_target(target).reports_statistics
         key = "client_requests_per_s" if client else "requests_per_s"
         series: list[tuple[float, float]] = []
         for start, items in sorted(by_model.get(name, {}).items()):

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from model_store.targets import get_target
 from webapp.http import HubRequest
 from webapp.ops.metrics_store import RANGES, model_metrics
 from webapp.registry.models import Model
@@ -30,7 +31,7 @@ def model_metrics_page(request: HubRequest, name: str) -> HttpResponse:
         "range_label": RANGES[range_key][2],
         "last_scrape": datetime.fromtimestamp(last, tz=UTC) if last else None,
         "scrape_seconds": settings.METRICS_SCRAPE_SECONDS,
-        "client_side": model.target == "npu_ge",
+        "client_side": not get_target(model.target).reports_statistics,
     }
     if request.htmx and request.GET.get("part") == "summary":
         return render(request, "registry/_metrics_summary.html", context)

@@ -4,7 +4,7 @@ from django import forms
 
 from model_store.errors import ModelStoreError
 from model_store.names import MAX_MODEL_NAME_LENGTH, validate_model_name
-from webapp.registry.models import Target
+from webapp.registry.models import DEFAULT_TARGET, Target
 
 
 class NewModelForm(forms.Form):
@@ -15,7 +15,7 @@ class NewModelForm(forms.Form):
     )
     target = forms.ChoiceField(
         choices=Target.choices,
-        initial=Target.ONNXRUNTIME,
+        initial=DEFAULT_TARGET,
         help_text="Where its versions will run. Ascend targets need CANN on the workers.",
     )
     description = forms.CharField(

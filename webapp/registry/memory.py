@@ -26,11 +26,11 @@ from model_store.memory_fit import (
     fits,
     mib,
 )
+from model_store.targets import get_target
 from webapp.ops.server_state import devices_summary
-from webapp.registry.models import Target, Version
+from webapp.registry.models import Version
 from webapp.registry.storage import get_store
 
-NPU_TARGETS = (Target.NPU_GE, Target.ACL)
 MAX_INSTANCES = 256
 MAX_BATCH = 65536
 
@@ -146,7 +146,7 @@ def memory_estimate(
         "warning": None,
     }
     verdicts: list[Verdict] = []
-    if target in NPU_TARGETS:
+    if get_target(target).device == "npu":
         devices = devices if devices is not None else devices_summary()
         npus = [n for n in devices.get("npus", []) if n.get("device_memory")]
         placed = _device_ids(cfg)
@@ -197,7 +197,7 @@ def memory_estimate(
 
 def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) -> str:
     text = f"Memory estimate: {described}."
-    if result["target"] in NPU_TARGETS and not result["devices"]["available"]:
+    if get_target(result["target"]).device == "npu" and not result["devices"]["available"]:
         reason = result["devices"]["reason"] or "npu-smi showed no NPU"
         return f"{text} No NPU on this host ({reason}): memory estimate only."
     return " ".join([text, *(v.message for v in verdicts)])

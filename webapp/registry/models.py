@@ -6,20 +6,22 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from model_store.targets import all_targets
 
-class Target(models.TextChoices):
-    """Where a model's versions are built to run (see model_store/targets/)."""
-
-    ONNXRUNTIME = "onnxruntime", "CPU (ONNX Runtime)"
-    NPU_GE = "npu_ge", "Ascend NPU, GE backend"
-    ACL = "acl", "Ascend NPU, precompiled OM (pyACL)"
+#: Where a model's versions are built to run: the targets of ``model_store.targets``, with
+#: their labels, in their order (the CPU default first). Built from there so that a new target
+#: is one new module; the column keeps no choices, so adding one needs no migration.
+Target = models.TextChoices(  # type: ignore[call-overload]
+    "Target", [(t.name.upper(), (t.name, t.label)) for t in all_targets()]
+)
+DEFAULT_TARGET = all_targets()[0].name
 
 
 class Model(models.Model):
     """A named model in the Triton repository; its name is its Triton name."""
 
     name = models.CharField(max_length=64, unique=True)
-    target = models.CharField(max_length=20, choices=Target.choices, default=Target.ONNXRUNTIME)
+    target = models.CharField(max_length=20, default=DEFAULT_TARGET)
     description = models.TextField(blank=True, max_length=2000)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"

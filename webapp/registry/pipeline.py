@@ -296,7 +296,7 @@ def run_package(job: Job) -> None:
                 staging / str(number) / (state["artifact_name"] if path == artifact else path.name),
             )
         (staging / "config.pbtxt").write_text(text)
-    if job.model.target != "npu_ge":
+    if get_target(job.model.target).versions_side_by_side:
         # Versions of these targets sit side by side in the repository; which one serves is
         # the config's version_policy, written when a version is served (not here).
         with store.stage_version(name, number) as staging:

@@ -30,6 +30,7 @@ from model_store.serving import (
     switch_version,
     unload_model,
 )
+from model_store.targets import get_target
 from webapp import live
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
@@ -183,10 +184,10 @@ def request_compare(*, model: Model, number: int | None, user: User) -> Job:
         raise RegistryError(
             f"{model.name} is not served; serve a version first.", "not_served", 409
         )
-    if model.target == "npu_ge":
+    if not get_target(model.target).versions_side_by_side:
         raise RegistryError(
-            "npu_ge models hold one version in Triton (the GE backend runs the first .onnx it "
-            "finds), so two versions cannot answer side by side.",
+            f"{model.target} models hold one version in Triton (its backend runs the first "
+            "model file it finds), so two versions cannot answer side by side.",
             "not_supported",
             409,
         )
@@ -303,7 +304,8 @@ def delete_version(*, version: Version, user: User) -> None:
     try:
         store = get_store()
         number = version.number
-        if model.target != "npu_ge" and store.version_dir(model.name, number).exists():
+        side_by_side = get_target(model.target).versions_side_by_side
+        if side_by_side and store.version_dir(model.name, number).exists():
             store.remove_version(model.name, number)
         shutil.rmtree(store.source_dir(model.name, number), ignore_errors=True)
         Event.objects.create(

@@ -26,6 +26,7 @@ from model_store.inference import (
     example_payload,
 )
 from model_store.perf import SweepPlan, best_level, run_sweep
+from model_store.targets import get_target
 from webapp import live
 from webapp.ops.metrics_store import record_client_calls
 from webapp.registry import jobs
@@ -245,8 +246,9 @@ def run_sweep_job(job_id: int) -> None:
     if not run.server_stats:
         jobs.log(
             job,
-            "Triton reported no server-side statistics for this model (the Ascend npu_ge "
-            "backend reports none); the numbers are the dashboard's own client-side ones.",
+            "Triton reported no server-side statistics for this model"
+            + ("" if get_target(job.model.target).reports_statistics else " (it reports none)")
+            + "; the numbers are the dashboard's own client-side ones.",
             "warning",
         )
     if not result.levels or all(level.completed == 0 for level in result.levels):
