@@ -27,7 +27,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from model_store.errors import NotFound, StoreConflict, UnsafePath
@@ -159,6 +159,16 @@ def _copy_hashing(src: Path, dst: Path, chunk: int = CHUNK_SIZE) -> str:
         fout.flush()
         os.fsync(fout.fileno())
     return digest.hexdigest()
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    """Makes ``dst`` a new name for ``src``'s bytes: a hard link when both are on one
+    filesystem (no bytes copied; the data is as durable as ``src`` already is), else a copy
+    that is flushed to disk before this returns. ``dst`` must not exist."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        _copy_hashing(src, dst)
 
 
 def _new_staging_dir(parent: Path) -> Path:
@@ -308,9 +318,58 @@ class ModelStore:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
+    def package_version(
+        self,
+        name: str,
+        version: int,
+        *,
+        files: Mapping[str, Path],
+        config_text: str,
+        install: bool,
+    ) -> Path:
+        """Lays out a built version as Triton reads it, and returns its package directory.
+
+        The package (:meth:`package_dir`) gets ``<version>/<file>`` for each of ``files``
+        (name in the version directory -> the built file) and ``config.pbtxt``. With
+        ``install`` (targets whose versions sit side by side) the files also become the
+        repository's ``<name>/<version>``; the model's config.pbtxt there is written when a
+        version serves, not here. Both appear whole or not at all (staged, flushed, renamed);
+        files are hard-linked where the filesystem allows, so a package costs no second copy.
+
+        Raises:
+            StoreConflict: If the package or the repository version exists already.
+        """
+        for filename in files:
+            validate_file_name(filename)
+        with self.stage_package(name, version) as staging:
+            (staging / str(version)).mkdir(mode=DIR_MODE)
+            for filename, src in files.items():
+                link_or_copy(src, staging / str(version) / filename)
+            atomic_write_text(staging / "config.pbtxt", config_text)
+        if install:
+            with self.stage_version(name, version) as staging:
+                for filename, src in files.items():
+                    link_or_copy(src, staging / filename)
+        return self.package_dir(name, version)
+
     def work_dir(self, job_id: str) -> Path:
         """A job's scratch directory, on the store's filesystem so results can be renamed in."""
         return self.root / "work" / _check_job_id(job_id)
+
+    def fresh_work_dir(self, job_id: str, *parts: str) -> Path:
+        """An empty ``work/<job id>/<parts...>`` (whatever a previous try left there is gone)."""
+        path = self.work_dir(job_id).joinpath(*(validate_file_name(p) for p in parts))
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(mode=DIR_MODE, parents=True)
+        return path
+
+    def remove_work_dir(self, job_id: str) -> None:
+        """Deletes a job's scratch directory (a no-op when it is gone already)."""
+        shutil.rmtree(self.work_dir(job_id), ignore_errors=True)
+
+    def remove_source(self, name: str, version: int | str) -> None:
+        """Deletes ``sources/<name>/<version>``: the upload, its package and notes."""
+        shutil.rmtree(self.source_dir(name, version), ignore_errors=True)
 
     def job_log_path(self, job_id: str) -> Path:
         """``logs/<job id>.log``: every line a job logged (its database rows are capped).

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from model_store.config import lint, render_pbtxt
 from model_store.errors import ModelStoreError
 from model_store.memory_fit import activations_from_onnx
 from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
-from model_store.store import ModelStore, sha256_file
+from model_store.store import ModelStore, atomic_write_text, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
 from model_store.uploads import unpack_bundle
@@ -60,7 +59,7 @@ def _state(store: ModelStore, job: Job) -> dict[str, Any]:
 def _save_state(store: ModelStore, job: Job, **values: Any) -> None:
     path = _work(store, job) / "state.json"
     state = _state(store, job) | values
-    path.write_text(json.dumps(state))
+    atomic_write_text(path, json.dumps(state))
 
 
 def _check_cancel(job: Job) -> None:
@@ -127,8 +126,7 @@ def run_validate(job: Job) -> None:
     jobs.start_step(job, "validate", Version.Status.VALIDATING)
     _check_cancel(job)
     work = _work(store, job)
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "source").mkdir(parents=True)
+    store.fresh_work_dir(job.uuid.hex, "source")
     source_dir = store.source_dir(job.model.name, version.number)
     if (source_dir / "bundle.zip").exists():
         jobs.log(job, "Unpacking the bundle (one .onnx with its external data files)…")
@@ -137,7 +135,7 @@ def run_validate(job: Job) -> None:
         )
     else:
         onnx_path = work / "source" / "model.onnx"
-        _link_or_copy(source_dir / "model.onnx", onnx_path)
+        link_or_copy(source_dir / "model.onnx", onnx_path)
     jobs.log(job, f"Checking {version.source_filename} for target {target.name}…")
     report = validate_model(onnx_path, target, version.options)
     for finding in report.findings:
@@ -190,9 +188,7 @@ def run_compile(job: Job) -> None:
     _check_cancel(job)
     state = _state(store, job)
     onnx_path = Path(state["onnx_path"])
-    build_dir = _work(store, job) / "build"
-    shutil.rmtree(build_dir, ignore_errors=True)
-    build_dir.mkdir()
+    build_dir = store.fresh_work_dir(job.uuid.hex, "build")
     cancelled = jobs.CancelCheck(job)
     ctx = BuildContext(
         source=onnx_path,
@@ -287,23 +283,11 @@ def run_package(job: Job) -> None:
             "The generated config.pbtxt is not valid: " + "; ".join(problems), "invalid_config"
         )
     text = render_pbtxt(config)
-    files = [artifact, *(artifact.parent / f for f in _external_files(artifact))]
-    with store.stage_package(name, number) as staging:
-        (staging / str(number)).mkdir()
-        for path in files:
-            _link_or_copy(
-                path,
-                staging / str(number) / (state["artifact_name"] if path == artifact else path.name),
-            )
-        (staging / "config.pbtxt").write_text(text)
-    if get_target(job.model.target).versions_side_by_side:
-        # Versions of these targets sit side by side in the repository; which one serves is
-        # the config's version_policy, written when a version is served (not here).
-        with store.stage_version(name, number) as staging:
-            for path in files:
-                _link_or_copy(
-                    path, staging / (state["artifact_name"] if path == artifact else path.name)
-                )
+    files = {state["artifact_name"]: artifact}
+    files |= {f: artifact.parent / f for f in _external_files(artifact)}
+    store.package_version(
+        name, number, files=files, config_text=text, install=target.versions_side_by_side
+    )
     version.config_pbtxt = text
     version.artifact_name = state["artifact_name"]
     version.artifact_sha256 = sha256_file(artifact)
@@ -323,7 +307,7 @@ def run_package(job: Job) -> None:
         message=f"Version {number} packaged (verification {verification_status}).",
         data={"artifact_sha256": version.artifact_sha256},
     )
-    shutil.rmtree(_work(store, job), ignore_errors=True)
+    store.remove_work_dir(job.uuid.hex)
     jobs.succeed(job, "packaged")
     if (job.params or {}).get("serve_when_packaged"):
         _serve_now(job, version)
@@ -387,7 +371,7 @@ def record_timeout(job_id: int, step: str) -> None:
 
 def _record_failure(job: Job, message: str, code: str, *, cancelled: bool = False) -> None:
     # Clean up before announcing the end, so whoever sees "failed" also sees no leftovers.
-    shutil.rmtree(_work(get_store(), job), ignore_errors=True)
+    get_store().remove_work_dir(job.uuid.hex)
     jobs.log(job, message, "error")
     jobs.fail(job, message, code, cancelled=cancelled)
 
@@ -401,11 +385,3 @@ def _external_files(artifact: Path) -> list[str]:
     if artifact.suffix != ".onnx":
         return []
     return list(inspect_onnx(artifact).external_data_files)
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    """Hard-link when possible (same filesystem, no bytes copied), else copy."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)

@@ -307,7 +307,7 @@ def delete_version(*, version: Version, user: User) -> None:
         side_by_side = get_target(model.target).versions_side_by_side
         if side_by_side and store.version_dir(model.name, number).exists():
             store.remove_version(model.name, number)
-        shutil.rmtree(store.source_dir(model.name, number), ignore_errors=True)
+        store.remove_source(model.name, number)
         Event.objects.create(
             model=model,
             kind="version.deleted",

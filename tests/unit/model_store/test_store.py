@@ -22,6 +22,7 @@ from model_store.store import (
     ModelStore,
     atomic_write_bytes,
     atomic_write_text,
+    link_or_copy,
     safe_join,
     sha256_file,
 )
@@ -323,3 +324,87 @@ def test_a_failed_store_source_leaves_no_version_and_no_staging(
     with pytest.raises(OSError, match="I/O error"):
         store.store_source("mlp", 1, _upload(store, b"x"))
     assert _entries(store.sources_dir / "mlp") == []
+
+
+# Packaging ---------------------------------------------------------------------------------
+
+
+def _built(tmp_path: Path) -> dict[str, Path]:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "model.onnx").write_bytes(b"graph")
+    (work / "weights.bin").write_bytes(b"w" * 1000)
+    return {"model.onnx": work / "model.onnx", "weights.bin": work / "weights.bin"}
+
+
+def test_package_version_lays_out_the_package_and_installs_side_by_side(
+    store: ModelStore, tmp_path: Path
+) -> None:
+    files = _built(tmp_path)
+    package = store.package_version("m", 3, files=files, config_text="name: 'm'", install=True)
+
+    assert package == store.package_dir("m", 3)
+    assert _entries(package) == ["3", "config.pbtxt"]
+    assert _entries(package / "3") == ["model.onnx", "weights.bin"]
+    assert (package / "config.pbtxt").read_text() == "name: 'm'"
+    assert _entries(store.version_dir("m", 3)) == ["model.onnx", "weights.bin"]
+    # Hard links: the package costs no second copy of the weights.
+    assert (package / "3" / "weights.bin").stat().st_ino == files["weights.bin"].stat().st_ino
+    # The model's config.pbtxt is written when a version serves, not when it is packaged.
+    assert not store.config_path("m").exists()
+
+
+def test_package_version_without_install_leaves_the_repository_alone(
+    store: ModelStore, tmp_path: Path
+) -> None:
+    store.package_version("m", 1, files=_built(tmp_path), config_text="x", install=False)
+
+    assert store.package_dir("m", 1).is_dir()
+    assert not store.model_dir("m").exists()
+
+
+@pytest.mark.parametrize("filename", ["../x", "a/b", "", ".."])
+def test_package_version_refuses_file_names_that_are_paths(
+    store: ModelStore, tmp_path: Path, filename: str
+) -> None:
+    with pytest.raises(InvalidFileName):
+        store.package_version(
+            "m", 1, files={filename: _built(tmp_path)["model.onnx"]}, config_text="x", install=True
+        )
+    assert not store.source_dir("m", 1).exists()
+    assert not store.model_dir("m").exists()
+
+
+def test_package_version_refuses_to_replace_a_package(store: ModelStore, tmp_path: Path) -> None:
+    files = _built(tmp_path)
+    store.package_version("m", 1, files=files, config_text="first", install=False)
+
+    with pytest.raises(StoreConflict):
+        store.package_version("m", 1, files=files, config_text="second", install=False)
+    assert (store.package_dir("m", 1) / "config.pbtxt").read_text() == "first"
+
+
+def test_link_or_copy_copies_across_filesystems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cross_device(src: object, dst: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    (tmp_path / "a").write_bytes(b"data")
+
+    link_or_copy(tmp_path / "a", tmp_path / "b")
+
+    assert (tmp_path / "b").read_bytes() == b"data"
+    assert (tmp_path / "b").stat().st_ino != (tmp_path / "a").stat().st_ino
+
+
+def test_work_dirs_are_fresh_and_removable(store: ModelStore) -> None:
+    build = store.fresh_work_dir("a" * 32, "build")
+    (build / "left.txt").write_text("from a previous try")
+
+    assert _entries(store.fresh_work_dir("a" * 32, "build")) == []
+    store.remove_work_dir("a" * 32)
+    assert not store.work_dir("a" * 32).exists()
+    with pytest.raises(InvalidFileName):
+        store.fresh_work_dir("a" * 32, "..")
