@@ -1,31 +1,17 @@
-"""The Celery app. Tasks are thin: they load by id, call an action, and return JSON.
+"""The worker's entry point (``celery -A workers.celery worker``). Tasks are thin: they load by
+id, call into ``webapp`` and return nothing.
 
-Configuration comes from Django settings (``CELERY_*``); Celery's Django fix-up calls
-``django.setup()`` in every worker process, so tasks may use the ORM.
+The app itself is defined in ``webapp.celery_app`` (so the web side can send tasks by name
+without importing this package); it lists the task modules in ``workers/tasks``.
 """
 
 from __future__ import annotations
 
-import os
-
-from celery import Celery
 from celery.signals import worker_ready
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+from webapp.celery_app import app
 
-app = Celery(
-    "triton_model_hub",
-    include=[
-        "workers.tasks.health",
-        "workers.tasks.server",
-        "workers.tasks.compile",
-        "workers.tasks.serve",
-        "workers.tasks.perf",
-        "workers.tasks.metrics",
-        "workers.tasks.uploads",
-    ],
-)
-app.config_from_object("django.conf:settings", namespace="CELERY")
+__all__ = ["app"]
 
 
 @worker_ready.connect

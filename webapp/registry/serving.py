@@ -31,7 +31,7 @@ from model_store.serving import (
     unload_model,
 )
 from model_store.targets import get_target
-from webapp import live
+from webapp import dispatch, live
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
 from webapp.registry.actions import RegistryError
@@ -249,9 +249,7 @@ def _queue(
 
 
 def _enqueue(job: Job) -> None:
-    from workers.tasks.serve import enqueue_switch
-
-    enqueue_switch(job.pk)
+    dispatch.serving_job(job.pk)
 
 
 def _describe(job: Job, user: User) -> str:

@@ -27,7 +27,7 @@ from model_store.inference import (
 )
 from model_store.perf import SweepPlan, best_level, run_sweep
 from model_store.targets import get_target
-from webapp import live
+from webapp import dispatch, live
 from webapp.ops.metrics_store import record_client_calls
 from webapp.registry import jobs
 from webapp.registry.actions import RegistryError
@@ -132,9 +132,7 @@ def _plan_dict(plan: SweepPlan) -> dict[str, Any]:
 
 
 def _enqueue(job: Job) -> None:
-    from workers.tasks.perf import sweep
-
-    sweep.delay(job.pk)
+    dispatch.sweep_job(job.pk)
     live.publish("sweeps", {"model": job.model.name, "job": str(job.uuid)})
 
 

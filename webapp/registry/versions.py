@@ -15,7 +15,7 @@ from django.db.models import Max
 from model_store.errors import ModelStoreError
 from model_store.targets import get_target
 from model_store.uploads import FinishedUpload
-from webapp import live
+from webapp import dispatch, live
 from webapp.accounts.roles import Role, role_of
 from webapp.registry.actions import RegistryError
 from webapp.registry.jobs import COMPILE_STEPS, initial_steps
@@ -109,9 +109,7 @@ def create_version(
 
 
 def _enqueue_compile(job: Job) -> None:
-    from workers.tasks.compile import enqueue_compile
-
-    enqueue_compile(job.pk)
+    dispatch.compile_job(job.pk)
     live.publish("models", {"model": job.model.name})
 
 

@@ -6,9 +6,9 @@ the step failed. Failures are deterministic (a bad model stays bad), so nothing 
 
 from __future__ import annotations
 
-from celery import chain
 from celery.exceptions import Ignore, SoftTimeLimitExceeded
 
+from webapp.dispatch import COMPILE_STEPS
 from workers.celery import app
 
 
@@ -25,6 +25,8 @@ def _run(step: str, job_id: int) -> None:
 
 
 STEP_LIMITS = {"validate": 600, "compile": 3600, "verify": 900, "package": 600}
+if tuple(STEP_LIMITS) != COMPILE_STEPS:  # the chain webapp.dispatch sends, by name
+    raise RuntimeError(f"compile tasks {tuple(STEP_LIMITS)} differ from {COMPILE_STEPS}")
 
 
 def _task(step: str):
@@ -47,10 +49,3 @@ validate = _task("validate")
 compile_model = _task("compile")
 verify = _task("verify")
 package = _task("package")
-
-
-def enqueue_compile(job_id: int) -> None:
-    """Queue the whole chain (called after the database commit that created the job)."""
-    chain(
-        validate.si(job_id), compile_model.si(job_id), verify.si(job_id), package.si(job_id)
-    ).apply_async()

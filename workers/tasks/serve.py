@@ -44,7 +44,3 @@ def requeue_stalled() -> None:
     from webapp.registry import serving
 
     serving.requeue_stalled_jobs()
-
-
-def enqueue_switch(job_id: int) -> None:
-    run_job.delay(job_id)

@@ -1,0 +1,37 @@
+"""Sending jobs to the workers, by task name.
+
+Views and actions record a job in the database and, after the commit, call one of these.
+Nothing here imports ``workers``: the task names are the contract between the two sides (the
+worker declares each task with ``name=`` equal to these strings, and its limits and
+acknowledgement settings travel with the task, not with the message).
+"""
+
+from __future__ import annotations
+
+from celery import chain
+
+from webapp.celery_app import app
+
+#: The compile job's steps, each a task ``workers.tasks.compile.<step>`` that runs one step of
+#: ``webapp.registry.pipeline`` and stops the chain when it fails.
+COMPILE_STEPS = ("validate", "compile", "verify", "package")
+
+
+def compile_job(job_id: int) -> None:
+    """Queue validate -> compile -> verify -> package for one compile job."""
+    chain(
+        *(
+            app.signature(f"workers.tasks.compile.{step}", args=(job_id,), immutable=True)
+            for step in COMPILE_STEPS
+        )
+    ).apply_async()
+
+
+def serving_job(job_id: int) -> None:
+    """Queue a serving job (serve, roll back, compare, load, unload)."""
+    app.send_task("workers.tasks.serve.run_job", args=(job_id,))
+
+
+def sweep_job(job_id: int) -> None:
+    """Queue a performance sweep."""
+    app.send_task("workers.tasks.perf.sweep", args=(job_id,))
