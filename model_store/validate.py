@@ -1,7 +1,7 @@
 """Checks an uploaded ONNX model before any build: is it valid, supported, and fit for the target?
 
 :func:`validate_model` never raises for a problem with the model: every
-problem becomes a :class:`~model_store.targets.base.Finding` that says what is
+problem becomes a :class:`~model_store.targets.findings.Finding` that says what is
 wrong and what to do, so the upload page can list them all at once. The
 checks, in order:
 
@@ -37,7 +37,9 @@ from onnx import GraphProto, ModelProto, NodeProto
 from model_store.errors import ModelStoreError
 from model_store.names import validate_tensor_name
 from model_store.onnx_info import OnnxInfo, inspect_onnx
-from model_store.targets.base import Finding, InvalidOptions, Target, error
+from model_store.targets.base import Target
+from model_store.targets.findings import Finding, error
+from model_store.targets.options import InvalidOptions
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 ML_DOMAIN = "ai.onnx.ml"

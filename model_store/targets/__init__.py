@@ -20,17 +20,19 @@ from model_store.targets.base import (
     BuildCancelled,
     BuildContext,
     BuildResult,
-    Finding,
-    InvalidOptions,
-    OptionSpec,
     Target,
     TargetStatus,
-    UnknownTarget,
     VerifyPlan,
-    options_json_schema,
 )
+from model_store.targets.findings import Finding
 from model_store.targets.npu_ge import NpuGeTarget
 from model_store.targets.onnxruntime import OnnxRuntimeTarget
+from model_store.targets.options import (
+    InvalidOptions,
+    OptionSpec,
+    UnknownTarget,
+    options_json_schema,
+)
 
 __all__ = [
     "AclTarget",

@@ -24,9 +24,8 @@ so unsupported operators show up in the build log instead of at Triton load.
 from __future__ import annotations
 
 import math
-import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,46 +33,30 @@ from model_store.compile import optimise
 from model_store.compile.atc import cann_status
 from model_store.config import ModelConfig
 from model_store.names import validate_model_name, validate_version
-from model_store.onnx_info import Dim, OnnxInfo, inspect_onnx
+from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets import acl as acl_target
-from model_store.targets.base import (
-    BuildContext,
-    BuildResult,
-    Finding,
-    InvalidOptions,
-    OptionSpec,
-    Target,
-    TargetStatus,
-    VerifyPlan,
+from model_store.targets import atc_build
+from model_store.targets import npu_ge_checks as checks
+from model_store.targets.base import BuildContext, BuildResult, Target, TargetStatus, VerifyPlan
+from model_store.targets.batching import (
     batching_specs,
-    config_tensors,
     dynamic_batching_for,
-    effective_dims,
-    error,
     instance_count_spec,
-    is_fixed,
     resolve_batching,
+)
+from model_store.targets.findings import Finding
+from model_store.targets.options import InvalidOptions, OptionSpec
+from model_store.targets.signature import (
+    config_tensors,
     signature_findings,
     symbol_sizes,
     warmup_for,
-    warning,
 )
 
 ARTIFACT = "model.onnx"
 STEPS_DIR = ".build"
 PREFLIGHT_DIR = ".atc-preflight"
-SUGGESTED_OPSET = 14
-# ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (docs/atc.md#onnx-opsets).
-PARSER_OPSETS = range(11, 19)
-# Element types the backend's auto-complete maps
-# (docs/ge-backend.md#inputs-and-outputs-from-the-onnx).
-GE_AUTO_TYPES = frozenset({"FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64"})
-MANY_GEARS = 8
-# protobuf's limit for one .onnx file; the backend cannot read external data.
-SINGLE_FILE_BYTES = 2**31
 
-# An output dim name the backend can evaluate: input axis names, integers, + - * / ( ).
-_EXPRESSION_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|([0-9]+)|([-+*/()]))")
 _DEVICE_IDS = r"[0-9]+(,[0-9]+)*"
 _GEARS = r"[0-9]+(,[0-9]+)*(;[0-9]+(,[0-9]+)*)*"
 
@@ -188,12 +171,12 @@ class NpuGeTarget(Target):
             OptionSpec(
                 "target_opset",
                 "int",
-                SUGGESTED_OPSET,
+                checks.SUGGESTED_OPSET,
                 "ONNX opset",
                 "Convert the model to this opset when it differs (GE's docs suggest 14; its "
                 "parser takes 11 to 18). 0 keeps the model's opset.",
                 minimum=0,
-                maximum=PARSER_OPSETS.stop - 1,
+                maximum=checks.PARSER_OPSETS.stop - 1,
                 advanced=True,
             ),
             OptionSpec(
@@ -244,10 +227,11 @@ class NpuGeTarget(Target):
                 )
 
         opset = options.get("target_opset")
-        if opset and opset not in PARSER_OPSETS:
+        opsets = checks.PARSER_OPSETS
+        if opset and opset not in opsets:
             raise InvalidOptions(
                 f"Option 'target_opset' is {opset}; use 0 (keep the model's opset) or "
-                f"{PARSER_OPSETS.start} to {PARSER_OPSETS.stop - 1}, the opsets GE parses."
+                f"{opsets.start} to {opsets.stop - 1}, the opsets GE parses."
             )
 
     def resolve_options(self, options: Mapping[str, Any], info: OnnxInfo) -> dict[str, Any]:
@@ -258,7 +242,9 @@ class NpuGeTarget(Target):
             resolved["max_batch_size"] = 0
         resolve_batching(resolved, info, overrides=resolved.get("input_shapes"))
         if resolved.get("dynamic_dims") and not resolved.get("ge_input_shape"):
-            resolved["ge_input_shape"] = _derived_input_shape(info, resolved.get("input_shapes"))
+            resolved["ge_input_shape"] = checks.derived_input_shape(
+                info, resolved.get("input_shapes")
+            )
         return resolved
 
     # Checks ---------------------------------------------------------------------
@@ -270,11 +256,11 @@ class NpuGeTarget(Target):
             return found
         overrides = resolved.get("input_shapes")
         found += signature_findings(info, resolved["max_batch_size"], overrides)
-        found += _type_findings(info)
-        found += _shape_findings(info, resolved)
-        found += _output_name_findings(info, overrides)
-        found += _gear_findings(resolved)
-        found += _format_findings(info, resolved)
+        found += checks.type_findings(info)
+        found += checks.shape_findings(info, resolved)
+        found += checks.output_name_findings(info, overrides)
+        found += checks.gear_findings(resolved)
+        found += checks.format_findings(info, resolved)
         return found
 
     # Build ----------------------------------------------------------------------
@@ -362,7 +348,7 @@ class NpuGeTarget(Target):
             ctx.log(note)
             notes.append(note)
             return []
-        shape, extra = _preflight_shape(info, options)
+        shape, extra = checks.preflight_shape(info, options)
         if shape is None:
             note = (
                 "ATC pre-flight skipped: the model has dynamic dims other than the batch axis "
@@ -374,14 +360,14 @@ class NpuGeTarget(Target):
         scratch = ctx.workdir / PREFLIGHT_DIR
         scratch.mkdir()
         try:
-            atc_options = acl_target.make_atc_options(
+            atc_options = atc_build.make_atc_options(
                 soc_version=options["soc_version"],
                 input_shape=shape,
                 input_format="ND" if extra else None,
                 precision_mode_v2=options.get("precision_mode_v2"),
                 extra=extra,
             )
-            command, _ = acl_target.compile_with_atc(
+            command, _ = atc_build.compile_with_atc(
                 ctx, status, model, scratch / "preflight", scratch, atc_options
             )
         finally:
@@ -411,7 +397,7 @@ class NpuGeTarget(Target):
         if resolved.get("static_model"):
             parameters["static_model"] = "1"
         if resolved.get("dynamic_dims"):
-            parameters["graph.ge.inputShape"] = _shape_text(resolved["ge_input_shape"])
+            parameters["graph.ge.inputShape"] = checks.shape_text(resolved["ge_input_shape"])
             parameters["graph.ge.dynamicDims"] = resolved["dynamic_dims"]
             parameters["graph.ge.dynamicNodeType"] = "1"
         warmups, _ = warmup_for(inputs, 1)
@@ -434,7 +420,7 @@ class NpuGeTarget(Target):
 
     def status(self, env: Mapping[str, str]) -> TargetStatus:
         """Available when CANN is found; otherwise "needs CANN" with the reason."""
-        return acl_target.cann_target_status(
+        return atc_build.cann_target_status(
             env,
             "Packaging works without it, but the ATC pre-flight check is skipped and the "
             "model needs a Triton with the npu_ge backend on an Ascend machine.",
@@ -455,314 +441,6 @@ class NpuGeTarget(Target):
                 f"({resolved['precision_mode_v2']}) on the NPU is not measured here."
             ),
         )
-
-
-# Findings -----------------------------------------------------------------------------
-
-
-def _type_findings(info: OnnxInfo) -> list[Finding]:
-    """FP16/BOOL/DOUBLE need explicit IO; strings are not supported at all."""
-    found = []
-    for tensor in [*info.inputs, *info.outputs]:
-        if tensor.triton_type is None or tensor.onnx_type in GE_AUTO_TYPES:
-            continue
-        if tensor.onnx_type == "STRING":
-            found.append(
-                error(
-                    "string_io",
-                    f"The tensor {tensor.name!r} is a string tensor; the GE backend only "
-                    "passes numeric tensors.",
-                    "Do the string processing (e.g. tokenising) outside the model.",
-                )
-            )
-            continue
-        found.append(
-            warning(
-                "io_type_needs_explicit_config",
-                f"The tensor {tensor.name!r} is {tensor.onnx_type}; the GE backend cannot "
-                "read this type from the ONNX file itself.",
-                "The generated config.pbtxt lists every input and output explicitly; keep "
-                "them there when editing the config by hand.",
-            )
-        )
-    return found
-
-
-def _dynamic_axes(dims: Sequence[Dim] | None) -> list[int]:
-    return [axis for axis, dim in enumerate(dims or []) if not is_fixed(dim)]
-
-
-def _shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
-    """Static graph vs dynamic dims; which dynamic dims batching can merge."""
-    overrides = options.get("input_shapes")
-    sizes = symbol_sizes(info, overrides)
-    found: list[Finding] = []
-    dynamic = {
-        t.name: _dynamic_axes(effective_dims(t, overrides, sizes))
-        for t in [*info.inputs, *info.outputs]
-    }
-    if options.get("static_model"):
-        loose = sorted(name for name, axes in dynamic.items() if axes)
-        if loose:
-            found.append(
-                error(
-                    "static_needs_fixed_shapes",
-                    "A static GE graph needs every shape fixed, but "
-                    f"{', '.join(map(repr, loose))} have dynamic dims.",
-                    "Give fixed input shapes (option input_shapes), or turn static_model off.",
-                )
-            )
-        return found
-    beyond_batch = sorted(name for name, axes in dynamic.items() if any(a > 0 for a in axes))
-    if beyond_batch and not options.get("dynamic_dims"):
-        found.append(
-            warning(
-                "dynamic_non_batch_axes",
-                f"{', '.join(map(repr, beyond_batch))} have dynamic dims beyond the first axis. "
-                "GE supports them only as a dynamic graph: every new shape is compiled on "
-                "first use, and no warm-up request can be made.",
-                "Fix those dims (option input_shapes) or use shape gears, if the sizes are "
-                "known in advance.",
-            )
-        )
-    if options.get("dynamic_batching"):
-        if beyond_batch:
-            found.append(
-                warning(
-                    "batching_not_merged",
-                    "The GE backend merges requests only when the batch axis is the only "
-                    "dynamic axis; with this model, dynamic batching only queues requests.",
-                    "Fix the other dims (option input_shapes) to let it merge requests.",
-                )
-            )
-        elif not options.get("preferred_batch_sizes"):
-            found.append(
-                warning(
-                    "no_preferred_batch_sizes",
-                    "The GE backend merges requests only when preferred batch sizes are set.",
-                    f"Set preferred_batch_sizes, e.g. {options['max_batch_size']}.",
-                )
-            )
-    return found
-
-
-def _output_name_findings(
-    info: OnnxInfo, overrides: Mapping[str, Sequence[int]] | None
-) -> list[Finding]:
-    """Dynamic output dims must be named by input axis names (or arithmetic of them)."""
-    sizes = symbol_sizes(info, overrides)
-    input_axes = {d for t in info.inputs for d in (t.dims or []) if isinstance(d, str)}
-    found = []
-    for tensor in info.outputs:
-        for axis, dim in enumerate(effective_dims(tensor, overrides, sizes) or []):
-            if is_fixed(dim):
-                continue
-            if not isinstance(dim, str):
-                found.append(
-                    error(
-                        "unnamed_dynamic_output_dim",
-                        f"Axis {axis} of output {tensor.name!r} is dynamic but has no name; "
-                        "the GE backend then fails to load the model ('-1 dim has no name').",
-                        "Export with named dynamic axes for the outputs (dynamic_axes in "
-                        "torch.onnx.export) that reuse the input axis names.",
-                    )
-                )
-                continue
-            unknown = _unknown_names(dim, input_axes)
-            if unknown is not None:
-                found.append(
-                    error(
-                        "output_dim_name_unresolvable",
-                        f"Axis {axis} of output {tensor.name!r} is named {dim!r}, which is not "
-                        f"an input axis name or arithmetic of them ({unknown}); the GE backend "
-                        "cannot compute its size.",
-                        "Name it after an input axis (e.g. 'batch') or an expression of input "
-                        "axis names with + - * / and parentheses when exporting.",
-                    )
-                )
-    return found
-
-
-def _unknown_names(expression: str, input_axes: set[str]) -> str | None:
-    """None when ``expression`` only uses input axis names and + - * / ( ); else the problem."""
-    names_used = 0
-    position = 0
-    text = expression.rstrip()
-    while position < len(text):
-        match = _EXPRESSION_TOKEN.match(text, position)
-        if match is None:
-            offending = text[position:].lstrip()[:1]
-            return f"character {offending!r} is not allowed"
-        name = match.group(1)
-        if name is not None:
-            if name not in input_axes:
-                return f"{name!r} is not an input axis name"
-            names_used += 1
-        position = match.end()
-    return None if names_used else "it names no input axis"
-
-
-def _gear_findings(options: Mapping[str, Any]) -> list[Finding]:
-    """Gear groups must match the number of -1 dims; with batching they must cover every size."""
-    text = options.get("dynamic_dims")
-    if not text:
-        return []
-    gears = [[int(v) for v in group.split(",")] for group in text.split(";")]
-    shape = options.get("ge_input_shape") or {}
-    slots = [(name, axis) for name, dims in shape.items() for axis, d in enumerate(dims) if d < 0]
-    found: list[Finding] = []
-    if not slots:
-        return [
-            error(
-                "gears_without_dynamic_dims",
-                "Shape gears are set, but the gear input shape has no -1 dim to vary.",
-                "Remove dynamic_dims, or give ge_input_shape with -1 for the geared dims.",
-            )
-        ]
-    bad = [g for g in gears if len(g) != len(slots)]
-    if bad:
-        found.append(
-            error(
-                "gear_size_mismatch",
-                f"Each gear needs {len(slots)} value(s), one per -1 dim ({slots}), but "
-                f"{';'.join(','.join(map(str, g)) for g in bad)} do(es) not.",
-                "Give one value per -1 dim in every gear, gears separated by ';'.",
-            )
-        )
-    mbs = options.get("max_batch_size") or 0
-    if mbs > 0:
-        if any(axis != 0 for _, axis in slots):
-            found.append(
-                error(
-                    "gears_with_batching_not_batch_only",
-                    "With max_batch_size > 0, gears may only vary the batch axis.",
-                    "Set max_batch_size to 0, or make -1 appear on axis 0 only.",
-                )
-            )
-        covered = {g[0] for g in gears if len(g) == 1}
-        missing = [size for size in range(1, mbs + 1) if size not in covered]
-        if missing:
-            found.append(
-                error(
-                    "gears_do_not_cover_batches",
-                    f"Triton may form any batch from 1 to {mbs}, but there is no gear for "
-                    f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''}.",
-                    "Add those gears or lower max_batch_size to the largest covered size.",
-                )
-            )
-    if len(gears) > MANY_GEARS:
-        found.append(
-            warning(
-                "many_gears",
-                f"{len(gears)} gears make GE compile {len(gears)} graphs when the model loads.",
-                "Keep only the sizes that really occur.",
-            )
-        )
-    return found
-
-
-def _format_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
-    """External data, opset, non-standard operators."""
-    found: list[Finding] = []
-    if info.uses_external_data:
-        estimate = info.file_size + info.parameter_count * 4
-        if estimate >= SINGLE_FILE_BYTES:
-            found.append(
-                error(
-                    "external_data_too_large",
-                    f"The model keeps about {estimate / 2**30:.1f} GiB of weights in external "
-                    "files; the GE backend reads exactly one .onnx file, which cannot exceed "
-                    "2 GiB.",
-                    "Shrink the model (e.g. FP16 or INT8 weights) below 2 GiB, or use the acl "
-                    "target (ATC compiles it to an OM).",
-                )
-            )
-        else:
-            found.append(
-                warning(
-                    "external_data_merged",
-                    "The model keeps its weights in external files; the GE backend reads one "
-                    ".onnx file, so the build embeds them.",
-                    "Nothing to do; the served file is self-contained.",
-                )
-            )
-    found += _opset_findings(info, options.get("target_opset"))
-    custom = sorted(op for op in info.operators if "." in op)
-    if custom:
-        found.append(
-            error(
-                "non_standard_operator",
-                "The GE backend parses standard ONNX operators only; the model uses "
-                f"{', '.join(custom[:8])}{' ...' if len(custom) > 8 else ''}.",
-                "Export without custom or ONNX Runtime-specific operators (do not upload a "
-                "model already optimised by ONNX Runtime).",
-            )
-        )
-    return found
-
-
-def _opset_findings(info: OnnxInfo, target_opset: int | None) -> list[Finding]:
-    opset = info.default_opset
-    if opset is None:
-        return []
-    if target_opset and opset != target_opset:
-        return [
-            warning(
-                "opset_conversion",
-                f"The model uses opset {opset}; the build converts it to {target_opset} "
-                f"(GE's docs suggest {SUGGESTED_OPSET}). A failed conversion keeps {opset}.",
-                f"Export with opset {target_opset} to skip the conversion.",
-            )
-        ]
-    if not target_opset and opset not in PARSER_OPSETS:
-        return [
-            warning(
-                "opset_outside_parser_range",
-                f"The model uses opset {opset}; GE's ONNX parser handles opsets "
-                f"{PARSER_OPSETS.start} to {PARSER_OPSETS.stop - 1}.",
-                f"Set target_opset to {SUGGESTED_OPSET} or export with that opset.",
-            )
-        ]
-    return []
-
-
-# Shapes for gears and pre-flight ------------------------------------------------------
-
-
-def _derived_input_shape(
-    info: OnnxInfo, overrides: Mapping[str, Sequence[int]] | None
-) -> dict[str, list[int]]:
-    """Input shapes with -1 for every dynamic dim (graph.ge.inputShape)."""
-    sizes = symbol_sizes(info, overrides)
-    shape: dict[str, list[int]] = {}
-    for tensor in info.inputs:
-        dims = effective_dims(tensor, overrides, sizes) or []
-        shape[tensor.name] = [d if isinstance(d, int) and d > 0 else -1 for d in dims]
-    return shape
-
-
-def _shape_text(shape: Mapping[str, Sequence[int]]) -> str:
-    """``"image:-1,3,224,224;mask:-1,1"`` (GE and ATC syntax)."""
-    return ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in shape.items())
-
-
-def _preflight_shape(
-    info: OnnxInfo, options: Mapping[str, Any]
-) -> tuple[dict[str, list[int]] | None, dict[str, str]]:
-    """ATC input shape for the pre-flight: fixed, batch 1, or the gears; None if impossible.
-
-    Operator support does not depend on the batch size, so a dynamic batch axis
-    is compiled at batch 1.
-    """
-    if options.get("dynamic_dims"):
-        return dict(options["ge_input_shape"]), {"dynamic_dims": options["dynamic_dims"]}
-    shape = _derived_input_shape(info, options.get("input_shapes"))
-    for dims in shape.values():
-        if any(d < 0 for d in dims[1:]):
-            return None, {}
-        if dims and dims[0] < 0:
-            dims[0] = 1
-    return shape, {}
 
 
 def _positive_int(value: object) -> int | None:

@@ -22,23 +22,15 @@ from model_store.compile import optimise
 from model_store.config import ModelConfig
 from model_store.names import validate_model_name, validate_version
 from model_store.onnx_info import OnnxInfo, inspect_onnx
-from model_store.targets.base import (
-    BuildContext,
-    BuildResult,
-    Finding,
-    InvalidOptions,
-    OptionSpec,
-    Target,
-    TargetStatus,
-    VerifyPlan,
-    batching_specs,
+from model_store.targets.base import BuildContext, BuildResult, Target, TargetStatus, VerifyPlan
+from model_store.targets.batching import batching_specs, dynamic_batching_for, instance_count_spec
+from model_store.targets.findings import Finding, warning
+from model_store.targets.options import InvalidOptions, OptionSpec
+from model_store.targets.signature import (
     config_tensors,
-    dynamic_batching_for,
-    instance_count_spec,
     signature_findings,
     symbol_sizes,
     warmup_for,
-    warning,
 )
 
 ARTIFACT = "model.onnx"

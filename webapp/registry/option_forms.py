@@ -7,7 +7,8 @@ from typing import Any
 
 from django import forms
 
-from model_store.targets.base import OptionSpec, Target
+from model_store.targets.base import Target
+from model_store.targets.options import OptionSpec
 
 
 def _int_list(text: str) -> list[int]:

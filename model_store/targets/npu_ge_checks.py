@@ -1,0 +1,336 @@
+"""The GE backend's rules as findings for ``npu_ge`` models.
+
+Each check reads the model (and the resolved options) and says, before a build, what would
+make Triton's load fail on the NPU or serve differently from what the user expects: tensor
+types the backend's config auto-complete cannot map, dynamic dims and gears, output names for
+dynamic dims, a model that will not fit one file, opsets GE does not parse. The rules and their
+sources are in docs/ge-backend.md; :class:`~model_store.targets.npu_ge.NpuGeTarget` runs them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from model_store.onnx_info import Dim, OnnxInfo
+from model_store.targets.atc_build import ATC_OPSETS
+from model_store.targets.findings import Finding, error, warning
+from model_store.targets.signature import effective_dims, is_fixed, symbol_sizes
+
+SUGGESTED_OPSET = 14
+# GE's ONNX parser is ATC's: the same opsets.
+PARSER_OPSETS = ATC_OPSETS
+# Element types the backend's auto-complete maps
+# (docs/ge-backend.md#inputs-and-outputs-from-the-onnx).
+GE_AUTO_TYPES = frozenset({"FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64"})
+MANY_GEARS = 8
+# protobuf's limit for one .onnx file; the backend cannot read external data.
+SINGLE_FILE_BYTES = 2**31
+# An output dim name the backend can evaluate: input axis names, integers, + - * / ( ).
+_EXPRESSION_TOKEN = re.compile(r"\s*(?:([A-Za-z_][A-Za-z0-9_]*)|([0-9]+)|([-+*/()]))")
+
+
+def type_findings(info: OnnxInfo) -> list[Finding]:
+    """FP16/BOOL/DOUBLE need explicit IO; strings are not supported at all."""
+    found = []
+    for tensor in [*info.inputs, *info.outputs]:
+        if tensor.triton_type is None or tensor.onnx_type in GE_AUTO_TYPES:
+            continue
+        if tensor.onnx_type == "STRING":
+            found.append(
+                error(
+                    "string_io",
+                    f"The tensor {tensor.name!r} is a string tensor; the GE backend only "
+                    "passes numeric tensors.",
+                    "Do the string processing (e.g. tokenising) outside the model.",
+                )
+            )
+            continue
+        found.append(
+            warning(
+                "io_type_needs_explicit_config",
+                f"The tensor {tensor.name!r} is {tensor.onnx_type}; the GE backend cannot "
+                "read this type from the ONNX file itself.",
+                "The generated config.pbtxt lists every input and output explicitly; keep "
+                "them there when editing the config by hand.",
+            )
+        )
+    return found
+
+
+def _dynamic_axes(dims: Sequence[Dim] | None) -> list[int]:
+    return [axis for axis, dim in enumerate(dims or []) if not is_fixed(dim)]
+
+
+def shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+    """Static graph vs dynamic dims; which dynamic dims batching can merge."""
+    overrides = options.get("input_shapes")
+    sizes = symbol_sizes(info, overrides)
+    found: list[Finding] = []
+    dynamic = {
+        t.name: _dynamic_axes(effective_dims(t, overrides, sizes))
+        for t in [*info.inputs, *info.outputs]
+    }
+    if options.get("static_model"):
+        loose = sorted(name for name, axes in dynamic.items() if axes)
+        if loose:
+            found.append(
+                error(
+                    "static_needs_fixed_shapes",
+                    "A static GE graph needs every shape fixed, but "
+                    f"{', '.join(map(repr, loose))} have dynamic dims.",
+                    "Give fixed input shapes (option input_shapes), or turn static_model off.",
+                )
+            )
+        return found
+    beyond_batch = sorted(name for name, axes in dynamic.items() if any(a > 0 for a in axes))
+    if beyond_batch and not options.get("dynamic_dims"):
+        found.append(
+            warning(
+                "dynamic_non_batch_axes",
+                f"{', '.join(map(repr, beyond_batch))} have dynamic dims beyond the first axis. "
+                "GE supports them only as a dynamic graph: every new shape is compiled on "
+                "first use, and no warm-up request can be made.",
+                "Fix those dims (option input_shapes) or use shape gears, if the sizes are "
+                "known in advance.",
+            )
+        )
+    if options.get("dynamic_batching"):
+        if beyond_batch:
+            found.append(
+                warning(
+                    "batching_not_merged",
+                    "The GE backend merges requests only when the batch axis is the only "
+                    "dynamic axis; with this model, dynamic batching only queues requests.",
+                    "Fix the other dims (option input_shapes) to let it merge requests.",
+                )
+            )
+        elif not options.get("preferred_batch_sizes"):
+            found.append(
+                warning(
+                    "no_preferred_batch_sizes",
+                    "The GE backend merges requests only when preferred batch sizes are set.",
+                    f"Set preferred_batch_sizes, e.g. {options['max_batch_size']}.",
+                )
+            )
+    return found
+
+
+def output_name_findings(
+    info: OnnxInfo, overrides: Mapping[str, Sequence[int]] | None
+) -> list[Finding]:
+    """Dynamic output dims must be named by input axis names (or arithmetic of them)."""
+    sizes = symbol_sizes(info, overrides)
+    input_axes = {d for t in info.inputs for d in (t.dims or []) if isinstance(d, str)}
+    found = []
+    for tensor in info.outputs:
+        for axis, dim in enumerate(effective_dims(tensor, overrides, sizes) or []):
+            if is_fixed(dim):
+                continue
+            if not isinstance(dim, str):
+                found.append(
+                    error(
+                        "unnamed_dynamic_output_dim",
+                        f"Axis {axis} of output {tensor.name!r} is dynamic but has no name; "
+                        "the GE backend then fails to load the model ('-1 dim has no name').",
+                        "Export with named dynamic axes for the outputs (dynamic_axes in "
+                        "torch.onnx.export) that reuse the input axis names.",
+                    )
+                )
+                continue
+            unknown = _unknown_names(dim, input_axes)
+            if unknown is not None:
+                found.append(
+                    error(
+                        "output_dim_name_unresolvable",
+                        f"Axis {axis} of output {tensor.name!r} is named {dim!r}, which is not "
+                        f"an input axis name or arithmetic of them ({unknown}); the GE backend "
+                        "cannot compute its size.",
+                        "Name it after an input axis (e.g. 'batch') or an expression of input "
+                        "axis names with + - * / and parentheses when exporting.",
+                    )
+                )
+    return found
+
+
+def _unknown_names(expression: str, input_axes: set[str]) -> str | None:
+    """None when ``expression`` only uses input axis names and + - * / ( ); else the problem."""
+    names_used = 0
+    position = 0
+    text = expression.rstrip()
+    while position < len(text):
+        match = _EXPRESSION_TOKEN.match(text, position)
+        if match is None:
+            offending = text[position:].lstrip()[:1]
+            return f"character {offending!r} is not allowed"
+        name = match.group(1)
+        if name is not None:
+            if name not in input_axes:
+                return f"{name!r} is not an input axis name"
+            names_used += 1
+        position = match.end()
+    return None if names_used else "it names no input axis"
+
+
+def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
+    """Gear groups must match the number of -1 dims; with batching they must cover every size."""
+    text = options.get("dynamic_dims")
+    if not text:
+        return []
+    gears = [[int(v) for v in group.split(",")] for group in text.split(";")]
+    shape = options.get("ge_input_shape") or {}
+    slots = [(name, axis) for name, dims in shape.items() for axis, d in enumerate(dims) if d < 0]
+    found: list[Finding] = []
+    if not slots:
+        return [
+            error(
+                "gears_without_dynamic_dims",
+                "Shape gears are set, but the gear input shape has no -1 dim to vary.",
+                "Remove dynamic_dims, or give ge_input_shape with -1 for the geared dims.",
+            )
+        ]
+    bad = [g for g in gears if len(g) != len(slots)]
+    if bad:
+        found.append(
+            error(
+                "gear_size_mismatch",
+                f"Each gear needs {len(slots)} value(s), one per -1 dim ({slots}), but "
+                f"{';'.join(','.join(map(str, g)) for g in bad)} do(es) not.",
+                "Give one value per -1 dim in every gear, gears separated by ';'.",
+            )
+        )
+    mbs = options.get("max_batch_size") or 0
+    if mbs > 0:
+        if any(axis != 0 for _, axis in slots):
+            found.append(
+                error(
+                    "gears_with_batching_not_batch_only",
+                    "With max_batch_size > 0, gears may only vary the batch axis.",
+                    "Set max_batch_size to 0, or make -1 appear on axis 0 only.",
+                )
+            )
+        covered = {g[0] for g in gears if len(g) == 1}
+        missing = [size for size in range(1, mbs + 1) if size not in covered]
+        if missing:
+            found.append(
+                error(
+                    "gears_do_not_cover_batches",
+                    f"Triton may form any batch from 1 to {mbs}, but there is no gear for "
+                    f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''}.",
+                    "Add those gears or lower max_batch_size to the largest covered size.",
+                )
+            )
+    if len(gears) > MANY_GEARS:
+        found.append(
+            warning(
+                "many_gears",
+                f"{len(gears)} gears make GE compile {len(gears)} graphs when the model loads.",
+                "Keep only the sizes that really occur.",
+            )
+        )
+    return found
+
+
+def format_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
+    """External data, opset, non-standard operators."""
+    found: list[Finding] = []
+    if info.uses_external_data:
+        estimate = info.file_size + info.parameter_count * 4
+        if estimate >= SINGLE_FILE_BYTES:
+            found.append(
+                error(
+                    "external_data_too_large",
+                    f"The model keeps about {estimate / 2**30:.1f} GiB of weights in external "
+                    "files; the GE backend reads exactly one .onnx file, which cannot exceed "
+                    "2 GiB.",
+                    "Shrink the model (e.g. FP16 or INT8 weights) below 2 GiB, or use the acl "
+                    "target (ATC compiles it to an OM).",
+                )
+            )
+        else:
+            found.append(
+                warning(
+                    "external_data_merged",
+                    "The model keeps its weights in external files; the GE backend reads one "
+                    ".onnx file, so the build embeds them.",
+                    "Nothing to do; the served file is self-contained.",
+                )
+            )
+    found += opset_findings(info, options.get("target_opset"))
+    custom = sorted(op for op in info.operators if "." in op)
+    if custom:
+        found.append(
+            error(
+                "non_standard_operator",
+                "The GE backend parses standard ONNX operators only; the model uses "
+                f"{', '.join(custom[:8])}{' ...' if len(custom) > 8 else ''}.",
+                "Export without custom or ONNX Runtime-specific operators (do not upload a "
+                "model already optimised by ONNX Runtime).",
+            )
+        )
+    return found
+
+
+def opset_findings(info: OnnxInfo, target_opset: int | None) -> list[Finding]:
+    opset = info.default_opset
+    if opset is None:
+        return []
+    if target_opset and opset != target_opset:
+        return [
+            warning(
+                "opset_conversion",
+                f"The model uses opset {opset}; the build converts it to {target_opset} "
+                f"(GE's docs suggest {SUGGESTED_OPSET}). A failed conversion keeps {opset}.",
+                f"Export with opset {target_opset} to skip the conversion.",
+            )
+        ]
+    if not target_opset and opset not in PARSER_OPSETS:
+        return [
+            warning(
+                "opset_outside_parser_range",
+                f"The model uses opset {opset}; GE's ONNX parser handles opsets "
+                f"{PARSER_OPSETS.start} to {PARSER_OPSETS.stop - 1}.",
+                f"Set target_opset to {SUGGESTED_OPSET} or export with that opset.",
+            )
+        ]
+    return []
+
+
+# Shapes for gears and pre-flight ------------------------------------------------------
+
+
+def derived_input_shape(
+    info: OnnxInfo, overrides: Mapping[str, Sequence[int]] | None
+) -> dict[str, list[int]]:
+    """Input shapes with -1 for every dynamic dim (graph.ge.inputShape)."""
+    sizes = symbol_sizes(info, overrides)
+    shape: dict[str, list[int]] = {}
+    for tensor in info.inputs:
+        dims = effective_dims(tensor, overrides, sizes) or []
+        shape[tensor.name] = [d if isinstance(d, int) and d > 0 else -1 for d in dims]
+    return shape
+
+
+def shape_text(shape: Mapping[str, Sequence[int]]) -> str:
+    """``"image:-1,3,224,224;mask:-1,1"`` (GE and ATC syntax)."""
+    return ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in shape.items())
+
+
+def preflight_shape(
+    info: OnnxInfo, options: Mapping[str, Any]
+) -> tuple[dict[str, list[int]] | None, dict[str, str]]:
+    """ATC input shape for the pre-flight: fixed, batch 1, or the gears; None if impossible.
+
+    Operator support does not depend on the batch size, so a dynamic batch axis
+    is compiled at batch 1.
+    """
+    if options.get("dynamic_dims"):
+        return dict(options["ge_input_shape"]), {"dynamic_dims": options["dynamic_dims"]}
+    shape = derived_input_shape(info, options.get("input_shapes"))
+    for dims in shape.values():
+        if any(d < 0 for d in dims[1:]):
+            return None, {}
+        if dims and dims[0] < 0:
+            dims[0] = 1
+    return shape, {}
