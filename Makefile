@@ -12,7 +12,7 @@ help:
 	@echo "make test             run every test (unit, integration, browser)"
 	@echo "make test-unit        only the fast unit tests"
 	@echo "make test-integration only tests that start real services (Triton, Redis, browser)"
-	@echo "make lint / typecheck ruff (lint + format check) / mypy"
+	@echo "make lint / typecheck ruff (lint + format check), import layers, djLint / mypy"
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found " + sys.version.split()[0] + "); set PYTHON=python3.11")'
@@ -36,6 +36,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/djlint templates --lint
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy model_store webapp workers

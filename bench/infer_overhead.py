@@ -131,24 +131,12 @@ class Subject:
     bodies: dict[str, bytes]
 
 
-def multipart(filename: str, payload: bytes) -> tuple[bytes, str]:
-    boundary = "bench-boundary-7f3a"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-            f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
-        ).encode()
-        + payload
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    return body, f"multipart/form-data; boundary={boundary}"
-
-
 def add_mlp(api: Api) -> None:
+    from tests.fixtures.multipart import multipart_file
     from tests.fixtures.triton import mlp_onnx_bytes
 
     api.call("POST", "/api/v1/models", {"name": "mlp", "target": "onnxruntime"}, expect=201)
-    body, ctype = multipart("model.onnx", mlp_onnx_bytes(in_features=64, out_features=16))
+    body, ctype = multipart_file(mlp_onnx_bytes(in_features=64, out_features=16))
     status, _, data = api.raw("POST", "/api/v1/models/mlp/versions", body, {"Content-Type": ctype})
     if status != 201:
         raise SystemExit(f"uploading the MLP failed: {status} {data[:300]!r}")

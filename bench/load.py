@@ -49,6 +49,7 @@ from _stack import (
     write_results,
 )
 
+from tests.fixtures.multipart import multipart_file
 from tests.fixtures.triton import mlp_onnx_bytes
 
 P99_BUDGET_MS = 300.0
@@ -59,19 +60,10 @@ def prepare(api: Api, models: int) -> list[str]:
     names = [f"load-{i:03d}" for i in range(models)]
     for name in names:
         api.call("POST", "/api/v1/models", {"name": name, "target": "onnxruntime"}, expect=201)
-    boundary = "bench-load-boundary"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="m.onnx"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + mlp_onnx_bytes()
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
+    body, content_type = multipart_file(mlp_onnx_bytes(), "m.onnx")
     status, _, data = api.raw(
-        "POST", f"/api/v1/models/{names[0]}/versions", body,
-        {"Content-Type": f"multipart/form-data; boundary={boundary}"},
-    )  # fmt: skip
+        "POST", f"/api/v1/models/{names[0]}/versions", body, {"Content-Type": content_type}
+    )
     if status != 201:
         raise SystemExit(f"the upload was refused: {status} {data[:300]!r}")
     job = json.loads(data)["job"]

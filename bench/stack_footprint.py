@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from model_store import spawn  # noqa: E402
-from tests.integration.test_make_run import _fresh_machine_env  # noqa: E402
+from tests.fixtures.stack import fresh_machine_env  # noqa: E402
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=10.0, help="seconds idle before measuring")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        env = _fresh_machine_env(Path(tmp) / "var")
+        env = fresh_machine_env(Path(tmp) / "var")
         env.pop("HUB_WORKER_CONCURRENCY")  # measure the default (2 worker processes)
         log = Path(tmp) / "stack.log"
         started = time.monotonic()

@@ -21,7 +21,7 @@ the numbers belong to (MLP: compared with onnxruntime in this process), or the e
   the config rewrite, Triton's load and the API's own polling of the job are all inside.
 * **Baseline: Triton's own load of the same model.** The same packaged versions are copied
   from ``<store>/sources/<name>/<v>/package/`` to ``<store>/repository/<name>_baseline/``
-  (``config.pbtxt`` with ``name`` changed, as ``model_store.serving.serving_config`` does),
+  (``config.pbtxt`` with ``name`` changed, as ``model_store.serving.packages.serving_config`` does),
   loaded once untimed at version 1, then ``--switches`` times alternately pinned to 2 and 1:
   ``config.pbtxt`` rewritten with ``version_policy { specific { versions: [N] } }``
   (untimed), then timed from ``TritonRuntime.load()`` until the repository index, polled

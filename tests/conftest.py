@@ -6,7 +6,14 @@ the heavy markers; ``--skip-heavy`` leaves them out, so that CI runs them once, 
 database runs.
 """
 
-pytest_plugins = ["tests.fixtures.triton", "tests.fixtures.services", "tests.fixtures.users"]
+pytest_plugins = [
+    "tests.fixtures.triton",
+    "tests.fixtures.services",
+    "tests.fixtures.users",
+    # Every /api/v1/ answer the suite sees is checked against the served OpenAPI document.
+    "tests.fixtures.openapi",
+    "tests.fixtures.api",
+]
 
 
 import pytest  # noqa: E402

@@ -13,9 +13,9 @@ body, and answers from the headers alone:
   size cannot be checked before reading.
 
 The limits: the one-shot multipart upload of a version (``UPLOAD_MAX_BYTES``), the infer
-API and saved examples (``INFER_MAX_REQUEST_BYTES``), a labels file (4 MiB), a chunk of a
-chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows), and everything else
-``REQUEST_MAX_BYTES``. The streamed chunk ``PUT``
+API, saved examples and the Try it tab's forms (``INFER_MAX_REQUEST_BYTES``), a labels file
+(4 MiB), a chunk of a chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows),
+and everything else ``REQUEST_MAX_BYTES``. The streamed chunk ``PUT``
 (``webapp.api.stream_upload``) runs this same check before it reads past its first pipe.
 """
 
@@ -25,9 +25,10 @@ import re
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
 from webapp.accounts.auth import is_api_request
+from webapp.errors import json_error
 
 #: Pages that take a form from someone not yet signed in (the bodies are a few hundred bytes).
 PUBLIC_FORMS = ("/login/", "/admin/login/")
@@ -37,6 +38,8 @@ _ONE_SHOT_UPLOAD = re.compile(r"^/api/v1/models/[^/]+/versions$")
 _INFER = re.compile(r"^/api/v1/models/[^/]+/infer$")
 _CHUNK = re.compile(r"^/api/v1/uploads/[^/]+$")
 _EXAMPLES = re.compile(r"^/api/v1/models/[^/]+/examples$")
+#: The Try it tab's run and save-example forms carry the same inputs as the infer API.
+_TRY_PAGE = re.compile(r"^/models/[^/]+/try/(run|examples)/$")
 _LABELS = re.compile(r"^/api/v1/models/[^/]+/labels$")
 LABELS_MAX_BYTES = 4 << 20
 
@@ -45,7 +48,7 @@ def body_limit(path: str) -> tuple[int, str]:
     """The largest body this path accepts, and the setting that sets it."""
     if _ONE_SHOT_UPLOAD.match(path):
         return settings.UPLOAD_MAX_BYTES, "UPLOAD_MAX_BYTES"
-    if _INFER.match(path) or _EXAMPLES.match(path):
+    if _INFER.match(path) or _EXAMPLES.match(path) or _TRY_PAGE.match(path):
         return settings.INFER_MAX_REQUEST_BYTES, "INFER_MAX_REQUEST_BYTES"
     if _LABELS.match(path):
         return LABELS_MAX_BYTES, "the labels file's fixed limit"
@@ -98,7 +101,7 @@ def _refuse(
     request: HttpRequest, message: str, code: str, status: int, page_status: int | None = None
 ) -> HttpResponse:
     if is_api_request(request):
-        response: HttpResponse = JsonResponse({"error": message, "code": code}, status=status)
+        response: HttpResponse = json_error(message, code, status)
     else:
         response = HttpResponse(message, status=page_status or status, content_type="text/plain")
     # The body stays unread; the server (not the app: hop-by-hop headers are its business)

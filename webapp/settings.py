@@ -74,6 +74,8 @@ MIDDLEWARE = [
     "webapp.request_limits.RequestBodyGuard",
     "webapp.accounts.auth.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Turns a HubError that no view caught into its JSON or page answer (webapp/errors.py).
+    "webapp.errors.HubErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes asks: it answers a locked-out sign-in with its lockout page.

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import redis
 from django.conf import settings
 
-from webapp.registry.actions import RegistryError
+from webapp.errors import HubError
 
 _KEY = "hub:slow:{user}"
 _gate_lock = threading.Lock()
@@ -35,12 +35,11 @@ _local_lock = threading.Lock()
 _local_inflight: dict[str, set[str]] = {}
 
 
-class Busy(RegistryError):
-    """A bound was reached; ``retry_after`` says when to try again (seconds)."""
+class Busy(HubError):
+    """A bound was reached; ``Retry-After`` says when to try again (seconds)."""
 
     def __init__(self, message: str, code: str, status: int, retry_after: int) -> None:
-        super().__init__(message, code, status)
-        self.retry_after = retry_after
+        super().__init__(message, code, status, headers={"Retry-After": str(retry_after)})
 
 
 def _process_gate() -> threading.BoundedSemaphore:

@@ -23,6 +23,17 @@ urlpatterns = [
     path("models/new/", registry_views.model_new, name="model-new"),
     path("models/<str:name>/", registry_views.model_detail, name="model"),
     path("models/<str:name>/try/", try_views.model_try, name="model-try"),
+    path("models/<str:name>/try/run/", try_views.model_try_run, name="model-try-run"),
+    path(
+        "models/<str:name>/try/examples/",
+        try_views.model_try_example_save,
+        name="model-try-examples",
+    ),
+    path(
+        "models/<str:name>/try/examples/<int:example_id>/delete/",
+        try_views.model_try_example_delete,
+        name="model-try-example-delete",
+    ),
     path("models/<str:name>/perf/", try_views.model_perf, name="model-perf"),
     path("models/<str:name>/sweep/", try_views.model_sweep, name="model-sweep"),
     path("models/<str:name>/metrics/", metrics_views.model_metrics_page, name="model-metrics"),

@@ -7,11 +7,29 @@ without importing this package); it lists the task modules in ``workers/tasks``.
 
 from __future__ import annotations
 
-from celery.signals import worker_ready
+from celery.signals import beat_init, celeryd_init, worker_ready
 
 from webapp.celery_app import app
 
 __all__ = ["app"]
+
+#: How long a worker or beat keeps trying to publish while Redis restarts: about ten minutes.
+#: Celery gives up after three quick retries by default; a compile step that ended while Redis
+#: was down then never queued the next step, and its job stayed "running" for ever
+#: (tests/faults/test_redis_restart.py). Web processes keep the short default: a request must
+#: not hang on a dead Redis (they record the job and reconcile sends it).
+WORKER_PUBLISH_RETRY_POLICY = {
+    "max_retries": 120,
+    "interval_start": 0,
+    "interval_step": 1,
+    "interval_max": 5,
+}
+
+
+@celeryd_init.connect
+@beat_init.connect
+def _patient_publishing(sender: object = None, **kwargs: object) -> None:
+    app.conf.task_publish_retry_policy = WORKER_PUBLISH_RETRY_POLICY
 
 
 @worker_ready.connect

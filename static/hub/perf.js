@@ -75,9 +75,6 @@
     }, data, box);
     box.setAttribute("data-drawn", String(shown.length));
   }
-  window.hubSweepRunning = function () {
-    return runs().some(function (r) { return r.state === "queued" || r.state === "running"; });
-  };
   function syncStartButton(all) {
     var button = document.querySelector("[data-start-sweep]");
     if (!button) return;

@@ -1,8 +1,7 @@
 // Streaming SHA-256 (FIPS 180-4) for the uploader: the browser's SubtleCrypto only hashes a
-// whole buffer at once, and model files can be gigabytes. Usage:
+// whole buffer at once, and model files can be gigabytes. An ES module; usage:
+//   import { HubSha256 } from "./sha256.js";
 //   var h = new HubSha256(); h.update(uint8array); ...; h.hex()
-(function (global) {
-  "use strict";
   var K = new Uint32Array([
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -77,5 +76,4 @@
     return out;
   };
 
-  global.HubSha256 = HubSha256;
-})(window);
+export { HubSha256 };

@@ -5,10 +5,14 @@
 // retried, and a page reload resumes from the offset the server reports (the upload id is
 // remembered per file in localStorage). The file is hashed (SHA-256) while it is sent; the
 // server compares it with its own hash. Then the form posts the upload id and the options.
-(function () {
-  "use strict";
-  var form = document.getElementById("upload-form");
-  if (!form) return;
+// An ES module (strict, deferred, no globals): it imports the hash and the CSRF token.
+import { csrfToken } from "./csrf.js";
+import { HubSha256 } from "./sha256.js";
+
+var form = document.getElementById("upload-form");
+if (form) start(form);
+
+function start(form) {
   var input = form.querySelector("input[type=file]");
   var zone = form.querySelector(".dropzone");
   var chosen = form.querySelector("[data-chosen]");
@@ -18,7 +22,6 @@
   var errorBox = form.querySelector("[data-error]");
   var submit = form.querySelector("button[type=submit]");
   var cancelButton = panel.querySelector("[data-cancel]");
-  var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
   var chunkBytes = parseInt(form.getAttribute("data-chunk-bytes"), 10);
   var maxBytes = parseInt(form.getAttribute("data-max-bytes"), 10);
   var state = { xhr: null, cancelled: false, uploadId: null, busy: false };
@@ -71,7 +74,7 @@
       var xhr = new XMLHttpRequest();
       state.xhr = xhr;
       xhr.open(method, url);
-      xhr.setRequestHeader("X-CSRFToken", csrf);
+      xhr.setRequestHeader("X-CSRFToken", csrfToken());
       Object.keys(headers || {}).forEach(function (h) { xhr.setRequestHeader(h, headers[h]); });
       xhr.onload = function () {
         var data = null;
@@ -185,4 +188,4 @@
     }
     panel.hidden = true; stats.textContent = ""; showError("Upload cancelled; nothing was stored.");
   });
-})();
+}

@@ -15,15 +15,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import PASSWORD
-from tests.integration.test_compile_pipeline import create_model, upload, wait_for_job
-from tests.integration.test_serving_product import (  # noqa: F401  (fixtures)
-    api,
-    triton,
-    triton_ports,
-    worker_env,
-)
 from webapp.registry.models import Job
 
 pytestmark = pytest.mark.integration
@@ -63,8 +57,8 @@ def test_tensor_names_that_look_like_markup_stay_text_everywhere(
     page: Page,
     live_server,
     celery_worker,
-    triton,  # noqa: F811
-    api,  # noqa: F811
+    triton,
+    api,
     admin_user,
     screenshot_dir: Path,
 ) -> None:

@@ -7,21 +7,21 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
 
 from model_store import spawn
-from tests.integration.test_make_run import ROOT, _fresh_machine_env, _wait_for_line
+from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def stack(tmp_path: Path):
-    env = _fresh_machine_env(tmp_path / "var")
+    env = fresh_machine_env(tmp_path / "var")
     log = tmp_path / "stack.log"
     with log.open("wb") as out:
         proc = spawn.start(
@@ -29,7 +29,7 @@ def stack(tmp_path: Path):
             stderr=subprocess.STDOUT, new_session=True,
         )  # fmt: skip
     try:
-        _wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
+        wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
         yield f"http://127.0.0.1:{env['HUB_PORT']}", env["HUB_ADMIN_PASSWORD"]
     finally:
         os.killpg(proc.pid, signal.SIGINT)
@@ -51,8 +51,8 @@ def test_server_state_is_pushed_live_over_the_websocket(page: Page, stack) -> No
     # Beat pushes Triton's state every SERVER_STATE_PUSH_SECONDS (5 s by default).
     # Polled from here: wait_for_function evaluates a string in the page, which the
     # Content-Security-Policy (no 'unsafe-eval') forbids.
-    deadline = time.monotonic() + 30
-    while not page.evaluate("window.__pushed.length"):
-        assert time.monotonic() < deadline, "no server state was pushed in 30 s"
-        page.wait_for_timeout(100)
+    wait_until(
+        lambda: page.evaluate("window.__pushed.length"), 30, interval=0.1,
+        message="no server state was pushed",
+    )  # fmt: skip
     assert page.evaluate("window.__pushed[0]") == {"live": True, "ready": True}

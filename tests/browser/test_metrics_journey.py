@@ -4,24 +4,16 @@ switch to v2 both versions are drawn side by side."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from playwright.sync_api import Page, expect
 
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.metrics import parse_scrape
-from tests.fixtures.users import PASSWORD, token_for
-from tests.integration.test_compile_pipeline import create_model
-from tests.integration.test_serving_product import (  # noqa: F401  (fixtures)
-    add_version,
-    triton,
-    triton_ports,
-    worker_env,
-)
+from tests.fixtures.pipeline import add_version, create_model
+from tests.fixtures.users import PASSWORD
+from tests.fixtures.waiting import wait_until
 from webapp.ops.metrics_store import flush_client_calls, scrape_and_store
 
 pytestmark = pytest.mark.integration
@@ -35,10 +27,10 @@ def _triton_success(metrics_url: str, version: int) -> float:
 
 def _wait_until_triton_counted(metrics_url: str, version: int, expected: float) -> None:
     """Triton may publish a finished request's counters a moment later: wait (bounded)."""
-    deadline = time.monotonic() + 10
-    while _triton_success(metrics_url, version) < expected:
-        assert time.monotonic() < deadline, f"Triton never counted {expected} for v{version}"
-        time.sleep(0.05)
+    wait_until(
+        lambda: _triton_success(metrics_url, version) >= expected, 10,
+        message=f"Triton never counted {expected} for v{version}",
+    )  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -55,21 +47,14 @@ def test_the_metrics_tab_shows_the_count_this_test_sent(
     page: Page,
     live_server,
     celery_worker,
-    triton,  # noqa: F811
-    operator,
+    triton,
+    api,
     settings,
     screenshot_dir: Path,
 ) -> None:
     # The test server has no websocket: the page falls back to polling every scrape interval.
     settings.METRICS_SCRAPE_SECONDS = 1
     settings.INFER_RATE_PER_MINUTE = 0
-    key = token_for(operator)
-    client = Client()
-
-    def api(method: str, path: str, body: dict | None = None, **kwargs):  # type: ignore[no-untyped-def]
-        if body is not None:
-            kwargs |= {"data": json.dumps(body), "content_type": "application/json"}
-        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
 
     def infer(count: int) -> None:
         for i in range(count):

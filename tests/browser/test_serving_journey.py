@@ -6,18 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from django.test import Client
 from playwright.sync_api import Page, expect
 
-from tests.fixtures.users import PASSWORD, token_for
-from tests.integration.test_compile_pipeline import create_model
-from tests.integration.test_serving_product import (  # noqa: F401  (fixtures)
-    Traffic,
-    add_version,
-    triton,
-    triton_ports,
-    worker_env,
-)
+from tests.fixtures.pipeline import add_version, create_model, mlp_traffic
+from tests.fixtures.users import PASSWORD
 
 pytestmark = pytest.mark.integration
 
@@ -33,16 +25,10 @@ def test_serve_switch_and_roll_back_from_the_browser_under_traffic(
     page: Page,
     live_server,
     celery_worker,
-    triton,  # noqa: F811
-    operator,
+    triton,
+    api,
     screenshot_dir: Path,
 ) -> None:
-    key = token_for(operator)
-    client = Client()
-
-    def api(method: str, path: str, **kwargs):  # type: ignore[no-untyped-def]
-        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
-
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
     add_version(api, celery_worker, 2)
@@ -55,7 +41,7 @@ def test_serve_switch_and_roll_back_from_the_browser_under_traffic(
     page.goto(f"{base}/models/mlp/")
     v1_row = page.locator("#version-rows tr", has_text="v1")
     click_and_follow_job(page, base, v1_row.get_by_role("button", name="Serve"))
-    with Traffic(triton.urls["http"], threads=2) as traffic:
+    with mlp_traffic(triton.urls["http"], threads=2) as traffic:
         page.goto(f"{base}/models/mlp/")
         expect(page.get_by_role("heading", name="mlp")).to_contain_text("v1 READY")
         v2_row = page.locator("#version-rows tr", has_text="v2")
@@ -65,9 +51,9 @@ def test_serve_switch_and_roll_back_from_the_browser_under_traffic(
         click_and_follow_job(page, base, page.get_by_role("button", name="Roll back to v1"))
         page.goto(f"{base}/models/mlp/")
         expect(page.get_by_role("heading", name="mlp")).to_contain_text("v1 READY")
-    assert len(traffic.results) > 20
+    assert len(traffic.outcomes) > 20
     assert traffic.failures() == []
-    assert {v for _, v, _ in traffic.results} == {1, 2}
+    assert traffic.versions_between(0) == {1, 2}
     history = page.locator("table.events")
     expect(history).to_contain_text("rolled back mlp from v2 to v1")
     expect(history).to_contain_text("switched mlp from v1 to v2")

@@ -12,11 +12,6 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.users import PASSWORD
-from tests.integration.test_serving_product import (  # noqa: F401  (fixtures)
-    triton,
-    triton_ports,
-    worker_env,
-)
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +22,7 @@ def test_from_one_click_to_espresso_and_a_sweep_chart(
     page: Page,
     live_server,
     celery_worker,
-    triton,  # noqa: F811
+    triton,
     operator,
     screenshot_dir: Path,
 ) -> None:

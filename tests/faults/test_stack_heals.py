@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,11 +24,13 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-import tritonclient.http as httpclient
 
 from model_store import spawn
+from tests.fixtures.multipart import multipart_file
+from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
+from tests.fixtures.traffic import Traffic
 from tests.fixtures.triton import mlp_onnx_bytes
-from tests.integration.test_make_run import ROOT, _fresh_machine_env, _wait_for_line
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -44,7 +45,7 @@ PARTS = {
 
 class Stack:
     def __init__(self, tmp_path: Path) -> None:
-        self.env = _fresh_machine_env(tmp_path / "var")
+        self.env = fresh_machine_env(tmp_path / "var")
         self.env |= {"HUB_RESTART_BACKOFF_MAX_SECONDS": "2", "SERVER_STATE_PUSH_SECONDS": "2"}
         self.var = Path(self.env["HUB_VAR_DIR"])
         self.base = f"http://127.0.0.1:{self.env['HUB_PORT']}"
@@ -54,7 +55,7 @@ class Stack:
             [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=self.env,
             stdout=self.log.open("wb"), stderr=-2, new_session=True,
         )  # fmt: skip
-        _wait_for_line(self.log, "Triton Model Hub is ready", self.proc, timeout=240)
+        wait_for_line(self.log, "Triton Model Hub is ready", self.proc, timeout=240)
         token = spawn.run(
             [sys.executable, "manage.py", "apitoken", "faults", "--role", "operator"],
             cwd=ROOT, env=self.env, capture_output=True, text=True, check=True, timeout=120,
@@ -93,33 +94,14 @@ class Stack:
         self.proc.wait(90)
 
 
-class Traffic:
-    """Inference straight to Triton, as clients do; records (time, ok)."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.results, self.stop = url, [], threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        x = np.random.default_rng(1).standard_normal((1, 4)).astype(np.float32)
-        deadline = time.monotonic() + 600
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            try:
-                client = httpclient.InferenceServerClient(self.url, connection_timeout=2,
-                                                          network_timeout=5)  # fmt: skip
-                tensor = httpclient.InferInput("x", [1, 4], "FP32")
-                tensor.set_data_from_numpy(x)
-                client.infer("mlp", [tensor])
-                self.results.append((time.monotonic(), True))
-            except Exception:
-                self.results.append((time.monotonic(), False))
-                time.sleep(0.05)
-            time.sleep(0.02)
-
-    def answering_since(self, moment: float) -> float | None:
-        """The first success after ``moment``, if any."""
-        return next((t for t, ok in self.results if t > moment and ok), None)
+def client_traffic(triton_url: str) -> Traffic:
+    """Inference straight to Triton, as clients do: one client, a request every 20 ms and 70 ms
+    after a failure (paced on purpose: a steady client, not a load test)."""
+    x = np.random.default_rng(1).standard_normal((1, 4)).astype(np.float32)
+    return Traffic(
+        triton_url, "mlp", {"x": x}, threads=1, limit_s=600, pause_s=0.02,
+        pause_after_failure_s=0.07, timeout_s=5,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -132,36 +114,25 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 
 
 def _wait(what: str, check, timeout: float = 120) -> float:  # type: ignore[no-untyped-def]
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < timeout, f"{what} did not happen in {timeout} s"
-        time.sleep(0.1)
+    """Wait for ``check``; the moment it held."""
+    wait_until(check, timeout, interval=0.1, message=f"{what} did not happen")
     return time.monotonic()
 
 
 def test_every_part_killed_under_traffic_comes_back_alone(stack: Stack) -> None:
     stack.api("POST", "/api/v1/models", {"name": "mlp", "target": "onnxruntime"})
-    boundary = "hub-fault-boundary"
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="m.onnx"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + mlp_onnx_bytes()
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
+    body, content_type = multipart_file(mlp_onnx_bytes(), "m.onnx")
     job = stack.api("POST", "/api/v1/models/mlp/versions", raw=body,
-                    content_type=f"multipart/form-data; boundary={boundary}")["job"]  # fmt: skip
+                    content_type=content_type)["job"]  # fmt: skip
     _wait(
         "the compile job", lambda: stack.api("GET", f"/api/v1/jobs/{job}")["state"] == "succeeded"
     )
     assert stack.api("POST", "/api/v1/models/mlp/serve?wait=true", {"version": 1})["state"] == (
         "succeeded"
     )
-    traffic = Traffic(stack.triton_url)
-    _wait("traffic", lambda: traffic.answering_since(0) is not None)
     figures = []
-    try:
+    with client_traffic(stack.triton_url) as traffic:
+        _wait("traffic", lambda: traffic.answering_since(0) is not None)
         for part in ("triton", "redis", "worker", "beat", "web"):
             before = {name: s["restarts"] for name, s in stack.status().items()}
             queued = None
@@ -185,15 +156,13 @@ def test_every_part_killed_under_traffic_comes_back_alone(stack: Stack) -> None:
             if queued is not None:
                 _wait("the queued job", lambda j=queued["job"]: stack.api(
                     "GET", f"/api/v1/jobs/{j}")["state"] == "succeeded")  # fmt: skip
-            failed = sum(1 for t, ok in traffic.results if killed <= t <= answering and not ok)
+            failed = sum(1 for o in traffic.snapshot() if killed <= o.end <= answering and not o.ok)
             figures.append((part, back - killed, answering - killed, failed))
         history = stack.api("GET", "/api/v1/models/mlp/history")["events"]
         kinds = [e["kind"] for e in history]
         assert "triton.outage" in kinds and "triton.reloaded" in kinds
         health = stack.api("GET", "/api/v1/health")
         assert health["checks"]["parts"]["ok"] is True
-    finally:
-        traffic.stop.set()
     print("\npart killed | back after (s) | model answers after (s) | failed client requests")
     for part, back_s, answer_s, failed in figures:
         print(f"{part} | {back_s:.1f} | {answer_s:.1f} | {failed}")

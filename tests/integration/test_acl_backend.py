@@ -18,18 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model_store.compile.atc import (
-    AtcOptions,
-    atc_environment,
-    build_atc_command,
-    require_atc,
-    run_atc,
-)
+from model_store.compile.atc.environment import atc_environment, require_atc
+from model_store.compile.atc.options import AtcOptions, build_atc_command
+from model_store.compile.atc.running import run_atc
 from model_store.runtime.client import TritonRuntime
-from model_store.runtime.embedded import EmbeddedTriton, find_tritonserver, free_ports
-from model_store.runtime.errors import TritonRequestError, TritonStartError
+from model_store.runtime.embedded import EmbeddedTriton
+from model_store.runtime.errors import TritonRequestError
 from tests.fakes.cann import FAKES_DIR, make_fake_toolkit
-from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs, wait_for_state
+from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs, started_triton, wait_for_state
 
 pytestmark = pytest.mark.integration
 
@@ -45,10 +41,6 @@ class AclTriton:
 @pytest.fixture(scope="module")
 def acl_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclTriton]:
     """A Triton of its own whose Python stubs import the fake ``acl``."""
-    try:
-        find_tritonserver()
-    except TritonStartError as exc:
-        pytest.skip(f"no embedded tritonserver: {exc}")
     root = tmp_path_factory.mktemp("acl_triton")
     status = require_atc(make_fake_toolkit(root / "Ascend"))
     source = root / "mlp.onnx"
@@ -67,31 +59,15 @@ def acl_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclTriton]:
         assert result.om_path is not None
         return result.om_path
 
-    repository = root / "repository"
-    repository.mkdir()
     python_path = [
         str(FAKES_DIR),
         *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
     ]
-    http_port, grpc_port, metrics_port = free_ports(3)
-    triton = EmbeddedTriton(
-        repository,
-        root / "backends",
-        http_port=http_port,
-        grpc_port=grpc_port,
-        metrics_port=metrics_port,
-        log_path=root / "tritonserver.log",
-        workdir=root / "work",
-        env={"PYTHONPATH": os.pathsep.join(python_path), "FAKE_ACL_DEVICE_COUNT": "2"},
-    )
-    triton.start()
-    try:
-        triton.wait_ready(timeout=60)
+    env = {"PYTHONPATH": os.pathsep.join(python_path), "FAKE_ACL_DEVICE_COUNT": "2"}
+    with started_triton(root, root / "repository", env=env) as triton:
         runtime = triton.runtime()
-        yield AclTriton(runtime, repository, build_om, triton)
+        yield AclTriton(runtime, triton.repository, build_om, triton)
         runtime.close()
-    finally:
-        triton.stop()
 
 
 def _config(

@@ -6,14 +6,12 @@ command we build, how we stream and read ATC's output, cancel, "needs CANN"), no
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.fakes.cann import make_fake_toolkit
+from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes
-from tests.fixtures.users import token_for
-from tests.integration.test_compile_pipeline import create_model, upload, wait_for_job
+from tests.fixtures.waiting import wait_until
 from webapp.registry.models import Job, Version
 
 pytestmark = pytest.mark.integration
@@ -25,19 +23,6 @@ def worker_env(tmp_path_factory, request) -> dict[str, str]:
     if param == "no-cann":
         return {"ATC_PATH": "", "ASCEND_TOOLKIT_HOME": "", "ASCEND_HOME_PATH": ""}
     return make_fake_toolkit(tmp_path_factory.mktemp("cann")) | param
-
-
-@pytest.fixture
-def api(operator):
-    from django.test import Client
-
-    key = token_for(operator)
-    client = Client()
-
-    def call(method: str, path: str, **kwargs):
-        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
-
-    return call
 
 
 ACL_OPTIONS = {"soc_version": "Ascend310P3", "dynamic_batch_size": [1, 2, 4]}
@@ -89,12 +74,14 @@ def test_a_running_atc_is_cancelled_on_request(api, celery_worker) -> None:
     create_model(api, "om-slow", target="acl")
     response = upload(api, "om-slow", mlp_onnx_bytes(), options=ACL_OPTIONS)
     job_id = response.json()["job"]
-    deadline = time.monotonic() + 60
-    while (job := Job.objects.get(uuid=job_id)).step != "compile":
+
+    def atc_is_running() -> bool:
+        job = Job.objects.get(uuid=job_id)
         assert not job.is_finished, job.error
-        assert time.monotonic() < deadline, "the job never reached the compile step"
-        time.sleep(0.1)
-    time.sleep(0.5)  # ATC is running now
+        # The fake ATC prints each of its steps as it starts it.
+        return job.step == "compile" and job.log_lines.filter(text__contains="[fake atc]").exists()
+
+    wait_until(atc_is_running, 60, interval=0.1, message="ATC never started compiling")
     assert api("post", f"/api/v1/jobs/{job_id}/cancel").status_code == 200
     job = wait_for_job(job_id, celery_worker, timeout=60)
     assert job.state == Job.State.CANCELLED, (job.state, job.error)

@@ -7,59 +7,15 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import time
 
 import numpy as np
 import pytest
-from django.test import Client
 
+from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs, wait_for_state
-from tests.fixtures.users import token_for
 from webapp.registry.models import Job, Version
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def api(operator):
-    key = token_for(operator)
-    client = Client()
-
-    def call(method: str, path: str, **kwargs):
-        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
-
-    return call
-
-
-def create_model(api, name: str, target: str = "onnxruntime") -> None:
-    response = api(
-        "post", "/api/v1/models", data=json.dumps({"name": name, "target": target}),
-        content_type="application/json",
-    )  # fmt: skip
-    assert response.status_code == 201, response.content
-
-
-def upload(
-    api, name: str, payload: bytes, filename: str = "model.onnx", options: dict | None = None
-):
-    file = io.BytesIO(payload)
-    file.name = filename
-    data = {"file": file}
-    if options is not None:
-        data["options"] = json.dumps(options)
-    return api("post", f"/api/v1/models/{name}/versions", data=data)
-
-
-def wait_for_job(job_id: str, worker, timeout: float = 120) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = Job.objects.select_related("version").get(uuid=job_id)
-        if job.is_finished:
-            return job
-        if worker.proc.poll() is not None:
-            pytest.fail(f"the worker died:\n{worker.log_text()}")
-        time.sleep(0.2)
-    pytest.fail(f"job {job_id} did not finish in {timeout} s:\n{worker.log_text()[-4000:]}")
 
 
 def test_an_uploaded_model_is_validated_compiled_verified_and_packaged(

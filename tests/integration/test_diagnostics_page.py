@@ -11,7 +11,9 @@ import html
 import pytest
 from django.test import Client
 
-from model_store.diagnostics import CHECKS, STATES, TITLES
+from model_store.diagnostics.checklist import CHECKS
+from model_store.diagnostics.context import STATES, TITLES
+from tests.fixtures.openapi import inline
 from tests.fixtures.triton import TritonHandle
 from tests.fixtures.users import token_for
 
@@ -83,7 +85,9 @@ def test_api_and_page_need_a_signed_in_user(db, no_triton) -> None:
 def test_schema_documents_diagnostics(viewer_client: Client) -> None:
     schema = viewer_client.get("/api/v1/schema").json()
     operation = schema["paths"]["/api/v1/diagnostics"]["get"]
-    documented = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    documented = inline(
+        schema, operation["responses"]["200"]["content"]["application/json"]["schema"]
+    )
     states = documented["properties"]["checks"]["items"]["properties"]["state"]["enum"]
     assert states == list(STATES)
 

@@ -31,6 +31,7 @@ from tests.fixtures.triton import (
     wait_for_state,
     write_model,
 )
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -144,14 +145,14 @@ def test_statistics_and_metrics_count_requests(
     _load_mlp(embedded_triton, model_name)
     for seed in range(3):
         runtime.infer(model_name, {"x": _x(2, seed)})
+
     # Triton records a request's statistics just after it sends the response: poll briefly.
-    deadline = time.monotonic() + 10
-    while True:
+    def three_counted() -> list[dict]:
         stats = runtime.statistics(model_name, "1")["model_stats"]
         assert len(stats) == 1
-        if stats[0]["inference_stats"]["success"]["count"] >= 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+        return stats if stats[0]["inference_stats"]["success"]["count"] >= 3 else []
+
+    stats = wait_until(three_counted, 10, message="Triton never counted 3 requests")
     assert stats[0]["inference_stats"]["success"]["count"] == 3
     assert stats[0]["inference_count"] == 6
 

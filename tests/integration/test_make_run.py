@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,56 +15,12 @@ import psutil
 import pytest
 
 from model_store import spawn
+from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-SERVICE_VARS = (
-    "DATABASE_URL",
-    "REDIS_URL",
-    "TRITON_URL",
-    "TRITON_GRPC_URL",
-    "TRITON_METRICS_URL",
-    "TRITON_API_KEY",
-)
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def _fresh_machine_env(var_dir: Path) -> dict[str, str]:
-    """The environment of a machine with no services: every part is embedded."""
-    env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
-    web, http, grpc, metrics = _free_ports(4)
-    env |= {
-        "HUB_VAR_DIR": str(var_dir),
-        "HUB_PORT": str(web),
-        "HUB_TRITON_HTTP_PORT": str(http),
-        "HUB_TRITON_GRPC_PORT": str(grpc),
-        "HUB_TRITON_METRICS_PORT": str(metrics),
-        "HUB_ADMIN_PASSWORD": "make-run-test-password",
-        "HUB_WORKER_CONCURRENCY": "1",
-    }
-    return env
-
-
-def _wait_for_line(log: Path, needle: str, proc: subprocess.Popen[bytes], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if needle in text:
-            return text
-        if proc.poll() is not None:
-            pytest.fail(f"the stack exited with {proc.returncode}:\n{text}")
-        time.sleep(0.25)
-    pytest.fail(f"no {needle!r} after {timeout} s:\n{log.read_text(errors='replace')}")
+# The names tests/faults/conftest.py still imports from here.
+_fresh_machine_env, _wait_for_line = fresh_machine_env, wait_for_line
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -73,7 +28,7 @@ def _descendants(pid: int) -> list[psutil.Process]:
 
 
 def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path: Path) -> None:
-    env = _fresh_machine_env(tmp_path / "var")
+    env = fresh_machine_env(tmp_path / "var")
     log = tmp_path / "make-run.log"
     with log.open("wb") as out:
         # A session of its own, like a terminal: Ctrl-C goes to the whole foreground group.
@@ -82,7 +37,7 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
             new_session=True,
         )  # fmt: skip
     try:
-        _wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
+        wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
         children = _descendants(proc.pid)
         names = " ".join(" ".join(c.cmdline()) for c in children)
         for part in ("redis-server", "tritonserver", "celery", "worker", "beat", "uvicorn"):
@@ -136,7 +91,7 @@ def _assert_triton_is_locked_to_the_hub(
 
 
 def test_a_part_that_fails_to_start_is_named_and_the_others_are_stopped(tmp_path: Path) -> None:
-    env = _fresh_machine_env(tmp_path / "var")
+    env = fresh_machine_env(tmp_path / "var")
     # Nothing listens on port 1: the database step fails after Redis has started.
     env["DATABASE_URL"] = "postgres://hub@127.0.0.1:1/hub"
     proc = spawn.start(
@@ -144,13 +99,15 @@ def test_a_part_that_fails_to_start_is_named_and_the_others_are_stopped(tmp_path
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, new_session=True,
     )  # fmt: skip
     seen: set[int] = set()
-    deadline = time.monotonic() + 60
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def exited_watching_its_children() -> bool:
         try:
             seen.update(c.pid for c in _descendants(proc.pid))
         except psutil.NoSuchProcess:
-            break
-        time.sleep(0.05)
+            return True
+        return proc.poll() is not None
+
+    wait_until(exited_watching_its_children, 60, message="the stack did not exit")
     output, _ = proc.communicate(timeout=60)
     text = output.decode(errors="replace")
     assert proc.returncode == 1, text
@@ -162,7 +119,7 @@ def test_a_part_that_fails_to_start_is_named_and_the_others_are_stopped(tmp_path
 
 
 def test_busy_ports_are_reported_before_anything_starts(tmp_path: Path) -> None:
-    env = _fresh_machine_env(tmp_path / "var")
+    env = fresh_machine_env(tmp_path / "var")
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()

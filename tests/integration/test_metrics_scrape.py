@@ -15,6 +15,7 @@ from tests.fixtures.triton import (
     wait_for_state,
     write_model,
 )
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -29,15 +30,18 @@ def _scrape_until_success(
     handle: TritonHandle, key: tuple[str, str], expected: float, timeout: float = 10.0
 ) -> Scrape:
     """Scrape until ``key``'s success counter reaches ``expected`` (bounded; in case of lag)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    series = None
+
+    def reached() -> Scrape | None:
+        nonlocal series
         scrape = _scrape(handle)
         series = scrape.series.get(key)
-        if series is not None and series.get("success") == expected:
-            return scrape
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{key} success never reached {expected}: {series}")
-        time.sleep(0.1)
+        return scrape if series is not None and series.get("success") == expected else None
+
+    return wait_until(
+        reached, timeout, interval=0.1,
+        message=lambda: f"{key} success never reached {expected}: {series}",
+    )  # fmt: skip
 
 
 def test_rates_count_exactly_the_requests_sent(

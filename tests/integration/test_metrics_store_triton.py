@@ -3,8 +3,6 @@ and a model reload (a real counter reset) stores what happened since, never a ne
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from django.db.models import Sum
@@ -16,6 +14,7 @@ from tests.fixtures.triton import (
     wait_for_state,
     write_model,
 )
+from tests.fixtures.waiting import wait_until
 from webapp.ops.metrics_store import model_metrics, scrape_and_store
 from webapp.ops.models import MetricPoint
 from webapp.registry.models import Model
@@ -27,14 +26,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 def _wait_until_triton_counted(handle: TritonHandle, name: str, *expected: int) -> int:
     """Triton may publish a finished request's counters a moment later: wait (bounded) until
     it shows one of the ``expected`` counts, and return which."""
-    deadline = time.monotonic() + 10
-    while True:
+
+    def counted() -> int | None:
         text = handle.runtime.scrape_metrics()
-        for count in expected:
-            if f'nv_inference_request_success{{model="{name}",version="1"}} {count}\n' in text:
-                return count
-        assert time.monotonic() < deadline, f"Triton never counted {expected} for {name}"
-        time.sleep(0.05)
+        return next(
+            (c for c in expected
+             if f'nv_inference_request_success{{model="{name}",version="1"}} {c}\n' in text),
+            None,
+        )  # fmt: skip
+
+    return wait_until(counted, 10, message=f"Triton never counted {expected} for {name}")
 
 
 def _stored(name: str) -> dict[str, int]:

@@ -54,6 +54,7 @@ from cryptography.x509.oid import NameOID
 from websockets.sync.client import connect
 
 from model_store import spawn
+from tests.fixtures.waiting import wait_until
 from webapp.env import env_bytes
 
 pytestmark = pytest.mark.integration
@@ -177,10 +178,12 @@ def upstream() -> Iterator[Upstream]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="proxy-test-upstream", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the upstream did not start"
-        time.sleep(0.05)
+
+    def started() -> bool:
+        assert thread.is_alive(), "the upstream stopped"
+        return bool(server.started)
+
+    wait_until(started, 15, message="the upstream did not start")
     try:
         yield app
     finally:
@@ -252,22 +255,25 @@ def running_proxy(
     try:
         # The internal CA's root appears in the data directory once Caddy has made it.
         root = ca_file or data / "caddy" / "pki" / "authorities" / "local" / "root.crt"
-        deadline = time.monotonic() + 20
         problem = "not started"
-        while time.monotonic() < deadline:
+
+        def answering() -> Proxy | None:
+            nonlocal problem
             if proc.poll() is not None:
                 pytest.fail(f"caddy exited ({proc.returncode}):\n{log.read_text()}")
             try:
                 context = ssl.create_default_context(cafile=str(root))
                 proxy = Proxy(https_port, http_port, health_port, context, log)
                 _get(proxy.https(timeout=5), "/ready")
-                break
+                return proxy
             except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
                 problem = repr(exc)
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"the proxy did not answer over HTTPS ({problem}):\n{log.read_text()}")
-        yield proxy
+                return None
+
+        yield wait_until(
+            answering, 20, interval=0.2,
+            message=lambda: f"the proxy did not answer over HTTPS ({problem}):\n{log.read_text()}",
+        )  # fmt: skip
     finally:
         proc.terminate()
         try:

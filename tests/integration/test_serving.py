@@ -10,9 +10,7 @@ differ per version, so every response tells which version answered.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +20,13 @@ import pytest
 from model_store.config import DynamicBatching, ModelConfig, TensorSpec, render_pbtxt
 from model_store.errors import NotFound
 from model_store.runtime.client import TritonRuntime
-from model_store.serving import (
-    RETIRED_ROOT,
-    STAGING_ROOT,
-    SwitchResult,
-    load_serving,
-    repository_state,
-    serving_config,
-    switch_version,
-    unload_model,
-)
+from model_store.serving.directory_swap import RETIRED_ROOT, STAGING_ROOT
+from model_store.serving.loading import load_serving, unload_model
+from model_store.serving.packages import serving_config
+from model_store.serving.state import repository_state
+from model_store.serving.switching import SwitchResult, switch_version
 from model_store.store import ModelStore
+from tests.fixtures.traffic import Traffic
 from tests.fixtures.triton import TritonHandle, mlp_onnx_bytes, reference_outputs, wait_for_state
 
 pytestmark = pytest.mark.integration
@@ -106,64 +100,17 @@ def _serve(
     return result
 
 
+def _traffic(triton: TritonHandle, name: str, refs: dict[int, np.ndarray]) -> Traffic:
+    """Four client threads sending X to ``name`` back to back until the block ends."""
+    return Traffic(triton.triton.urls["http"], name, {"x": X}, refs, threads=4, limit_s=30)
+
+
 def _leftovers(store: ModelStore, name: str) -> list[Path]:
     found: list[Path] = []
     for folder in (STAGING_ROOT, RETIRED_ROOT):
         if (store.root / folder).is_dir():
             found += [p for p in (store.root / folder).iterdir() if p.name.startswith(name)]
     return found
-
-
-# --------------------------------------------------------------------------- load generator
-
-
-@dataclass
-class _Record:
-    start: float
-    end: float
-    version: int | None
-    error: str | None
-
-
-@dataclass
-class _Load:
-    """Four client threads sending the same request back to back until stopped."""
-
-    runtime: TritonRuntime
-    name: str
-    refs: dict[int, np.ndarray]
-    threads: int = 4
-    max_s: float = 30.0
-    records: list[_Record] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _workers: list[threading.Thread] = field(default_factory=list)
-
-    def _run(self) -> None:
-        deadline = time.monotonic() + self.max_s
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            start = time.monotonic()
-            try:
-                y = self.runtime.infer(self.name, {"x": X})["y"]
-                record = _Record(start, time.monotonic(), _answered_by(y, self.refs), None)
-            except Exception as exc:
-                record = _Record(start, time.monotonic(), None, str(exc))
-            with self._lock:
-                self.records.append(record)
-
-    def __enter__(self) -> _Load:
-        self._workers = [threading.Thread(target=self._run) for _ in range(self.threads)]
-        for worker in self._workers:
-            worker.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for worker in self._workers:
-            worker.join(timeout=10)
-
-    def between(self, after: float, before: float = float("inf")) -> list[_Record]:
-        return [r for r in self.records if r.start > after and r.end < before]
 
 
 # --------------------------------------------------------------------------- tests
@@ -185,23 +132,23 @@ def test_switch_and_rollback_under_load_lose_no_request(
     assert first.ok, first.reason
     assert _answered_by(runtime.infer(model_name, {"x": X})["y"], refs) == 1
 
-    with _Load(runtime, model_name, refs) as load:
-        time.sleep(0.5)
+    with _traffic(embedded_triton, model_name, refs) as load:
+        load.wait_for(20)
         forward = _serve(store, runtime, model_name, "onnxruntime", 2, 1)
         forward_end = time.monotonic()
-        time.sleep(1.0)
+        load.wait_for(50, after=forward_end)
         rollback_start = time.monotonic()
         back = _serve(store, runtime, model_name, "onnxruntime", 1, 2)
         rollback_end = time.monotonic()
-        time.sleep(1.0)
+        load.wait_for(50, after=rollback_end)
 
     assert forward.ok, forward.reason
     assert back.ok, back.reason
     assert store.version_dir(model_name, 2).is_dir()
     assert serving_config(store, model_name, 1).version_policy_specific == [1]
-    failed = [r for r in load.records if r.error is not None]
+    failed = load.failures()
     assert failed == [], failed[:3]
-    assert {r.version for r in load.records} <= {1, 2}
+    assert {r.version for r in load.outcomes} <= {1, 2}
     after_forward = load.between(forward_end, rollback_start)
     after_rollback = load.between(rollback_end)
     assert after_forward and {r.version for r in after_forward} == {2}
@@ -210,7 +157,7 @@ def test_switch_and_rollback_under_load_lose_no_request(
 
     # Measured numbers, for the record (run with -s to see them).
     print(
-        f"\n[serving] {len(load.records)} requests from 4 threads, {len(failed)} failed; "
+        f"\n[serving] {len(load.outcomes)} requests from 4 threads, {len(failed)} failed; "
         f"v1->v2 switch {forward.duration_s:.3f} s (Triton load {forward.load_s:.3f} s, "
         f"phases {forward.phases}); rollback v2->v1 {back.duration_s:.3f} s "
         f"(Triton load {back.load_s:.3f} s, phases {back.phases})"
@@ -279,13 +226,13 @@ def test_npu_ge_model_dir_holds_only_the_serving_version(
 
     assert _serve(store, runtime, model_name, "npu_ge", 1, None).ok
     assert onnx_files() == ["1/model.onnx"]
-    with _Load(runtime, model_name, refs) as load:
-        time.sleep(0.3)
+    with _traffic(embedded_triton, model_name, refs) as load:
+        load.wait_for(20)
         result = _serve(store, runtime, model_name, "npu_ge", 2, 1)
         switched = time.monotonic()
-        time.sleep(0.5)
+        load.wait_for(20, after=switched)
     assert result.ok, result.reason
-    assert [r for r in load.records if r.error] == []
+    assert [r for r in load.outcomes if r.error] == []
     assert {r.version for r in load.between(switched)} == {2}
     assert store.list_versions(model_name) == [2]
     assert onnx_files() == ["2/model.onnx"]
@@ -368,7 +315,7 @@ class _SlowRuntime:
         self.unloaded: list[str] = []
 
     def load(self, name: str, config: dict[str, Any] | None = None) -> None:
-        time.sleep(self.load_s)
+        time.sleep(self.load_s)  # a load that outlasts the caller's timeout, on purpose
 
     def unload(self, name: str, unload_dependents: bool = False) -> None:
         self.unloaded.append(name)

@@ -5,126 +5,19 @@ not one request may fail, and each response must come from the version expected.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from datetime import timedelta
 
-import numpy as np
 import pytest
-from django.test import Client
+import time_machine
 
-from model_store.runtime.access import new_api_key
 from model_store.runtime.client import TritonRuntime
-from model_store.runtime.embedded import EmbeddedTriton, free_ports
-from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs
-from tests.fixtures.users import token_for
-from tests.integration.test_compile_pipeline import create_model, upload, wait_for_job
+from tests.fixtures.pipeline import add_version, create_model, mlp_traffic
+from tests.fixtures.waiting import wait_until
 from webapp.registry.models import Event, Job, Model
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def triton_ports() -> list[int]:
-    return free_ports(3)
-
-
-@pytest.fixture
-def worker_env(triton_ports, settings) -> dict[str, str]:
-    http, grpc, metrics = (f"127.0.0.1:{p}" for p in triton_ports)
-    settings.TRITON_URL, settings.TRITON_GRPC_URL, settings.TRITON_METRICS_URL = http, grpc, metrics
-    # Triton's repository-API key is chosen here: the worker starts before Triton does.
-    settings.TRITON_API_KEY = key = new_api_key()
-    return {
-        "TRITON_URL": http,
-        "TRITON_GRPC_URL": grpc,
-        "TRITON_METRICS_URL": metrics,
-        "TRITON_API_KEY": key,
-    }
-
-
-@pytest.fixture
-def triton(celery_worker, worker_env, triton_ports, tmp_path):
-    """A Triton on the worker's own repository (started after the worker knows its ports)."""
-    repository = celery_worker.store / "repository"
-    repository.mkdir(parents=True, exist_ok=True)
-    server = EmbeddedTriton(
-        repository, celery_worker.store / "backends", http_port=triton_ports[0],
-        grpc_port=triton_ports[1], metrics_port=triton_ports[2], log_path=tmp_path / "triton.log",
-        workdir=tmp_path / "triton-work", api_key=worker_env["TRITON_API_KEY"],
-    )  # fmt: skip
-    server.start()
-    server.wait_ready(60)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def api(operator):
-    key = token_for(operator)
-    client = Client()
-
-    def call(method: str, path: str, body: dict | None = None, **kwargs):
-        if body is not None:
-            kwargs |= {"data": json.dumps(body), "content_type": "application/json"}
-        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
-
-    return call
-
-
-PAYLOADS = {v: mlp_onnx_bytes(in_features=8, out_features=4, seed=v) for v in (1, 2, 3)}
-
-
-def add_version(api, worker, seed: int) -> int:
-    response = upload(api, "mlp", PAYLOADS[seed])
-    assert response.status_code == 201, response.content
-    job = wait_for_job(response.json()["job"], worker)
-    assert job.state == Job.State.SUCCEEDED, job.error
-    return response.json()["version"]
-
-
-class Traffic:
-    """Client threads that infer without pause and record every outcome (bounded in time)."""
-
-    def __init__(self, url: str, threads: int = 4, limit_s: float = 120) -> None:
-        self.url = url
-        self.x = np.random.default_rng(7).standard_normal((1, 8)).astype(np.float32)
-        self.expected = {v: reference_outputs(p, self.x) for v, p in PAYLOADS.items()}
-        self.results: list[tuple[float, int | None, str]] = []  # (time, version, error)
-        self.stop = threading.Event()
-        self.limit_s = limit_s
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-
-    def __enter__(self) -> Traffic:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
-
-    def _run(self) -> None:
-        runtime = TritonRuntime(self.url, timeout=30)  # no key: inference is open to clients
-        started = time.monotonic()
-        while not self.stop.is_set() and time.monotonic() - started < self.limit_s:
-            try:
-                y = runtime.infer("mlp", {"x": self.x})["y"]
-            except Exception as exc:
-                self.results.append((time.monotonic(), None, str(exc)))
-                continue
-            version = next(
-                (v for v, ref in self.expected.items() if np.allclose(y, ref, atol=1e-5)), -1
-            )
-            self.results.append((time.monotonic(), version, ""))
-        runtime.close()
-
-    def failures(self) -> list[str]:
-        return [error for _, version, error in self.results if error or version == -1]
-
-    def versions_after(self, moment: float) -> set[int | None]:
-        return {version for t, version, _ in self.results if t > moment + 0.2}
 
 
 def test_serve_switch_and_roll_back_under_load_without_a_failed_request(
@@ -139,22 +32,22 @@ def test_serve_switch_and_roll_back_under_load_without_a_failed_request(
     assert first.json()["serving_version"] == 1
     add_version(api, celery_worker, 2)
 
-    with Traffic(triton.urls["http"]) as traffic:
-        time.sleep(1.0)
+    with mlp_traffic(triton.urls["http"]) as traffic:
+        traffic.wait_for(20)
         switched = api(
             "post", "/api/v1/models/mlp/serve?wait=true", {"version": 2, "reason": "better"}
         )
         after_switch = time.monotonic()
         assert switched.status_code == 200, switched.json()
-        time.sleep(1.5)
+        traffic.wait_for(20, after=after_switch)
         rolled = api("post", "/api/v1/models/mlp/rollback?wait=true", {"reason": "regression"})
         after_rollback = time.monotonic()
         assert rolled.status_code == 200, rolled.json()
-        time.sleep(1.5)
-    assert len(traffic.results) > 50
+        traffic.wait_for(20, after=after_rollback)
+    assert len(traffic.outcomes) > 50
     assert traffic.failures() == []
-    assert 2 in {v for t, v, _ in traffic.results if after_switch < t < after_rollback}
-    assert traffic.versions_after(after_rollback) == {1}
+    assert 2 in traffic.versions_between(after_switch, after_rollback)
+    assert traffic.versions_between(after_rollback) == {1}
 
     model = Model.objects.get(name="mlp")
     assert (model.serving_version, model.previous_version) == (1, 2)
@@ -181,15 +74,15 @@ def test_a_version_that_cannot_load_leaves_the_old_one_serving(api, celery_worke
     ]:
         path.unlink()
         path.write_bytes(b"not a model any more")
-    with Traffic(triton.urls["http"], threads=2) as traffic:
-        time.sleep(0.5)
+    with mlp_traffic(triton.urls["http"], threads=2) as traffic:
+        traffic.wait_for(10)
         response = api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 2})
-        time.sleep(0.5)
+        traffic.wait_for(10, after=time.monotonic())
     assert response.status_code == 409
     assert response.json()["code"] == "switch_failed"
     assert "did not become ready" in response.json()["error"]
     assert traffic.failures() == []
-    assert traffic.versions_after(0) == {1}
+    assert traffic.versions_between(0) == {1}
     assert Model.objects.get(name="mlp").serving_version == 1
 
 
@@ -257,20 +150,27 @@ def test_a_worker_killed_mid_switch_does_not_hold_the_lock_and_reconcile_repairs
     assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
     model = Model.objects.get(name="mlp")
     job = serving.request_switch(model=model, number=2, user=model.created_by)
-    deadline = time.monotonic() + 30
-    while Job.objects.get(pk=job.pk).state != Job.State.RUNNING:
-        assert time.monotonic() < deadline, "the switch never started"
-        time.sleep(0.02)
-    time.sleep(0.3)  # inside the switch: Triton is loading v2
+    wait_until(
+        lambda: Job.objects.get(pk=job.pk).state == Job.State.RUNNING, 30, interval=0.02,
+        message="the switch never started",
+    )  # fmt: skip
+    runtime = triton.runtime()
+    wait_until(  # inside the switch: Triton is loading (or has loaded) v2
+        lambda: any(row["name"] == "mlp" and row["version"] == "2"
+                    and row["state"] in ("LOADING", "READY")
+                    for row in runtime.repository_index()),
+        30, interval=0.02, message="the switch never asked Triton for v2",
+    )  # fmt: skip
     os.kill(celery_worker.proc.pid, signal.SIGKILL)
     celery_worker.proc.wait(10)
 
-    time.sleep(3.5)  # the lock's time to live
-    call_command("reconcile")
-    model.refresh_from_db()
-    assert model.lock_holder == ""
-    assert serving.acquire_lock(model, "next-operator")
-    serving.release_lock(model, "next-operator")
+    # The lock's time to live (3 s) passes: this process's clock, where reconcile runs.
+    with time_machine.travel(timedelta(seconds=4)):
+        call_command("reconcile")
+        model.refresh_from_db()
+        assert model.lock_holder == ""
+        assert serving.acquire_lock(model, "next-operator")
+        serving.release_lock(model, "next-operator")
     assert Job.objects.get(pk=job.pk).state == Job.State.FAILED
     ready = {row["version"] for row in triton.runtime().repository_index()
              if row["name"] == "mlp" and row["state"] == "READY"}  # fmt: skip

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from model_store import spawn
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -112,11 +113,12 @@ def web(tmp_path: Path, hung_triton: int, redis_url: str) -> Iterator[tuple[int,
         cwd=ROOT, env=env, stdout=log, stderr=subprocess_stdout(), die_with_parent=_sigkill(),
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while _get(port, "/api/v1/health/live")[0] != 200:
+
+        def live() -> bool:
             assert proc.poll() is None, (tmp_path / "web.log").read_text()
-            assert time.monotonic() < deadline, "the web server did not start"
-            time.sleep(0.1)
+            return _get(port, "/api/v1/health/live")[0] == 200
+
+        wait_until(live, 60, interval=0.1, message="the web server did not start")
         yield port, keys
     finally:
         proc.terminate()

@@ -13,16 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.fixtures.pipeline import add_version, create_model, mlp_payload, wait_for_job
 from tests.fixtures.triton import reference_outputs
-from tests.integration.test_compile_pipeline import create_model, wait_for_job
-from tests.integration.test_serving_product import (  # noqa: F401  (fixtures)
-    PAYLOADS,
-    add_version,
-    api,
-    triton,
-    triton_ports,
-    worker_env,
-)
+from tests.fixtures.waiting import wait_until
 from webapp.registry.models import Job, Model, PerfRun
 
 pytestmark = pytest.mark.integration
@@ -31,7 +24,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo"
 
 
 @pytest.fixture
-def served_mlp(api, celery_worker, triton):  # noqa: F811
+def served_mlp(api, celery_worker, triton):
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
     served = api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1})
@@ -39,16 +32,16 @@ def served_mlp(api, celery_worker, triton):  # noqa: F811
     return "mlp"
 
 
-def infer(api, body, name: str = "mlp"):  # noqa: F811
+def infer(api, body, name: str = "mlp"):
     return api("post", f"/api/v1/models/{name}/infer", body)
 
 
-def test_infer_returns_the_models_own_numbers_with_latency_and_snippets(api, served_mlp) -> None:  # noqa: F811
+def test_infer_returns_the_models_own_numbers_with_latency_and_snippets(api, served_mlp) -> None:
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
     response = infer(api, {"inputs": {"x": x.tolist()}, "snippets": True})
     assert response.status_code == 200, response.json()
     body = response.json()
-    expected = reference_outputs(PAYLOADS[1], x)
+    expected = reference_outputs(mlp_payload(1), x)
     (out,) = body["outputs"]
     assert out["name"] == "y" and out["shape"] == [2, 4]
     assert np.allclose(
@@ -74,7 +67,7 @@ def test_infer_returns_the_models_own_numbers_with_latency_and_snippets(api, ser
     assert as_npy.json()["outputs"][0]["values"] == out["values"]
 
 
-def test_bad_inputs_are_refused_with_reasons(api, served_mlp, settings) -> None:  # noqa: F811
+def test_bad_inputs_are_refused_with_reasons(api, served_mlp, settings) -> None:
     ok = [[0.0] * 8]
     cases = {
         "wrong dtype": ({"inputs": {"x": [["a"] * 8]}}, 4),
@@ -109,7 +102,7 @@ def test_bad_inputs_are_refused_with_reasons(api, served_mlp, settings) -> None:
     assert huge.status_code == 413 and "INFER_MAX_REQUEST_BYTES" in huge.json()["error"]
 
 
-def test_the_rate_limit_answers_429_with_retry_after(api, served_mlp, settings) -> None:  # noqa: F811
+def test_the_rate_limit_answers_429_with_retry_after(api, served_mlp, settings) -> None:
     settings.INFER_RATE_PER_MINUTE = 2
     answers = [infer(api, {"inputs": {"x": [[0.0] * 8]}}) for _ in range(4)]
     refused = answers[-1]
@@ -118,14 +111,14 @@ def test_the_rate_limit_answers_429_with_retry_after(api, served_mlp, settings) 
     assert "per minute" in refused.json()["error"]
 
 
-def test_a_model_that_is_not_served_says_so(api, celery_worker, triton) -> None:  # noqa: F811
+def test_a_model_that_is_not_served_says_so(api, celery_worker, triton) -> None:
     create_model(api, "idle")
     response = infer(api, {"inputs": {"x": [[0.0] * 8]}}, name="idle")
     assert response.status_code == 409 and "not served" in response.json()["error"]
     assert infer(api, {"inputs": {}}, name="nobody").status_code == 404
 
 
-def test_examples_labels_and_preprocessing_round_trip(api, served_mlp) -> None:  # noqa: F811
+def test_examples_labels_and_preprocessing_round_trip(api, served_mlp) -> None:
     saved = api(
         "post", "/api/v1/models/mlp/examples", {"name": "ones", "inputs": {"x": [[1.0] * 8]}}
     )
@@ -147,7 +140,7 @@ def test_examples_labels_and_preprocessing_round_trip(api, served_mlp) -> None: 
     assert good.status_code == 200 and good.json()["preprocess"]["crop"] == 224
 
 
-def test_a_sweep_measures_each_level_in_a_real_worker(api, served_mlp, celery_worker) -> None:  # noqa: F811
+def test_a_sweep_measures_each_level_in_a_real_worker(api, served_mlp, celery_worker) -> None:
     started = api("post", "/api/v1/models/mlp/sweeps", {"max_concurrency": 2, "step_seconds": 1})
     assert started.status_code == 202, started.json()
     job = wait_for_job(started.json()["job"], celery_worker, timeout=60)
@@ -165,16 +158,16 @@ def test_a_sweep_measures_each_level_in_a_real_worker(api, served_mlp, celery_wo
     assert api("post", "/api/v1/models/mlp/sweeps", {"max_concurrency": 99}).status_code == 400
 
 
-def test_the_demo_model_goes_from_one_click_to_espresso(api, celery_worker, triton) -> None:  # noqa: F811
+def test_the_demo_model_goes_from_one_click_to_espresso(api, celery_worker, triton) -> None:
     started = time.monotonic()
     added = api("post", "/api/v1/demo", {})
     assert added.status_code == 201, added.json()
     compile_job = wait_for_job(added.json()["job"], celery_worker, timeout=240)
     assert compile_job.state == Job.State.SUCCEEDED, compile_job.error
-    deadline = time.monotonic() + 120
-    while Model.objects.get(name="efficientnet-lite0").serving_version is None:
-        assert time.monotonic() < deadline, celery_worker.log_text()[-3000:]
-        time.sleep(0.3)
+    wait_until(
+        lambda: Model.objects.get(name="efficientnet-lite0").serving_version is not None, 120,
+        interval=0.3, message=lambda: f"not served:\n{celery_worker.log_text()[-3000:]}",
+    )  # fmt: skip
     photo = base64.b64encode((DEMO / "images" / "coffee.png").read_bytes()).decode()
     response = infer(api, {"inputs": {"input": {"image_b64": photo}}}, name="efficientnet-lite0")
     assert response.status_code == 200, response.json()
@@ -194,7 +187,7 @@ def test_the_demo_model_goes_from_one_click_to_espresso(api, celery_worker, trit
 
 
 def test_two_versions_answer_side_by_side_once_loaded_beside(
-    api,  # noqa: F811
+    api,
     served_mlp,
     celery_worker,
 ) -> None:
@@ -208,8 +201,8 @@ def test_two_versions_answer_side_by_side_once_loaded_beside(
     one = infer(api, {"inputs": {"x": x}, "version": 1}).json()["outputs"][0]["values"]
     two = infer(api, {"inputs": {"x": x}, "version": 2}).json()["outputs"][0]["values"]
     x_np = np.asarray(x, dtype=np.float32)
-    assert np.allclose(one, reference_outputs(PAYLOADS[1], x_np).ravel(), atol=1e-5)
-    assert np.allclose(two, reference_outputs(PAYLOADS[2], x_np).ravel(), atol=1e-5)
+    assert np.allclose(one, reference_outputs(mlp_payload(1), x_np).ravel(), atol=1e-5)
+    assert np.allclose(two, reference_outputs(mlp_payload(2), x_np).ravel(), atol=1e-5)
     assert Model.objects.get(name="mlp").compare_version == 2
     # The version being compared cannot be deleted from under Triton.
     assert api("delete", "/api/v1/models/mlp/versions/2").status_code == 409

@@ -13,28 +13,13 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
-from PIL import Image
+
+from tests.fixtures.demo import preprocess
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 MODEL_DIR = DEMO / "efficientnet-lite0"
 # ImageNet classes 281-285: tabby, tiger cat, Persian cat, Siamese cat, Egyptian cat.
 DOMESTIC_CATS = range(281, 286)
-
-
-def preprocess(path: Path, spec: dict[str, Any]) -> np.ndarray:
-    """Short side to ``resize_short`` (bilinear), centre crop, (x - mean) / std, NCHW."""
-    with Image.open(path) as img:
-        rgb = img.convert("RGB")
-    short, crop = spec["resize_short"], spec["crop"]
-    width, height = rgb.size
-    scale = short / min(width, height)
-    size = (max(short, round(width * scale)), max(short, round(height * scale)))
-    rgb = rgb.resize(size, Image.Resampling.BILINEAR)
-    left, top = (size[0] - crop) // 2, (size[1] - crop) // 2
-    pixels = np.asarray(rgb.crop((left, top, left + crop, top + crop)), dtype=np.float32)
-    mean = np.asarray(spec["mean"], dtype=np.float32)
-    std = np.asarray(spec["std"], dtype=np.float32)
-    return np.ascontiguousarray(((pixels - mean) / std).transpose(2, 0, 1)[np.newaxis])
 
 
 @pytest.fixture(scope="module")

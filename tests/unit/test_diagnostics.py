@@ -15,28 +15,17 @@ from typing import Any
 import pytest
 
 from model_store.devices import read_devices
-from model_store.diagnostics import (
-    CHECKS,
-    GE_LOG_PHRASES,
-    STATES,
-    Check,
-    DiagnosticsContext,
-    check_atc,
-    check_cann_env,
-    check_davinci_devices,
+from model_store.diagnostics.cann_checks import check_atc, check_cann_env, check_npu_ge_backend
+from model_store.diagnostics.checklist import CHECKS, run_checks, summarize, summary_line
+from model_store.diagnostics.context import STATES, Check, DiagnosticsContext, run_bounded
+from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
+from model_store.diagnostics.triton_checks import (
     check_load_failures,
-    check_npu_ge_backend,
-    check_npu_smi,
     check_stuck_loading,
     check_triton_access,
     check_triton_reachable,
-    classify_ge_message,
-    read_log_tail,
-    run_bounded,
-    run_checks,
-    summarize,
-    summary_line,
 )
+from model_store.diagnostics.triton_log import GE_LOG_PHRASES, classify_ge_message, read_log_tail
 from model_store.runtime.errors import TritonAccessDenied, TritonUnavailable
 from tests.fakes.cann import FAKE_CANN_VERSION, make_fake_toolkit
 

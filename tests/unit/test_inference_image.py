@@ -31,7 +31,7 @@ from model_store.inference import (
     parse_labels,
     specs_from_signature,
 )
-from tests.unit.test_demo_model import preprocess as reference_preprocess
+from tests.fixtures.demo import preprocess as reference_preprocess
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 MODEL_DIR = DEMO / "efficientnet-lite0"

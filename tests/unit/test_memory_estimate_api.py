@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from model_store.config import ModelConfig, TensorSpec, render_pbtxt
+from tests.fixtures.openapi import inline
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import token_for
 from webapp.registry.models import Model, Version
@@ -193,7 +194,7 @@ def test_schema_documents_the_endpoint(client: Client, viewer) -> None:
     schema = client.get("/api/v1/schema", HTTP_AUTHORIZATION=f"Token {token_for(viewer)}").json()
     op = schema["paths"]["/api/v1/models/{name}/memory-estimate"]["get"]
     assert {p["name"] for p in op["parameters"]} == {"name", "instances", "max_batch", "version"}
-    body = op["responses"]["200"]["content"]["application/json"]["schema"]
+    body = inline(schema, op["responses"]["200"]["content"]["application/json"]["schema"])
     assert {"estimate", "devices", "warning", "summary"} <= set(body["properties"])
 
 

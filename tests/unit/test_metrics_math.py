@@ -13,57 +13,10 @@ from model_store.runtime.metrics import (
     parse_scrape,
     rates,
 )
+from tests.fixtures.metrics_text import GPU_CPU, render
 
 FIXTURES = Path(__file__).resolve().parent / "metrics"
 BEFORE = (FIXTURES / "before.prom").read_text()
-
-_FAMILIES = [
-    ("nv_inference_request_success", "counter", "success"),
-    ("nv_inference_request_failure", "counter", "failure"),
-    ("nv_inference_count", "counter", "inference_count"),
-    ("nv_inference_exec_count", "counter", "exec_count"),
-    ("nv_inference_pending_request_count", "gauge", "pending"),
-    ("nv_inference_request_duration_us", "counter", "request_us"),
-    ("nv_inference_queue_duration_us", "counter", "queue_us"),
-    ("nv_inference_compute_input_duration_us", "counter", "compute_input_us"),
-    ("nv_inference_compute_infer_duration_us", "counter", "compute_infer_us"),
-    ("nv_inference_compute_output_duration_us", "counter", "compute_output_us"),
-]
-
-GPU_CPU = """# HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)
-# TYPE nv_gpu_utilization gauge
-nv_gpu_utilization{gpu_uuid="GPU-1"} 0.75
-# HELP nv_cpu_memory_total_bytes CPU total memory (RAM), in bytes
-# TYPE nv_cpu_memory_total_bytes gauge
-nv_cpu_memory_total_bytes 1.6e+10
-"""
-
-
-def render(series: dict[tuple[str, str], dict[str, float]], failure_reasons: bool = True) -> str:
-    """Exposition text with HELP/TYPE lines for ``{(model, version): {short name: value}}``.
-
-    Failures are split across two ``reason`` labels (REJECTED gets 1 when the total is >0).
-    """
-    lines: list[str] = []
-    for family, kind, short in _FAMILIES:
-        lines += [f"# HELP {family} test family {short}", f"# TYPE {family} {kind}"]
-        for (model, version), values in series.items():
-            if short not in values:
-                continue
-            value = values[short]
-            if short == "failure" and failure_reasons:
-                rejected = min(value, 1)
-                lines.append(
-                    f'{family}{{model="{model}",reason="REJECTED",version="{version}"}} {rejected}'
-                )
-                lines.append(
-                    f'{family}{{model="{model}",reason="BACKEND",version="{version}"}} '
-                    f"{value - rejected}"
-                )
-            else:
-                lines.append(f'{family}{{model="{model}",version="{version}"}} {value}')
-    return "\n".join(lines) + "\n" + GPU_CPU
-
 
 RESNET_V1_BEFORE = {
     "success": 100,

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from django.db.models import Count, Min, Sum
-from django.test import Client
 
 from model_store.runtime.series import MINUTE, RAW, TEN_MINUTES, TIERS
-from tests.fixtures.users import token_for
-from tests.unit.test_metrics_math import render
+from tests.fixtures.metrics_text import render
+from tests.fixtures.openapi import inline
 from webapp.ops import metrics_store
 from webapp.ops.metrics_store import (
     flush_client_calls,
@@ -59,13 +58,6 @@ def mlp(db) -> Model:  # type: ignore[no-untyped-def]
         "instance_group [ { kind: KIND_CPU, count: 1 } ]\n",
     )
     return model
-
-
-@pytest.fixture
-def api(operator):  # type: ignore[no-untyped-def]
-    key = token_for(operator)
-    client = Client()
-    return lambda path: client.get(path, HTTP_AUTHORIZATION=f"Token {key}")
 
 
 def stored(model: str = "mlp", tier: int = RAW) -> dict[str, int]:
@@ -187,7 +179,7 @@ def test_the_task_reports_an_unreachable_triton_without_raising(settings) -> Non
 def test_the_api_answers_the_series_and_refuses_bad_ranges(api, t0, mlp) -> None:
     scrape_and_store(text=recorded("before"), now=t0)
     scrape_and_store(text=recorded("after"), now=t0 + 10)
-    body = api("/api/v1/models/mlp/metrics").json()
+    body = api("get", "/api/v1/models/mlp/metrics").json()
     assert body["model"] == "mlp" and body["range"] == "1h" and body["tier"] == 0
     assert body["statistics"] == "triton" and body["versions"] == ["1"]
     (point,) = body["points"]
@@ -198,13 +190,15 @@ def test_the_api_answers_the_series_and_refuses_bad_ranges(api, t0, mlp) -> None
         "client_requests_per_s", "client_latency_ms",
     }  # fmt: skip
     assert {a["level"] for a in body["advice"]} <= {"ok", "info", "warning"}
-    assert api("/api/v1/models/mlp/metrics?range=24h").json()["totals"]["requests"] == 25
-    bad = api("/api/v1/models/mlp/metrics?range=2y")
+    assert api("get", "/api/v1/models/mlp/metrics?range=24h").json()["totals"]["requests"] == 25
+    bad = api("get", "/api/v1/models/mlp/metrics?range=2y")
     assert bad.status_code == 400 and "1h, 6h, 24h, 7d" in bad.json()["error"]
-    assert api("/api/v1/models/nobody/metrics").status_code == 404
-    schema = api("/api/v1/schema").json()
+    assert api("get", "/api/v1/models/nobody/metrics").status_code == 404
+    schema = api("get", "/api/v1/schema").json()
     operation = schema["paths"]["/api/v1/models/{name}/metrics"]["get"]
-    documented = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    documented = inline(
+        schema, operation["responses"]["200"]["content"]["application/json"]["schema"]
+    )
     assert set(body) <= set(documented["properties"])
     assert set(point) <= set(documented["properties"]["points"]["items"]["properties"])
 
@@ -215,7 +209,7 @@ def test_npu_ge_models_say_where_their_numbers_come_from(api, operator_client, t
     record_client_call("ge", 1, 8.0, ok=True)
     flush_client_calls()
     scrape_and_store(text=recorded("after"), now=t0 + 10)
-    body = api("/api/v1/models/ge/metrics").json()
+    body = api("get", "/api/v1/models/ge/metrics").json()
     assert body["statistics"] == "none (npu_ge)"
     assert body["advice"][0]["code"] == "no_statistics"
     assert body["totals"]["client_requests"] == 1

@@ -1,25 +1,6 @@
 """The models endpoints: create, list, detail, and every bad input as a clear 4xx."""
 
-import json
-
 import pytest
-from django.test import Client
-
-from tests.fixtures.users import token_for
-
-
-@pytest.fixture
-def api(operator):
-    key = token_for(operator)
-    client = Client()
-
-    def call(method: str, path: str, body: object = None, raw: str | None = None):
-        data = raw if raw is not None else (json.dumps(body) if body is not None else "")
-        return getattr(client, method)(
-            path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Token {key}"
-        )
-
-    return call
 
 
 def test_create_list_and_detail(api) -> None:
@@ -71,7 +52,7 @@ def test_duplicate_names_are_a_conflict(api) -> None:
      ("{}", "missing_field"), ('{"name": "ok", "target": "gpu"}', "invalid_target")],
 )  # fmt: skip
 def test_malformed_bodies_get_a_clear_400(api, raw: str, code: str) -> None:
-    response = api("post", "/api/v1/models", raw=raw)
+    response = api("post", "/api/v1/models", raw=raw, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["code"] == code
 

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from tests.fixtures.users import token_for
+from webapp.errors import HubError
 from webapp.registry import serving
-from webapp.registry.actions import RegistryError
 from webapp.registry.models import Event, Job, Model, Version
 
 SIG_V1 = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
@@ -38,14 +38,14 @@ def make_version(
 
 def test_a_version_that_failed_verification_cannot_serve(model, operator) -> None:
     make_version(model, 1, verification="failed")
-    with pytest.raises(RegistryError, match="verification failed") as info:
+    with pytest.raises(HubError, match="verification failed") as info:
         serving.request_switch(model=model, number=1, user=operator)
     assert info.value.code == "not_publishable"
 
 
 def test_an_unpackaged_version_cannot_serve(model, operator) -> None:
     make_version(model, 1, status="compiling")
-    with pytest.raises(RegistryError, match="status is compiling"):
+    with pytest.raises(HubError, match="status is compiling"):
         serving.request_switch(model=model, number=1, user=operator)
 
 
@@ -54,7 +54,7 @@ def test_a_second_switch_is_refused_while_the_first_holds_the_lock(model, operat
     make_version(model, 2)
     first = serving.request_switch(model=model, number=1, user=operator)
     assert first.kind == Job.Kind.SERVE
-    with pytest.raises(RegistryError, match="in progress") as info:
+    with pytest.raises(HubError, match="in progress") as info:
         serving.request_switch(model=model, number=2, user=operator)
     assert info.value.status == 409 and info.value.code == "switch_in_progress"
     assert Job.objects.count() == 1
@@ -86,7 +86,7 @@ def test_a_breaking_interface_change_needs_confirmation(model, operator) -> None
     make_version(model, 2, signature=renamed)
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     model.refresh_from_db()
-    with pytest.raises(RegistryError) as info:
+    with pytest.raises(HubError) as info:
         serving.request_switch(model=model, number=2, user=operator)
     assert info.value.code == "breaking_change" and "x" in info.value.message
     job = serving.request_switch(model=model, number=2, user=operator, confirm_breaking=True)
@@ -94,7 +94,7 @@ def test_a_breaking_interface_change_needs_confirmation(model, operator) -> None
 
 
 def test_rollback_needs_an_earlier_version(model, operator) -> None:
-    with pytest.raises(RegistryError, match="no earlier serving version"):
+    with pytest.raises(HubError, match="no earlier serving version"):
         serving.request_rollback(model=model, user=operator)
 
 
@@ -102,7 +102,7 @@ def test_the_serving_version_cannot_be_deleted_but_others_can(model, operator, t
     make_version(model, 1)
     v2 = make_version(model, 2)
     Model.objects.filter(pk=model.pk).update(serving_version=1)
-    with pytest.raises(RegistryError, match="is serving"):
+    with pytest.raises(HubError, match="is serving"):
         serving.delete_version(version=Version.objects.get(number=1), user=operator)
     source = tmp_path / "store" / "sources" / "mlp" / "2"
     source.mkdir(parents=True)
@@ -154,7 +154,7 @@ def test_compare_obeys_the_publish_gate(model, operator, verification) -> None:
     make_version(model, 2, verification=verification)
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     model.refresh_from_db()
-    with pytest.raises(RegistryError, match=f"verification {verification}") as info:
+    with pytest.raises(HubError, match=f"verification {verification}") as info:
         serving.request_compare(model=model, number=2, user=operator)
     assert info.value.code == "not_publishable"
     assert not Job.objects.exists()
@@ -179,7 +179,7 @@ def test_a_reload_of_a_serving_version_whose_override_was_withdrawn_is_refused(
     make_version(model, 1, verification="not_run")  # served under an override, since withdrawn
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     model.refresh_from_db()
-    with pytest.raises(RegistryError) as info:
+    with pytest.raises(HubError) as info:
         serving.request_load(model=model, user=operator)
     assert info.value.code == "not_publishable"
 

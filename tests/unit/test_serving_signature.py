@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model_store.serving import Change, signature_changes
+from model_store.serving.signature import Change, signature_changes
 
 
 def _t(name: str, dims: list[Any] | None, dtype: str = "TYPE_FP32") -> dict[str, Any]:

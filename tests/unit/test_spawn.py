@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from model_store import spawn
 from model_store.runtime.embedded import exit_headline
+from tests.fixtures.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,20 +130,23 @@ def test_a_child_dies_with_its_parent(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text()):
-            assert time.monotonic() < deadline, "the middle process never started its child"
+
+        def child_started() -> bool:
             assert middle.poll() is None, "the middle process died"
-            time.sleep(0.02)
+            return pid_file.exists() and bool(pid_file.read_text())
+
+        wait_until(
+            child_started, 30, interval=0.02,
+            message="the middle process never started its child",
+        )  # fmt: skip
         child = int(pid_file.read_text())
         os.kill(child, 0)  # alive while its parent is
     finally:
         middle.kill()
         middle.wait(10)
-    deadline = time.monotonic() + 10
-    while _alive(child):
-        assert time.monotonic() < deadline, "the child outlived its parent"
-        time.sleep(0.02)
+    wait_until(
+        lambda: not _alive(child), 10, interval=0.02, message="the child outlived its parent"
+    )
 
 
 def _alive(pid: int) -> bool:

@@ -22,8 +22,7 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.test import Client
 
-from model_store import uploads as uploads_module
-from model_store.uploads import UploadStore
+from model_store.uploads import UploadStore, upload_store
 from tests.fixtures.users import make_user, signed_in, token_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -444,16 +443,16 @@ def test_the_pipe_holds_back_the_sender_until_the_reader_reads() -> None:
 def test_write_chunk_starts_writeback_as_it_goes(tmp_path, monkeypatch) -> None:
     calls: list[tuple[int, int]] = []
     monkeypatch.setattr(
-        uploads_module, "_start_writeback", lambda fd, offset, count: calls.append((offset, count))
+        upload_store, "_start_writeback", lambda fd, offset, count: calls.append((offset, count))
     )
     store = UploadStore(tmp_path, max_bytes=1 << 30)
-    data = os.urandom(3 * uploads_module.WRITEBACK_BYTES + 10)
+    data = os.urandom(3 * upload_store.WRITEBACK_BYTES + 10)
     upload = store.create("m.onnx", size=len(data))
     import io
 
     assert store.write_chunk(upload.id, 0, io.BytesIO(data), len(data)) == len(data)
-    step = uploads_module.WRITEBACK_BYTES
+    step = upload_store.WRITEBACK_BYTES
     assert calls == [(0, step), (step, step), (2 * step, step)]
-    monkeypatch.setattr(uploads_module, "_start_writeback", None)  # not Linux: still works
+    monkeypatch.setattr(upload_store, "_start_writeback", None)  # not Linux: still works
     upload = store.create("m.onnx", size=len(data))
     assert store.write_chunk(upload.id, 0, io.BytesIO(data), len(data)) == len(data)

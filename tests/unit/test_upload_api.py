@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 
 import pytest
-from django.test import Client
 
-from tests.fixtures.users import make_user, token_for
+from tests.fixtures.api import ApiClient
+from tests.fixtures.users import make_user
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def store(settings, tmp_path):
     settings.MODEL_STORE_ROOT = tmp_path / "store"
     settings.UPLOAD_CHUNK_BYTES = 64 * 1024
@@ -20,25 +19,10 @@ def store(settings, tmp_path):
     return tmp_path / "store"
 
 
-@pytest.fixture
-def api(operator, store):
-    key = token_for(operator)
-    client = Client()
-
-    def call(method: str, path: str, body: object = None, raw: bytes | None = None, **headers):
-        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
-        if raw is not None:
-            return getattr(client, method)(
-                path, data=raw, content_type="application/octet-stream",
-                HTTP_AUTHORIZATION=f"Token {key}", **extra,
-            )  # fmt: skip
-        data = json.dumps(body) if body is not None else ""
-        return getattr(client, method)(
-            path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Token {key}",
-            **extra,
-        )  # fmt: skip
-
-    return call
+def put(api, upload_id: str, chunk: bytes, offset: int | None = None):
+    """PUT one chunk of ``upload_id``, at ``offset`` when given (the Upload-Offset header)."""
+    headers = {} if offset is None else {"Upload-Offset": str(offset)}
+    return api("put", f"/api/v1/uploads/{upload_id}", raw=chunk, headers=headers)
 
 
 def start(api, size: int, filename: str = "model.onnx") -> str:
@@ -52,15 +36,13 @@ def start(api, size: int, filename: str = "model.onnx") -> str:
 def test_chunks_arrive_in_order_and_the_offset_is_the_resume_point(api, store) -> None:
     payload = os.urandom(150_000)
     upload_id = start(api, len(payload))
-    first = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[:65536], upload_offset="0")
+    first = put(api, upload_id, payload[:65536], 0)
     assert first.json()["offset"] == 65536
     # A client that lost its place asks, then continues from the server's offset.
     assert api("get", f"/api/v1/uploads/{upload_id}").json()["offset"] == 65536
-    rest = api(
-        "put", f"/api/v1/uploads/{upload_id}", raw=payload[65536:131072], upload_offset="65536"
-    )
+    rest = put(api, upload_id, payload[65536:131072], 65536)
     assert rest.json()["offset"] == 131072
-    last = api("put", f"/api/v1/uploads/{upload_id}", raw=payload[131072:], upload_offset="131072")
+    last = put(api, upload_id, payload[131072:], 131072)
     assert last.json()["offset"] == len(payload)
     part = next((store / "uploads").rglob("data.part"))
     assert hashlib.sha256(part.read_bytes()).hexdigest() == hashlib.sha256(payload).hexdigest()
@@ -68,8 +50,8 @@ def test_chunks_arrive_in_order_and_the_offset_is_the_resume_point(api, store) -
 
 def test_a_chunk_at_the_wrong_offset_is_refused_with_the_right_one(api) -> None:
     upload_id = start(api, 100_000)
-    api("put", f"/api/v1/uploads/{upload_id}", raw=b"a" * 1000, upload_offset="0")
-    response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"b" * 1000, upload_offset="5000")
+    put(api, upload_id, b"a" * 1000, 0)
+    response = put(api, upload_id, b"b" * 1000, 5000)
     assert response.status_code == 409
     assert response["Upload-Offset"] == "1000"
     assert response.json()["code"] == "upload_offset"
@@ -96,21 +78,21 @@ def test_bad_upload_requests_are_refused_with_a_reason(api, body: dict, code: st
 
 def test_a_chunk_without_an_offset_header_is_refused(api) -> None:
     upload_id = start(api, 10)
-    response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 10)
+    response = put(api, upload_id, b"x" * 10)
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_offset"
 
 
 def test_a_chunk_beyond_the_declared_size_is_refused(api) -> None:
     upload_id = start(api, 10)
-    response = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 20, upload_offset="0")
+    response = put(api, upload_id, b"x" * 20, 0)
     assert response.status_code == 413
     assert response.json()["code"] == "upload_too_large"
 
 
 def test_cancel_removes_everything_received(api, store) -> None:
     upload_id = start(api, 1000)
-    api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 500, upload_offset="0")
+    put(api, upload_id, b"x" * 500, 0)
     assert api("delete", f"/api/v1/uploads/{upload_id}").status_code == 204
     assert api("get", f"/api/v1/uploads/{upload_id}").status_code == 404
     assert not any((store / "uploads").iterdir())
@@ -123,17 +105,13 @@ def test_hostile_upload_ids_find_nothing(api, upload_id: str) -> None:
 
 def test_someone_elses_upload_is_invisible(api, store) -> None:
     upload_id = start(api, 1000)
-    other = Client()
-    key = token_for(make_user("olga", "operator"))
-    response = other.get(f"/api/v1/uploads/{upload_id}", HTTP_AUTHORIZATION=f"Token {key}")
+    other = ApiClient(make_user("olga", "operator"))
+    response = other("get", f"/api/v1/uploads/{upload_id}")
     assert response.status_code == 404
 
 
-def test_viewers_cannot_upload(viewer, store) -> None:
-    response = Client().post(
-        "/api/v1/uploads", data=json.dumps({"filename": "m.onnx", "size": 10}),
-        content_type="application/json", HTTP_AUTHORIZATION=f"Token {token_for(viewer)}",
-    )  # fmt: skip
+def test_viewers_cannot_upload(viewer_api, store) -> None:
+    response = viewer_api("post", "/api/v1/uploads", {"filename": "m.onnx", "size": 10})
     assert response.status_code == 403
 
 
@@ -176,7 +154,7 @@ def test_a_chunk_that_would_fill_the_disk_is_refused_before_a_byte_lands(
 
     upload_id = start(api, 4096)
     settings.STORE_MIN_FREE_BYTES = shutil.disk_usage(store).free  # any byte crosses it
-    refused = api("put", f"/api/v1/uploads/{upload_id}", raw=b"x" * 4096, upload_offset="0")
+    refused = put(api, upload_id, b"x" * 4096, 0)
     assert refused.status_code == 507
     settings.STORE_MIN_FREE_BYTES = 0
     assert api("get", f"/api/v1/uploads/{upload_id}").json()["offset"] == 0

@@ -22,19 +22,18 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from model_store.errors import MissingExternalData, ModelStoreError
-from model_store.uploads import (
-    PIECE_SIZE,
+from model_store.uploads.bundles import check_bundle_model, unpack_bundle
+from model_store.uploads.errors import (
     InvalidUpload,
     UploadBusy,
     UploadCorrupt,
     UploadNotFound,
     UploadOffsetMismatch,
-    UploadStore,
     UploadTooLarge,
-    check_bundle_model,
     human_bytes,
-    unpack_bundle,
 )
+from model_store.uploads.records import PIECE_SIZE
+from model_store.uploads.upload_store import UploadStore
 
 MiB = 1024 * 1024
 
@@ -290,31 +289,39 @@ def test_a_64_mib_upload_uses_constant_memory(uploads: UploadStore) -> None:
     assert peak < 6 * MiB, f"peak Python allocations {peak / MiB:.1f} MiB"
 
 
-class SlowStream:
-    """Yields ``data`` in small pieces, pausing so another writer has to wait."""
+class HeldStream:
+    """Yields ``data`` once released: the writer reading it holds the upload's lock until then."""
 
-    def __init__(self, data: bytes, pause: float) -> None:
+    def __init__(self, data: bytes) -> None:
         self._data = io.BytesIO(data)
-        self._pause = pause
+        self.reading = threading.Event()  # set once the writer has the lock and reads
+        self.release = threading.Event()
 
     def read(self, n: int = -1) -> bytes:
-        time.sleep(self._pause)
-        return self._data.read(min(n, 10))
+        self.reading.set()
+        assert self.release.wait(10), "the test never released the stream"
+        return self._data.read(n)
 
 
 def test_concurrent_writers_do_not_interleave(uploads: UploadStore) -> None:
     up = uploads.create("m.onnx", 100)
     results: dict[str, object] = {}
+    held = HeldStream(b"A" * 50)
 
     def first() -> None:
-        results["first"] = uploads.write_chunk(up.id, 0, SlowStream(b"A" * 50, 0.02), 50)
+        results["first"] = uploads.write_chunk(up.id, 0, held, 50)
 
     thread = threading.Thread(target=first)
     thread.start()
-    time.sleep(0.05)  # the first writer holds the lock now
+    assert held.reading.wait(10)  # the first writer holds the lock now
+    # The first writer finishes while the second waits for the lock (the delay only bounds
+    # how long the first holds it: the second starts while it is held, whatever the timing).
+    releaser = threading.Timer(0.05, held.release.set)
+    releaser.start()
     with pytest.raises(UploadOffsetMismatch) as caught:
         uploads.write_chunk(up.id, 0, io.BytesIO(b"B" * 50), 50)
     thread.join()
+    releaser.join()
     assert results["first"] == 50 and caught.value.expected == 50
     uploads.write_chunk(up.id, 50, io.BytesIO(b"B" * 50), 50)
     assert uploads.finish(up.id).path.read_bytes() == b"A" * 50 + b"B" * 50
@@ -323,14 +330,16 @@ def test_concurrent_writers_do_not_interleave(uploads: UploadStore) -> None:
 def test_a_writer_gives_up_when_another_holds_the_upload_too_long(tmp_path: Path) -> None:
     slow = UploadStore(tmp_path / "uploads", max_bytes=MiB, lock_timeout_s=0.1)
     up = slow.create("m.onnx", 100)
-    thread = threading.Thread(
-        target=slow.write_chunk, args=(up.id, 0, SlowStream(b"A" * 100, 0.05), 100)
-    )
+    held = HeldStream(b"A" * 100)
+    thread = threading.Thread(target=slow.write_chunk, args=(up.id, 0, held, 100))
     thread.start()
-    time.sleep(0.05)
-    with pytest.raises(UploadBusy):
-        slow.write_chunk(up.id, 0, io.BytesIO(b"B"), 1)
-    thread.join()
+    assert held.reading.wait(10)  # the first writer holds the lock now
+    try:
+        with pytest.raises(UploadBusy):
+            slow.write_chunk(up.id, 0, io.BytesIO(b"B"), 1)
+    finally:
+        held.release.set()
+        thread.join()
 
 
 def test_cancel_removes_everything(uploads: UploadStore, tmp_path: Path) -> None:

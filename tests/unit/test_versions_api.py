@@ -11,27 +11,20 @@ from django.test import Client
 
 from model_store.targets import get_target
 from tests.fixtures.triton import mlp_onnx_bytes
-from tests.fixtures.users import make_user, token_for
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def store(settings, tmp_path):
     settings.MODEL_STORE_ROOT = tmp_path / "store"
     return tmp_path / "store"
 
 
-@pytest.fixture
-def api(operator, store):
-    key = token_for(operator)
-    client = Client()
-    Model.objects.create(name="mlp", target="onnxruntime", created_by=operator)
-
-    def call(method: str, path: str, **kwargs):
-        return getattr(client, method)(path, HTTP_AUTHORIZATION=f"Token {key}", **kwargs)
-
-    return call
+@pytest.fixture(autouse=True)
+def mlp(db, operator) -> Model:
+    """The model every test here adds versions to (``api`` is ``operator``'s client)."""
+    return Model.objects.create(name="mlp", target="onnxruntime", created_by=operator)
 
 
 def chunked(api, payload: bytes, filename: str = "model.onnx") -> str:
@@ -133,7 +126,7 @@ def test_a_filename_with_path_parts_is_refused(api) -> None:
     assert response.json()["code"] == "invalid_upload"
 
 
-def test_only_admins_override_a_verification(api, store) -> None:
+def test_only_admins_override_a_verification(api, admin_api, store) -> None:
     create(api, {"upload_id": chunked(api, mlp_onnx_bytes())})
     version = Version.objects.get()
     version.status = Version.Status.READY
@@ -144,12 +137,9 @@ def test_only_admins_override_a_verification(api, store) -> None:
         "post", "/api/v1/models/mlp/versions/1/override", data=body, content_type="application/json"
     )
     assert denied.status_code == 403
-    admin = Client()
-    key = token_for(make_user("ada", "admin"))
-    ok = admin.post(
-        "/api/v1/models/mlp/versions/1/override", data=body, content_type="application/json",
-        HTTP_AUTHORIZATION=f"Token {key}",
-    )  # fmt: skip
+    ok = admin_api(
+        "post", "/api/v1/models/mlp/versions/1/override", data=body, content_type="application/json"
+    )
     assert ok.status_code == 200, ok.content
     assert ok.json()["publishable"] is True
     assert Event.objects.filter(kind="verification.override").get().actor.username == "ada"

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
-from webapp.api.errors import error_response
+from webapp.errors import json_error
 
 API_PREFIX = "/api/"
 ADMIN_PREFIX = "/admin/"
@@ -67,7 +67,7 @@ class TokenAuthenticationMiddleware:
 
     def _authenticate(self, request: HttpRequest, header: str) -> HttpResponse | None:
         if request.path.startswith(ADMIN_PREFIX):
-            return error_response(
+            return json_error(
                 "API tokens are not accepted on the admin site; sign in with a password.",
                 "token_not_accepted",
                 403,
@@ -75,14 +75,14 @@ class TokenAuthenticationMiddleware:
         scheme, _, key = header.partition(" ")
         # "Bearer" too: Prometheus's `authorization` block and many HTTP clients send it.
         if scheme.lower() not in ("token", "bearer") or not key.strip():
-            return error_response(
+            return json_error(
                 "Authorization header must be 'Token <key>' (or 'Bearer <key>').",
                 "not_authenticated",
                 401,
             )
         token = ApiToken.objects.for_key(key.strip())
         if token is None:
-            return error_response(
+            return json_error(
                 "This API token is not valid (or was revoked). Create one on your account "
                 "page or with 'python manage.py apitoken USERNAME'.",
                 "not_authenticated",
@@ -91,7 +91,7 @@ class TokenAuthenticationMiddleware:
         now = timezone.now()
         if token.is_expired(now):
             assert token.expires is not None
-            return error_response(
+            return json_error(
                 f"This API token expired on {token.expires:%Y-%m-%d %H:%M} UTC. Create a new "
                 "one on your account page.",
                 "token_expired",
@@ -132,14 +132,14 @@ class LoginRequiredMiddleware(DjangoLoginRequired):
 
     def handle_no_role(self, request: HttpRequest) -> HttpResponse:
         if is_api_request(request):
-            return error_response(NO_ROLE_MESSAGE, "no_role", 403)
+            return json_error(NO_ROLE_MESSAGE, "no_role", 403)
         return render(request, "accounts/no_role.html", status=403)
 
     def handle_no_permission(  # type: ignore[override]
         self, request: HttpRequest, view_func: Any
     ) -> HttpResponse:
         if is_api_request(request):
-            return error_response(
+            return json_error(
                 "Sign in or send 'Authorization: Token <key>'.", "not_authenticated", 401
             )
         return super().handle_no_permission(request, view_func)

@@ -64,3 +64,12 @@ def grant(user: Any, role: Role) -> None:
     user.is_superuser = is_admin
     user.save(update_fields=["is_staff", "is_superuser"])
     user.__dict__.pop("_hub_role", None)
+
+
+def require_role(user: Any, role: Role) -> None:
+    """The one role check of the product (pages, API, actions): ``HubError`` 403 if too low."""
+    from webapp.errors import HubError
+
+    have = role_of(user)
+    if have < role:
+        raise HubError(f"This needs the {role.label} role; you are {have.label}.", "forbidden", 403)

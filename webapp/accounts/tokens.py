@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
-from webapp.registry.actions import RegistryError
+from webapp.errors import HubError
 
 MAX_DAYS = 3650
 MAX_TOKENS_PER_USER = 50
@@ -29,7 +29,7 @@ def _expiry(days: object) -> timedelta | None:
     if isinstance(days, str) and days.strip().isdigit():
         days = int(days)
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_DAYS:
-        raise RegistryError(
+        raise HubError(
             f"expires_in_days must be a whole number from 1 to {MAX_DAYS}, or null for none.",
             "invalid_field",
         )
@@ -40,9 +40,9 @@ def _scope(user: User, scope: object) -> str:
     if scope is None or scope == "":
         return role_of(user).label
     if not isinstance(scope, str) or scope not in ApiToken.Scope.values:
-        raise RegistryError("scope must be viewer, operator or admin.", "invalid_field")
+        raise HubError("scope must be viewer, operator or admin.", "invalid_field")
     if Role.parse(scope) > role_of(user):
-        raise RegistryError(
+        raise HubError(
             f"A token cannot do more than its owner: you are {role_of(user).label}, so its "
             f"scope may be at most {role_of(user).label}.",
             "scope_too_wide",
@@ -56,14 +56,14 @@ def create(
 ) -> tuple[ApiToken, str]:
     """A new token of ``user`` and its key (shown once)."""
     if via_token:
-        raise RegistryError(
+        raise HubError(
             "Create tokens from your account page (signed in) or with manage.py apitoken; a "
             "token cannot create another.",
             "session_required",
             403,
         )
     if ApiToken.objects.live().filter(user=user).count() >= MAX_TOKENS_PER_USER:
-        raise RegistryError(
+        raise HubError(
             f"You have {MAX_TOKENS_PER_USER} tokens; revoke one first.", "too_many_tokens", 409
         )
     name = name.strip()[:100] or "api"
@@ -79,7 +79,7 @@ def owned(user: User, token_id: object) -> ApiToken:
         else None
     )
     if token is None:
-        raise RegistryError("You have no such token.", "not_found", 404)
+        raise HubError("You have no such token.", "not_found", 404)
     return token
 
 

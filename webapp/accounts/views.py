@@ -11,8 +11,8 @@ from django.views.decorators.http import require_POST
 from webapp.accounts import tokens
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
+from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
-from webapp.registry.actions import RegistryError
 
 EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("365", "a year"), ("", "never")]
 
@@ -29,8 +29,8 @@ def account_tokens(request: HubRequest) -> HttpResponse:
                 days=request.POST.get("expires_in_days", ""),
                 via_token=False,
             )
-        except RegistryError as exc:
-            messages.error(request, exc.message)
+        except HubError as exc:
+            show_error(request, exc)
             return redirect("account-tokens")
     role = role_of(request.user)
     context = {
@@ -49,8 +49,8 @@ def account_tokens(request: HubRequest) -> HttpResponse:
 def token_revoke(request: HubRequest, token_id: int) -> HttpResponse:
     try:
         token = tokens.owned(request.user, token_id)  # type: ignore[arg-type]
-    except RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
     else:
         tokens.revoke(token)
         messages.success(request, f"Token {token.key_prefix}… is revoked; it no longer works.")
@@ -62,8 +62,8 @@ def token_expiry(request: HubRequest, token_id: int) -> HttpResponse:
     try:
         token = tokens.owned(request.user, token_id)  # type: ignore[arg-type]
         tokens.set_expiry(token, request.POST.get("expires_in_days", ""))
-    except RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
     else:
         when = f"{token.expires:%Y-%m-%d}" if token.expires else "never"
         messages.success(request, f"Token {token.key_prefix}… now expires: {when}.")

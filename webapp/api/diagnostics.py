@@ -5,18 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from ninja import Query, Router
 
 from webapp import slow_requests
-from webapp.api.decorators import api_view
+from webapp.api import types
+from webapp.api.app import RETRY_AFTER, errors
 from webapp.ops.diagnostics import WAIT_SECONDS, latest_report
 
+router = Router(tags=["server"], exclude_unset=True)
 
-@api_view("GET")
-def diagnostics(request: HttpRequest) -> dict[str, Any]:
+
+@router.get(
+    "/diagnostics",
+    response={200: types.Diagnostics, **errors(429, 503)},
+    url_name="api-diagnostics",
+    summary="The troubleshooting checklist (CANN, ATC, npu_ge backend, NPU devices, npu-smi, "
+    "Triton, stuck and failed loads): each check's state, what it found and what to do. Runs "
+    "in the web process, on its host.",
+    openapi_extra={"x-responses": {str(c): {"headers": RETRY_AFTER} for c in (429, 503)}},
+)
+def diagnostics(request: HttpRequest, query: Query[types.DiagnosticsQuery]) -> Any:
     """The last report (``age_s`` old; refreshed in the background after 30 s).
 
     ``?fresh=true`` waits for a new run (at most 20 s), as every call did before.
     """
-    fresh = request.GET.get("fresh", "").lower() in ("1", "true", "yes")
+    fresh = query.fresh.lower() in ("1", "true", "yes")
     with slow_requests.slow_request(str(request.user.pk), longest_s=WAIT_SECONDS):
         return latest_report(fresh=fresh)

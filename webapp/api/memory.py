@@ -5,25 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from ninja import Query, Router
 
-from webapp.api.decorators import api_view
-from webapp.api.errors import ApiError
+from webapp.api import types
+from webapp.api.app import errors
 from webapp.api.lookups import model_or_404, version_or_404
-from webapp.registry.memory import MAX_BATCH, MAX_INSTANCES, memory_estimate
+from webapp.errors import HubError
+from webapp.registry.memory import memory_estimate
 from webapp.registry.models import Model, Version
 
-
-def _query_int(request: HttpRequest, name: str, low: int, high: int) -> int | None:
-    raw = request.GET.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        number = int(raw)
-    except ValueError:
-        raise ApiError(f"{name} must be a whole number, not {raw!r}.", "invalid_query") from None
-    if not low <= number <= high:
-        raise ApiError(f"{name} must be between {low} and {high}.", "invalid_query")
-    return number
+router = Router(tags=["versions"], exclude_unset=True)
 
 
 def _default_version(model: Model) -> Version:
@@ -38,22 +29,31 @@ def _default_version(model: Model) -> Version:
         or versions.order_by("-number").first()
     )
     if found is None:
-        raise ApiError(f"{model.name} has no versions yet; upload one first.", "not_found", 404)
+        raise HubError(f"{model.name} has no versions yet; upload one first.", "not_found", 404)
     return found
 
 
-@api_view("GET")
-def memory_estimate_view(request: HttpRequest, name: str) -> dict[str, Any]:
-    instances = _query_int(request, "instances", 1, MAX_INSTANCES)
-    max_batch = _query_int(request, "max_batch", 0, MAX_BATCH)
-    number = _query_int(request, "version", 1, 2**31 - 1)
+@router.get(
+    "/models/{name}/memory-estimate",
+    response={200: types.MemoryEstimate, **errors(400, 404, 409)},
+    url_name="api-memory-estimate",
+    summary="Memory a version needs at an instance count and batch size",
+    description="Memory a version needs at an instance count and batch size (copies x "
+    "(weights + activations per sample x batch)), compared with each NPU's free memory "
+    "(Ascend targets) or this host's (onnxruntime); 'warning' is set when it would not fit. "
+    "409 before the version is validated.",
+)
+def memory_estimate_view(request: HttpRequest, name: str, query: Query[types.MemoryQuery]) -> Any:
     model = model_or_404(name)
-    version = version_or_404(name, number) if number is not None else _default_version(model)
+    if query.version is not None:
+        version = version_or_404(name, query.version)
+    else:
+        version = _default_version(model)
     if not version.signature:
-        raise ApiError(
+        raise HubError(
             f"{name} v{version.number} has not been validated yet, so its size is unknown; "
             "wait for its compile job.",
             "not_ready",
             409,
         )
-    return memory_estimate(version, instances=instances, max_batch=max_batch)
+    return memory_estimate(version, instances=query.instances, max_batch=query.max_batch)

@@ -5,20 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from ninja import Query, Router
 
-from webapp.api.decorators import api_view
-from webapp.api.errors import ApiError
+from webapp.api import types
+from webapp.api.app import errors
 from webapp.api.lookups import model_or_404
+from webapp.errors import HubError
 from webapp.ops.metrics_store import RANGES, model_metrics
 
+router = Router(tags=["metrics"], exclude_unset=True)
 
-@api_view("GET")
-def metrics(request: HttpRequest, name: str) -> dict[str, Any]:
+
+@router.get(
+    "/models/{name}/metrics",
+    response={200: types.Metrics, **errors(400, 404)},
+    url_name="api-metrics",
+    summary="Throughput, failures, pending and the latency split per version",
+    description="Throughput, failures, pending and the latency split (queue, compute "
+    "input/infer/output) per version, from Triton's metrics scraped every "
+    "METRICS_SCRAPE_SECONDS; the hub's own calls (client_*) too, which are the only "
+    "numbers for npu_ge models; advice read from them",
+)
+def metrics(request: HttpRequest, name: str, query: Query[types.MetricsQuery]) -> Any:
     model = model_or_404(name)
-    range_key = request.GET.get("range", "1h")
-    if range_key not in RANGES:
-        raise ApiError(
-            f"'range' must be one of {', '.join(RANGES)}; got {range_key[:20]!r}.",
+    if query.range not in RANGES:
+        raise HubError(
+            f"'range' must be one of {', '.join(RANGES)}; got {query.range[:20]!r}.",
             "invalid_field",
         )
-    return model_metrics(model, range_key)
+    return model_metrics(model, query.range)

@@ -13,17 +13,36 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
+from ninja import Query, Router
 
 from webapp import slow_requests
-from webapp.accounts.roles import Role
-from webapp.api.decorators import api_view, field, json_body
+from webapp.api import types
+from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
 from webapp.registry import serving
 from webapp.registry.models import Event, Job, Model
 
+router = Router(tags=["serving"], exclude_unset=True)
 
-def _wants_to_wait(request: HttpRequest) -> bool:
-    return request.GET.get("wait", "").lower() in ("1", "true", "yes")
+LOCATION = {"Location": {"description": "The job's URL", "schema": {"type": "string"}}}
+#: Every state change: 202 at once, or with ?wait=true the outcome (200/409) or 202 pending.
+SWITCH_RESPONSES = {
+    200: types.Finished,
+    202: types.Accepted,
+    409: types.FailedSwitch | types.Error,
+    **errors(400, 404, 429, 503),
+}
+SWITCH_DOC = {
+    "x-responses": {
+        "202": {"headers": LOCATION},
+        "429": {"headers": RETRY_AFTER},
+        "503": {"headers": RETRY_AFTER},
+    }
+}
+
+
+def _wants_to_wait(wait: types.WaitQuery) -> bool:
+    return wait.wait.lower() in ("1", "true", "yes")
 
 
 def _accepted(job: Job) -> HttpResponse:
@@ -35,9 +54,9 @@ def _accepted(job: Job) -> HttpResponse:
     return response
 
 
-def _answer(request: HttpRequest, job: Job) -> HttpResponse:
+def _answer(request: HttpRequest, job: Job, wait: types.WaitQuery) -> HttpResponse:
     """202 with the job at once; with ``?wait=true`` the outcome, as before (bounded)."""
-    if not _wants_to_wait(request):
+    if not _wants_to_wait(wait):
         return _accepted(job)
     with slow_requests.slow_request(str(request.user.pk), longest_s=settings.SERVE_WAIT_SECONDS):
         return _finished(serving.wait_for(job, timeout_s=settings.SERVE_WAIT_SECONDS))
@@ -63,72 +82,108 @@ def _finished(job: Job) -> HttpResponse:
     return JsonResponse(body, status=409)
 
 
-@api_view("POST", role=Role.OPERATOR)
-def serve(request: HttpRequest, name: str) -> HttpResponse:
-    data = json_body(request)
+@router.post(
+    "/models/{name}/serve",
+    response=SWITCH_RESPONSES,
+    auth=OPERATOR,
+    url_name="api-serve",
+    summary="Switch to a version (202 with its job; ?wait=true: 200 READY or 409 failed, the "
+    "old one keeps serving). Breaking interface changes need confirm_breaking.",
+    openapi_extra=SWITCH_DOC,
+)
+def serve(
+    request: HttpRequest, name: str, data: types.ServeIn, wait: Query[types.WaitQuery]
+) -> Any:
     job = serving.request_switch(
         model=model_or_404(name),
-        number=field(data, "version", int),
+        number=data.version,
         user=request.user,  # type: ignore[arg-type]
-        reason=field(data, "reason", str, default="", max_len=500),
-        confirm_breaking=field(data, "confirm_breaking", bool, default=False),
+        reason=data.reason,
+        confirm_breaking=data.confirm_breaking,
     )
-    return _answer(request, job)
+    return _answer(request, job, wait)
 
 
-@api_view("POST", role=Role.OPERATOR)
-def compare(request: HttpRequest, name: str) -> HttpResponse:
-    """Load a version beside the serving one ({"version": N}), or drop it ({"version": null})."""
-    data = json_body(request)
-    number = data.get("version")
-    if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
-        return JsonResponse(
-            {"error": "'version' must be a version number or null.", "code": "invalid_field"},
-            status=400,
-        )
-    job = serving.request_compare(
-        model=model_or_404(name),
-        number=number,
-        user=request.user,  # type: ignore[arg-type]
-    )
-    return _answer(request, job)
-
-
-@api_view("POST", role=Role.OPERATOR)
-def rollback(request: HttpRequest, name: str) -> HttpResponse:
-    data = json_body(request)
+@router.post(
+    "/models/{name}/rollback",
+    response=SWITCH_RESPONSES,
+    auth=OPERATOR,
+    url_name="api-rollback",
+    summary="Back to the version that served before",
+    openapi_extra=SWITCH_DOC,
+)
+def rollback(
+    request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]
+) -> Any:
     job = serving.request_rollback(
         model=model_or_404(name),
         user=request.user,  # type: ignore[arg-type]
-        reason=field(data, "reason", str, default="", max_len=500),
+        reason=data.reason,
     )
-    return _answer(request, job)
+    return _answer(request, job, wait)
 
 
-@api_view("POST", role=Role.OPERATOR)
-def unload(request: HttpRequest, name: str) -> HttpResponse:
-    data = json_body(request)
-    reason = field(data, "reason", str, default="", max_len=500)
-    job = serving.request_unload(model=model_or_404(name), user=request.user, reason=reason)  # type: ignore[arg-type]
-    return _answer(request, job)
+@router.post(
+    "/models/{name}/compare",
+    response=SWITCH_RESPONSES,
+    auth=OPERATOR,
+    url_name="api-compare",
+    summary="Load version N beside the serving one so both answer (Try it compares them); "
+    "{version: null} unloads it again (operator). Not for npu_ge",
+    openapi_extra=SWITCH_DOC,
+)
+def compare(
+    request: HttpRequest, name: str, data: types.CompareIn, wait: Query[types.WaitQuery]
+) -> Any:
+    job = serving.request_compare(
+        model=model_or_404(name),
+        number=data.version,
+        user=request.user,  # type: ignore[arg-type]
+    )
+    return _answer(request, job, wait)
 
 
-@api_view("POST", role=Role.OPERATOR)
-def load(request: HttpRequest, name: str) -> HttpResponse:
-    data = json_body(request)
-    reason = field(data, "reason", str, default="", max_len=500)
-    job = serving.request_load(model=model_or_404(name), user=request.user, reason=reason)  # type: ignore[arg-type]
-    return _answer(request, job)
+@router.post(
+    "/models/{name}/unload",
+    response=SWITCH_RESPONSES,
+    auth=OPERATOR,
+    url_name="api-unload",
+    summary="Unload from Triton (clients then fail)",
+    openapi_extra=SWITCH_DOC,
+)
+def unload(
+    request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]
+) -> Any:
+    job = serving.request_unload(model=model_or_404(name), user=request.user, reason=data.reason)  # type: ignore[arg-type]
+    return _answer(request, job, wait)
 
 
-@api_view("GET")
-def history(request: HttpRequest, name: str) -> dict[str, Any]:
+@router.post(
+    "/models/{name}/load",
+    response=SWITCH_RESPONSES,
+    auth=OPERATOR,
+    url_name="api-load",
+    summary="Load the serving version again",
+    openapi_extra=SWITCH_DOC,
+)
+def load(request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]) -> Any:
+    job = serving.request_load(model=model_or_404(name), user=request.user, reason=data.reason)  # type: ignore[arg-type]
+    return _answer(request, job, wait)
+
+
+@router.get(
+    "/models/{name}/history",
+    response={200: types.History, **errors(404)},
+    url_name="api-history",
+    summary="Who switched what, when, why, with evidence",
+)
+def history(request: HttpRequest, name: str) -> Any:
     model = model_or_404(name)
     rows = Event.objects.filter(model=model).select_related("model", "version", "actor")[:500]
     return {"model": model.name, "events": [e.to_dict() for e in rows]}
 
 
-@api_view("GET")
-def audit(request: HttpRequest) -> dict[str, Any]:
+@router.get("/audit", response=types.Audit, url_name="api-audit", summary="Every event")
+def audit(request: HttpRequest) -> Any:
     rows = Event.objects.select_related("model", "version", "actor")[:500]
     return {"events": [e.to_dict() for e in rows]}

@@ -10,8 +10,8 @@ For each chunk:
 
 1. The checks, in one call on a database thread: the request phase of the same Django
    middleware the view runs behind (security, session, common, CSRF, authentication, API
-   token, sign-in required), then the checks of ``versions.upload_detail`` (operator role,
-   the upload's owner, ``Upload-Offset``, ``Content-Length``) and ``UploadStore.check_chunk``
+   token, sign-in required), then ``versions.check_chunk_request`` (operator role, the
+   upload's owner, ``Upload-Offset``, ``Content-Length``) and ``UploadStore.check_chunk``
    (state, offset, size). Meanwhile the first :data:`PIPE_BYTES` of the body are received
    into memory, so the checks' milliseconds overlap the transfer; nothing reaches the store
    before they pass. A refusal is answered at once; the server discards the rest of the body.
@@ -22,7 +22,8 @@ For each chunk:
    before it returns. If the client goes away mid-body, the bytes that arrived are kept and
    flushed; the next ``GET`` reports them as the resume point.
 3. The response: the same JSON body, statuses, codes and ``Upload-Offset`` header as
-   ``upload_detail``, through the same response middleware (security headers, session).
+   the chunk PUT's handler (``versions.upload_chunk``), through the same response
+   middleware (security headers, session).
 
 If the checks fail unexpectedly (a host not in ``ALLOWED_HOSTS``, a database outage), Django
 gets the request, with the body bytes received so far, and answers it as it always has. The
@@ -59,15 +60,13 @@ from django.urls import Resolver404, resolve
 from django.utils.log import log_response
 
 from model_store.errors import ModelStoreError
-from model_store.uploads import Upload, UploadOffsetMismatch, UploadStore
+from model_store.uploads import Upload, UploadStore
 from webapp import request_limits
 from webapp.accounts.auth import LoginRequiredMiddleware, TokenAuthenticationMiddleware
-from webapp.accounts.roles import Role, role_of
 from webapp.api import versions
-from webapp.api.decorators import STATUS_BY_CODE
-from webapp.api.errors import error_response
+from webapp.api.app import django_view, store_error
 from webapp.api.views import server_error
-from webapp.registry.storage import get_uploads
+from webapp.errors import HubError, error_json
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +79,8 @@ AsgiApp = Callable[..., Awaitable[None]]
 #: Body bytes that may wait between the event loop and the writer thread, per request. A few
 #: MiB keep the writer busy while the loop parses the next packets; more buys nothing.
 PIPE_BYTES = 4 << 20
+#: The URL whose PUT this serves (declared in ``webapp.api.versions``).
+CHUNK_URL_NAME = "api-upload"
 #: Chunks written at the same time (each holds a thread while its body arrives); more wait.
 WRITER_THREADS = 32
 #: Threads for the checks' database work. Few and long-lived: each keeps its own database
@@ -134,7 +135,7 @@ class StreamingUploads:
 
 
 def _chunk_upload_id(scope: Scope) -> str | None:
-    """The upload id if this is a ``PUT`` to the URL of ``versions.upload_detail``."""
+    """The upload id if this is a ``PUT`` to the chunk URL (``api-upload``)."""
     if scope.get("type") != "http" or scope.get("method") != "PUT":
         return None
     path = str(scope.get("path", ""))
@@ -145,7 +146,7 @@ def _chunk_upload_id(scope: Scope) -> str | None:
         match = resolve(path)  # the project's own URLconf decides, not a copy of it
     except Resolver404:
         return None
-    if match.func is not versions.upload_detail:
+    if match.url_name != CHUNK_URL_NAME:
         return None
     return str(match.kwargs["upload_id"])
 
@@ -321,7 +322,7 @@ class _Admission:
 
 
 def _admit(scope: Scope, upload_id: str) -> _Admission:
-    """Everything ``upload_detail`` (and the middleware before it) checks, from the headers."""
+    """Everything the chunk PUT (and the middleware before it) checks, from the headers."""
     request = ASGIRequest(scope, io.BytesIO())  # the body is never read through it
     mw = _Middleware.build()
     early: HttpResponseBase | None
@@ -341,45 +342,25 @@ def _admit(scope: Scope, upload_id: str) -> _Admission:
     refused = request_limits.refusal(request)
     if refused is not None:
         return _Admission(request, refused)
-    view = versions.upload_detail
+    view = django_view(CHUNK_URL_NAME)
     for process_view in (mw.csrf.process_view, mw.login.process_view):
         early = process_view(request, view, (), {"upload_id": upload_id})
         if early is not None:
             return _Admission(request, early)
-    # What api_view(role=Role.OPERATOR) and upload_detail's PUT branch check.
-    have = role_of(request.user)
-    if have < Role.OPERATOR:
-        message = f"This needs the {Role.OPERATOR.label} role; you are {have.label}."
-        return _Admission(request, error_response(message, "forbidden", 403))
-    uploads = get_uploads()
+    # The checks of the chunk PUT's handler (role, owner, Upload-Offset, Content-Length).
     try:
-        upload = uploads.status(upload_id)
-        if upload.owner != str(request.user.pk):
-            return _Admission(
-                request, error_response("There is no such upload.", "upload_not_found", 404)
-            )
-        offset_header = request.headers.get("Upload-Offset", "")
-        if not offset_header.isdigit():
-            message = "Send the chunk's start as an Upload-Offset header."
-            return _Admission(request, error_response(message, "invalid_offset", 400))
-        length = int(request.headers.get("Content-Length") or 0)
-        if length <= 0 or length > settings.UPLOAD_CHUNK_BYTES * 2:
-            message = f"A chunk must be 1 byte to {settings.UPLOAD_CHUNK_BYTES * 2} bytes long."
-            return _Admission(request, error_response(message, "invalid_chunk", 400))
-        offset = int(offset_header)
+        uploads, upload, offset, length = versions.check_chunk_request(request, upload_id)
         uploads.check_chunk(upload_id, offset, length)
+    except HubError as exc:
+        return _Admission(request, error_json(exc))
     except ModelStoreError as exc:
         return _Admission(request, _store_error(exc))
     return _Admission(request, None, uploads, upload, offset, length)
 
 
 def _store_error(exc: ModelStoreError) -> HttpResponse:
-    """A store error as ``api_view`` answers it (409 carries the expected offset)."""
-    code = getattr(exc, "code", "invalid")
-    response = error_response(str(exc), code, STATUS_BY_CODE.get(code, 400))
-    if isinstance(exc, UploadOffsetMismatch):
-        response["Upload-Offset"] = str(exc.expected)
-    return response
+    """A store error as the API answers it (409 carries the expected offset)."""
+    return error_json(store_error(exc))
 
 
 def _session_to_save(request: HttpRequest) -> bool:

@@ -4,40 +4,60 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+from ninja import Router, Status
 
 from webapp.accounts import tokens
-from webapp.api.decorators import api_view, field, json_body
+from webapp.api import types
+from webapp.api.app import errors
+
+router = Router(tags=["tokens"], exclude_unset=True)
 
 
-@api_view("GET", "POST")
-def token_list(request: HttpRequest) -> HttpResponse | dict[str, Any]:
-    user = request.user
-    if request.method == "GET":
-        rows = tokens.ApiToken.objects.live().filter(user=user)  # type: ignore[misc]
-        return {"tokens": [t.to_dict() for t in rows]}
-    data = json_body(request)
+@router.get("/tokens", response=types.TokenList, url_name="api-tokens", summary="Your tokens")
+def token_list(request: HttpRequest) -> Any:
+    rows = tokens.ApiToken.objects.live().filter(user=request.user)  # type: ignore[misc]
+    return {"tokens": [t.to_dict() for t in rows]}
+
+
+@router.post(
+    "/tokens",
+    response={201: types.NewToken, **errors(400)},
+    summary="Make a token (its key is shown once); a token may not do more than its owner",
+)
+def token_create(request: HttpRequest, data: types.TokenIn) -> Any:
     token, key = tokens.create(
-        user,  # type: ignore[arg-type]
-        name=field(data, "name", str, default="api", max_len=100),
-        scope=data.get("scope"),
-        days=data.get("expires_in_days", "default"),
+        request.user,  # type: ignore[arg-type]
+        name=data.name,
+        scope=data.scope,
+        days=data.expires_in_days,
         via_token=hasattr(request, "api_token"),
     )
-    return JsonResponse(token.to_dict() | {"key": key}, status=201)
+    return Status(201, token.to_dict() | {"key": key})
 
 
-@api_view("GET", "PATCH", "DELETE")
-def token_detail(request: HttpRequest, token_id: int) -> HttpResponse | dict[str, Any]:
+@router.get(
+    "/tokens/{int:token_id}",
+    response={200: types.TokenOut, **errors(404)},
+    url_name="api-token",
+    summary="One of your tokens",
+)
+def token_detail(request: HttpRequest, token_id: int) -> Any:
+    return tokens.owned(request.user, token_id).to_dict()  # type: ignore[arg-type]
+
+
+@router.patch(
+    "/tokens/{int:token_id}",
+    response={200: types.TokenOut, **errors(400, 404)},
+    summary="Set its expiry",
+)
+def token_expiry(request: HttpRequest, token_id: int, data: types.TokenExpiryIn) -> Any:
     token = tokens.owned(request.user, token_id)  # type: ignore[arg-type]
-    if request.method == "DELETE":
-        tokens.revoke(token)
-        return HttpResponse(status=204)
-    if request.method == "PATCH":
-        data = json_body(request)
-        if "expires_in_days" not in data:
-            return JsonResponse(
-                {"error": "Send expires_in_days (or null).", "code": "missing_field"}, status=400
-            )
-        tokens.set_expiry(token, data["expires_in_days"])
+    tokens.set_expiry(token, data.expires_in_days)
     return token.to_dict()
+
+
+@router.delete("/tokens/{int:token_id}", response={204: None, **errors(404)}, summary="Revoke it")
+def token_revoke(request: HttpRequest, token_id: int) -> Any:
+    tokens.revoke(tokens.owned(request.user, token_id))  # type: ignore[arg-type]
+    return HttpResponse(status=204)

@@ -6,19 +6,22 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+from ninja import Router, Status
 
-from model_store.inference import InferenceInputError, Preprocess, parse_labels
+from model_store.inference import Preprocess, parse_labels
 from webapp import slow_requests
 from webapp.accounts.roles import Role, role_of
-from webapp.api.decorators import api_view, field, json_body
-from webapp.api.errors import ApiError, error_response
+from webapp.api import types
+from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
+from webapp.errors import HubError
 from webapp.registry import demo, inference
 from webapp.registry import examples as saved_examples
 from webapp.registry import sweeps as sweeps_module
-from webapp.registry.actions import RegistryError
 from webapp.registry.models import Model
+
+router = Router(tags=["try it"], exclude_unset=True)
 
 
 def _body_within_cap(request: HttpRequest) -> None:
@@ -29,7 +32,7 @@ def _body_within_cap(request: HttpRequest) -> None:
     except ValueError:
         declared = 0
     if declared > cap:
-        raise ApiError(
+        raise HubError(
             f"The request is {declared:,} bytes; the limit is {cap:,} "
             "(INFER_MAX_REQUEST_BYTES). Send a smaller image or tensor.",
             "too_large",
@@ -37,15 +40,27 @@ def _body_within_cap(request: HttpRequest) -> None:
         )
 
 
-def _input_error(exc: InferenceInputError) -> HttpResponse:
-    body: dict[str, Any] = {"error": exc.message, "code": exc.code}
-    if exc.field:
-        body["input"] = exc.field
-    return JsonResponse(body, status=exc.status)
-
-
-@api_view("POST", role=Role.VIEWER)
-def infer(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
+@router.post(
+    "/models/{name}/infer",
+    response={
+        200: types.InferOut,
+        **dict.fromkeys((400, 413, 415, 422), types.Input),
+        **errors(404, 409, 429, 503, 504),
+    },
+    url_name="api-infer",
+    summary="Run one inference on the serving version (or 'version')",
+    description="Answers outputs (values; top_k with labels and probabilities for "
+    "classifiers), input shapes, latency {triton_ms, hub_ms} and, with snippets=true, the same "
+    "request as curl and tritonclient code. Refusals: 400 bad input, 404, 409 not served or "
+    "version not loaded, 413 over INFER_MAX_REQUEST_BYTES/INFER_MAX_ELEMENTS/"
+    "INFER_MAX_IMAGE_PIXELS, 415 not an image, 422 wrong dtype or shape, 429 over "
+    "INFER_RATE_PER_MINUTE or too many slow requests (Retry-After), 503 Triton down or the "
+    "dashboard busy (Retry-After), 504 timeout",
+    openapi_extra={
+        "x-responses": {"429": {"headers": RETRY_AFTER}, "503": {"headers": RETRY_AFTER}}
+    },
+)
+def infer(request: HttpRequest, name: str, data: types.InferIn) -> Any:
     _body_within_cap(request)
     model = (
         Model.objects.filter(name=name)
@@ -53,70 +68,67 @@ def infer(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
         .first()
     )
     if model is None:
-        raise ApiError(f"There is no model named {name!r}.", "not_found", 404)
-    data = json_body(request)
-    if "inputs" not in data:
-        raise ApiError(
-            "The field 'inputs' is required: an object of input name -> tensor "
-            '(a nested list, {"data", "shape"}, {"b64", "shape"}, {"npy_b64"} or '
-            '{"image_b64"}).',
-            "missing_field",
+        raise HubError(f"There is no model named {name!r}.", "not_found", 404)
+    with slow_requests.slow_request(str(request.user.pk), longest_s=settings.INFER_TIMEOUT_SECONDS):
+        return inference.run(
+            model,
+            data.as_body(),
+            user_key=str(request.user.pk),
+            base_url=request.build_absolute_uri("/").rstrip("/"),
         )
-    try:
-        with slow_requests.slow_request(
-            str(request.user.pk), longest_s=settings.INFER_TIMEOUT_SECONDS
-        ):
-            return inference.run(
-                model,
-                data,
-                user_key=str(request.user.pk),
-                base_url=request.build_absolute_uri("/").rstrip("/"),
-            )
-    except InferenceInputError as exc:
-        return _input_error(exc)
-    except RegistryError as exc:
-        response = error_response(exc.message, exc.code, exc.status)
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after:
-            response["Retry-After"] = str(retry_after)
-        return response
 
 
-@api_view("GET", "POST", role=Role.VIEWER)
-def examples(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
+@router.get(
+    "/models/{name}/examples",
+    response={200: types.ExampleList, **errors(404)},
+    url_name="api-examples",
+    summary="Saved Try it inputs of a model",
+)
+def examples(request: HttpRequest, name: str) -> Any:
+    model = model_or_404(name)  # names only: a rerun reads one example's tensors
+    return {"examples": [e.to_dict(inputs=False) for e in saved_examples.listed(model)]}
+
+
+@router.post(
+    "/models/{name}/examples",
+    response={201: types.ExampleOut, 400: types.Input, 413: types.Input, **errors(404, 409, 422)},
+    summary="Save an input under a name (at most 50 per model, 8 MiB each)",
+)
+def example_create(request: HttpRequest, name: str, data: types.ExampleIn) -> Any:
     model = model_or_404(name)
-    if request.method == "GET":  # names only: a rerun reads one example's tensors
-        return {"examples": [e.to_dict(inputs=False) for e in saved_examples.listed(model)]}
     _body_within_cap(request)
-    data = json_body(request)
-    label = field(data, "name", str, max_len=80).strip()
+    label = data.name.strip()
     if not label:
-        raise ApiError("Give the example a name.", "invalid_field")
-    try:
-        example = saved_examples.save(
-            model=model,
-            user=request.user,  # type: ignore[arg-type]
-            name=label,
-            inputs=field(data, "inputs", dict),
-            size=len(request.body),
-        )
-    except InferenceInputError as exc:
-        return _input_error(exc)
-    return JsonResponse(example.to_dict(inputs=False), status=201)
+        raise HubError("Give the example a name.", "invalid_field")
+    example = saved_examples.save(
+        model=model,
+        user=request.user,  # type: ignore[arg-type]
+        name=label,
+        inputs=data.inputs,
+        size=len(request.body),
+    )
+    return Status(201, example.to_dict(inputs=False))
 
 
-@api_view("GET", "DELETE", role=Role.VIEWER)
-def example_detail(
-    request: HttpRequest, name: str, example_id: int
-) -> HttpResponse | dict[str, Any]:
-    model = model_or_404(name)
-    example = model.examples.filter(pk=example_id).first()
-    if example is None:
-        raise ApiError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
-    if request.method == "GET":
-        return example.to_dict()
+@router.get(
+    "/models/{name}/examples/{int:example_id}",
+    response={200: types.ExampleDetail, **errors(404)},
+    url_name="api-example",
+    summary="One saved input, to rerun it",
+)
+def example_detail(request: HttpRequest, name: str, example_id: int) -> Any:
+    return _example(name, example_id).to_dict()
+
+
+@router.delete(
+    "/models/{name}/examples/{int:example_id}",
+    response={204: None, **errors(404)},
+    summary="Delete it (whoever saved it, or an operator)",
+)
+def example_delete(request: HttpRequest, name: str, example_id: int) -> Any:
+    example = _example(name, example_id)
     if example.created_by_id != request.user.pk and role_of(request.user) < Role.OPERATOR:
-        raise ApiError(
+        raise HubError(
             "Only the person who saved an example, or an operator, may delete it.",
             "forbidden",
             403,
@@ -125,45 +137,83 @@ def example_detail(
     return HttpResponse(status=204)
 
 
-@api_view("GET", "PUT", role=Role.OPERATOR)
-def labels(request: HttpRequest, name: str) -> dict[str, Any]:
-    """GET the model's class labels; PUT a text file (one per line) or a JSON list."""
+def _example(name: str, example_id: int) -> Any:
     model = model_or_404(name)
-    if request.method == "PUT":
-        if len(request.body) > 4 << 20:
-            raise ApiError("A labels file may be at most 4 MiB.", "too_large", 413)
-        try:
-            text = request.body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ApiError("The labels file must be UTF-8 text.", "bad_labels") from None
-        try:
-            model.labels = parse_labels(text)
-        except InferenceInputError as exc:
-            raise ApiError(exc.message, exc.code, exc.status) from None
-        model.save(update_fields=["labels", "updated"])
+    example = model.examples.filter(pk=example_id).first()
+    if example is None:
+        raise HubError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
+    return example
+
+
+@router.get(
+    "/models/{name}/labels",
+    response={200: types.LabelsOut, **errors(404)},
+    url_name="api-labels",
+    summary="Class names used to label top-k",
+)
+def labels(request: HttpRequest, name: str) -> Any:
+    model = model_or_404(name)
     return {"model": model.name, "count": len(model.labels), "labels": model.labels}
 
 
-@api_view("GET", "PUT", role=Role.OPERATOR)
-def try_settings(request: HttpRequest, name: str) -> dict[str, Any]:
-    """How the Try it panel prepares images for this model (saved per model)."""
+@router.put(
+    "/models/{name}/labels",
+    response={200: types.LabelsOut, **errors(400, 404, 413)},
+    auth=OPERATOR,
+    summary="Replace them (operator): text/plain, one per line, or a JSON list or object",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": ["array", "object"]}},
+            },
+        }
+    },
+)
+def labels_put(request: HttpRequest, name: str) -> Any:
     model = model_or_404(name)
-    if request.method == "PUT":
-        data = json_body(request)
-        settings_: dict[str, Any] = dict(model.try_settings or {})
-        if "preprocess" in data:
-            raw = field(data, "preprocess", dict)
-            try:
-                settings_["preprocess"] = Preprocess.from_dict(raw).to_dict()
-            except InferenceInputError as exc:
-                raise ApiError(exc.message, exc.code, exc.status) from None
-        if "image_inputs" in data:
-            names = field(data, "image_inputs", list)
-            if not all(isinstance(n, str) and len(n) <= 256 for n in names):
-                raise ApiError("'image_inputs' must be a list of input names.", "invalid_field")
-            settings_["image_inputs"] = names
-        model.try_settings = settings_
-        model.save(update_fields=["try_settings", "updated"])
+    if len(request.body) > 4 << 20:
+        raise HubError("A labels file may be at most 4 MiB.", "too_large", 413)
+    try:
+        text = request.body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HubError("The labels file must be UTF-8 text.", "bad_labels") from None
+    model.labels = parse_labels(text)  # an InferenceInputError is answered like any store error
+    model.save(update_fields=["labels", "updated"])
+    return {"model": model.name, "count": len(model.labels), "labels": model.labels}
+
+
+@router.get(
+    "/models/{name}/try-settings",
+    response={200: types.TrySettingsOut, **errors(404)},
+    url_name="api-try-settings",
+    summary="How photos are preprocessed for this model, and which inputs are images",
+)
+def try_settings(request: HttpRequest, name: str) -> Any:
+    model = model_or_404(name)
+    return {"model": model.name, **_effective_settings(model)}
+
+
+@router.put(
+    "/models/{name}/try-settings",
+    response={200: types.TrySettingsOut, **errors(400, 404)},
+    auth=OPERATOR,
+    summary="Save them (operator)",
+)
+def try_settings_put(request: HttpRequest, name: str, data: types.TrySettingsIn) -> Any:
+    model = model_or_404(name)
+    settings_: dict[str, Any] = dict(model.try_settings or {})
+    if "preprocess" in data.model_fields_set:
+        if data.preprocess is None:
+            raise HubError("The field 'preprocess' must be a dict.", "invalid_field")
+        settings_["preprocess"] = Preprocess.from_dict(data.preprocess).to_dict()
+    if "image_inputs" in data.model_fields_set:
+        if data.image_inputs is None:
+            raise HubError("'image_inputs' must be a list of input names.", "invalid_field")
+        settings_["image_inputs"] = data.image_inputs
+    model.try_settings = settings_
+    model.save(update_fields=["try_settings", "updated"])
     return {"model": model.name, **_effective_settings(model)}
 
 
@@ -175,56 +225,81 @@ def _effective_settings(model: Any) -> dict[str, Any]:
     }
 
 
-@api_view("GET", "POST", role=Role.OPERATOR)
-def sweeps(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
-    """GET the model's recent sweeps; POST starts one on the serving version."""
+@router.get(
+    "/models/{name}/sweeps",
+    response={200: types.SweepList, **errors(404)},
+    url_name="api-sweeps",
+    summary="Recent performance sweeps with their levels",
+)
+def sweeps(request: HttpRequest, name: str) -> Any:
     model = model_or_404(name)
-    if request.method == "GET":
-        runs = model.perf_runs.select_related("job", "version", "model")[:50]
-        return {"sweeps": [r.to_dict() for r in runs]}
-    data = json_body(request)
+    runs = model.perf_runs.select_related("job", "version", "model")[:50]
+    return {"sweeps": [r.to_dict() for r in runs]}
+
+
+@router.post(
+    "/models/{name}/sweeps",
+    response={202: types.SweepOut, **errors(400, 404, 409)},
+    auth=OPERATOR,
+    summary="Start a sweep of the serving version at concurrency 1, 2, 4 ... up to "
+    "max_concurrency (<= SWEEP_MAX_CONCURRENCY), step_seconds per level (operator); "
+    "202 with the run; cancel through its job",
+)
+def sweep_create(request: HttpRequest, name: str, data: types.SweepIn) -> Any:
+    model = model_or_404(name)
     run = sweeps_module.request_sweep(
         model=model,
         user=request.user,  # type: ignore[arg-type]
-        max_concurrency=field(data, "max_concurrency", int, default=8),
-        step_seconds=_optional_int(data, "step_seconds"),
-        example_id=_optional_int(data, "example_id"),
+        max_concurrency=data.max_concurrency,
+        step_seconds=data.step_seconds,
+        example_id=data.example_id,
     )
-    return JsonResponse(run.to_dict(), status=202)
+    return Status(202, run.to_dict())
 
 
-def _optional_int(data: dict[str, Any], name: str) -> int | None:
-    if data.get(name) is None:
-        return None
-    return int(field(data, name, int))
-
-
-@api_view("GET")
-def sweep_detail(request: HttpRequest, name: str, run_id: int) -> dict[str, Any]:
+@router.get(
+    "/models/{name}/sweeps/{int:run_id}",
+    response={200: types.SweepOut, **errors(404)},
+    url_name="api-sweep",
+    summary="One sweep: per level throughput, p50/p90/p99, failures and Triton's queue/"
+    "compute split (null when the backend reports no statistics)",
+)
+def sweep_detail(request: HttpRequest, name: str, run_id: int) -> Any:
     model = model_or_404(name)
     run = model.perf_runs.select_related("job", "version", "model").filter(pk=run_id).first()
     if run is None:
-        raise ApiError(f"{model.name} has no sweep {run_id}.", "not_found", 404)
+        raise HubError(f"{model.name} has no sweep {run_id}.", "not_found", 404)
     return run.to_dict()
 
 
-@api_view("GET", "POST", role=Role.OPERATOR)
-def demo_model(request: HttpRequest) -> HttpResponse | dict[str, Any]:
-    """GET whether the demo model can be added; POST adds it and queues its journey."""
+@router.get(
+    "/demo",
+    response=types.DemoState,
+    url_name="api-demo",
+    summary="Whether the demo model can be added, and its name once added",
+)
+def demo_model(request: HttpRequest) -> Any:
     existing = demo.existing_demo()
-    if request.method == "GET":
-        return {
-            "available": demo.is_available(),
-            "model": existing.name if existing else None,
-            "name": demo.NAME,
-        }
+    return {
+        "available": demo.is_available(),
+        "model": existing.name if existing else None,
+        "name": demo.NAME,
+    }
+
+
+@router.post(
+    "/demo",
+    response={201: types.DemoAdded, **errors(404, 409)},
+    auth=OPERATOR,
+    summary="Add the demo EfficientNet-Lite0 and send it through upload, compile, verify "
+    "and serve (operator); 201 {model, version, job}",
+)
+def demo_add(request: HttpRequest) -> Any:
     added = demo.add_demo_model(request.user)  # type: ignore[arg-type]
-    return JsonResponse(
-        {
-            "model": added.model.name,
-            "version": added.version.number,
-            "job": str(added.job.uuid),
-            "job_url": f"/jobs/{added.job.uuid}/",
-        },
-        status=201,
-    )
+    body = {
+        "model": added.model.name,
+        "version": added.version.number,
+        "job": str(added.job.uuid),
+        "job_url": f"/jobs/{added.job.uuid}/",
+    }
+    return Status(201, body)

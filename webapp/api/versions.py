@@ -8,36 +8,44 @@ when creating a version. Small files may also be sent as one multipart ``file`` 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
+from ninja import Router, Status
 
 from model_store.errors import ModelStoreError
 from model_store.targets import all_targets, options_json_schema
-from model_store.uploads import FinishedUpload, UploadOffsetMismatch
-from webapp.accounts.roles import Role
-from webapp.api.decorators import api_view, field, json_body
-from webapp.api.errors import ApiError, error_response
+from model_store.uploads import FinishedUpload, Upload, UploadStore
+from webapp.accounts.roles import Role, require_role
+from webapp.api import types
+from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, parse_body
 from webapp.api.lookups import model_or_404, version_or_404
+from webapp.errors import HubError
 from webapp.registry import serving
 from webapp.registry import versions as version_actions
 from webapp.registry.jobs import full_log_download
 from webapp.registry.models import Job
 from webapp.registry.storage import get_uploads
 
+router = Router(tags=["versions"], exclude_unset=True)
+
 
 def _owner(request: HttpRequest) -> str:
     return str(request.user.pk)
 
 
-@api_view("GET")
-def targets(request: HttpRequest) -> dict[str, Any]:
-    import os
-
+@router.get(
+    "/targets",
+    response=types.TargetList,
+    url_name="api-targets",
+    summary="Targets with their compile options (JSON schema) and status",
+)
+def targets(request: HttpRequest) -> Any:
     return {
         "targets": [
             {
@@ -53,46 +61,122 @@ def targets(request: HttpRequest) -> dict[str, Any]:
     }
 
 
-@api_view("POST", role=Role.OPERATOR)
-def upload_create(request: HttpRequest) -> HttpResponse:
-    data = json_body(request)
+# --------------------------------------------------------------------------- uploads
+
+
+@router.post(
+    "/uploads",
+    response={201: types.UploadOut, **errors(400, 409, 507)},
+    auth=OPERATOR,
+    url_name="api-uploads",
+    summary="Start a chunked upload (operator); the answer has id and chunk_bytes",
+)
+def upload_create(request: HttpRequest, data: types.UploadIn) -> Any:
     upload = get_uploads().create(
-        filename=browser_filename(field(data, "filename", str, max_len=300)),
-        size=field(data, "size", int),
-        sha256=field(data, "sha256", str, default=None, max_len=64),
+        filename=browser_filename(data.filename),
+        size=data.size,
+        sha256=data.sha256,
         owner=_owner(request),
     )
-    return JsonResponse(_upload_dict(upload), status=201)
+    return Status(201, _upload_dict(upload))
 
 
-@api_view("GET", "PUT", "DELETE", role=Role.OPERATOR)
-def upload_detail(request: HttpRequest, upload_id: str) -> HttpResponse | dict[str, Any]:
-    uploads = get_uploads()
-    upload = uploads.status(upload_id)
+def _own_upload(request: HttpRequest, upload_id: str) -> Upload:
+    upload = get_uploads().status(upload_id)
     if upload.owner != _owner(request):
-        raise ApiError("There is no such upload.", "upload_not_found", 404)
-    if request.method == "GET":
-        return _upload_dict(upload)
-    if request.method == "DELETE":
-        uploads.cancel(upload_id)
-        return HttpResponse(status=204)
+        raise HubError("There is no such upload.", "upload_not_found", 404)
+    return upload
+
+
+def check_chunk_request(
+    request: HttpRequest, upload_id: str
+) -> tuple[UploadStore, Upload, int, int]:
+    """What a chunk ``PUT`` must pass before a byte of it is read: the operator role, the
+    upload's owner, ``Upload-Offset`` and ``Content-Length``. Raises ``HubError`` or a
+    ``ModelStoreError``; the streamed fast path (``stream_upload``) runs the same."""
+    require_role(request.user, Role.OPERATOR)
+    uploads = get_uploads()
+    upload = _own_upload(request, upload_id)
     offset_header = request.headers.get("Upload-Offset", "")
     if not offset_header.isdigit():
-        raise ApiError("Send the chunk's start as an Upload-Offset header.", "invalid_offset")
+        raise HubError("Send the chunk's start as an Upload-Offset header.", "invalid_offset")
     length = int(request.headers.get("Content-Length") or 0)
     if length <= 0 or length > settings.UPLOAD_CHUNK_BYTES * 2:
-        raise ApiError(
+        raise HubError(
             f"A chunk must be 1 byte to {settings.UPLOAD_CHUNK_BYTES * 2} bytes long.",
             "invalid_chunk",
         )
-    try:
-        # The request is read as a stream: the chunk goes to disk piece by piece.
-        received = uploads.write_chunk(upload_id, int(offset_header), request, length)  # type: ignore[arg-type]
-    except UploadOffsetMismatch as exc:
-        response = error_response(str(exc), exc.code, 409)
-        response["Upload-Offset"] = str(exc.expected)
-        return response
+    return uploads, upload, int(offset_header), length
+
+
+@router.get(
+    "/uploads/{upload_id}",
+    response={200: types.UploadOut, **errors(404)},
+    auth=OPERATOR,
+    url_name="api-upload",
+    summary="Bytes received so far (the offset to resume from)",
+)
+def upload_detail(request: HttpRequest, upload_id: str) -> Any:
+    return _upload_dict(_own_upload(request, upload_id))
+
+
+CHUNK_DOC = {
+    "parameters": [
+        {
+            "name": "Upload-Offset",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "integer", "minimum": 0},
+            "description": "Where this chunk starts: the offset GET reports",
+        },
+        {
+            "name": "Content-Length",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "integer", "minimum": 1},
+            "description": "1 byte to twice chunk_bytes; no chunked transfer encoding",
+        },
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    "x-served-by": "Under Uvicorn the body streams to disk in front of Django "
+    "(webapp/api/stream_upload.py), after the same checks; the answers are the same.",
+}
+OFFSET_HEADER = {
+    "Upload-Offset": {
+        "description": "The offset the server expects next",
+        "schema": {"type": "integer"},
+    }
+}
+
+
+@router.put(
+    "/uploads/{upload_id}",
+    response={200: types.ChunkOut, **errors(400, 404, 409, 413, 507)},
+    auth=OPERATOR,
+    summary="Send one chunk: raw body, header Upload-Offset; 409 carries the expected offset "
+    "in Upload-Offset",
+    openapi_extra={**CHUNK_DOC, "x-responses": {"409": {"headers": OFFSET_HEADER}}},
+)
+def upload_chunk(request: HttpRequest, upload_id: str) -> Any:
+    uploads, upload, offset, length = check_chunk_request(request, upload_id)
+    # The request is read as a stream: the chunk goes to disk piece by piece.
+    received = uploads.write_chunk(upload_id, offset, request, length)  # type: ignore[arg-type]
     return {"id": upload_id, "offset": received, "size": upload.size}
+
+
+@router.delete(
+    "/uploads/{upload_id}",
+    response={204: None, **errors(404)},
+    auth=OPERATOR,
+    summary="Cancel and delete everything received",
+)
+def upload_cancel(request: HttpRequest, upload_id: str) -> Any:
+    _own_upload(request, upload_id)
+    get_uploads().cancel(upload_id)
+    return HttpResponse(status=204)
 
 
 def browser_filename(name: str) -> str:
@@ -112,6 +196,9 @@ def _upload_dict(upload: Any) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- versions
+
+
 def _options_from(value: Any) -> dict[str, Any]:
     if value is None or value == "":
         return {}
@@ -119,17 +206,55 @@ def _options_from(value: Any) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise ApiError("options must be a JSON object.", "invalid_options") from None
+            raise HubError("options must be a JSON object.", "invalid_options") from None
     if not isinstance(value, dict):
-        raise ApiError("options must be a JSON object.", "invalid_options")
+        raise HubError("options must be a JSON object.", "invalid_options")
     return value
 
 
-@api_view("GET", "POST", role=Role.OPERATOR)
-def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
+@router.get(
+    "/models/{name}/versions",
+    response={200: types.VersionList, **errors(404)},
+    url_name="api-versions",
+    summary="Versions of a model",
+)
+def versions(request: HttpRequest, name: str) -> Any:
     model = model_or_404(name)
-    if request.method == "GET":
-        return {"versions": [v.to_dict() for v in model.versions.order_by("-number")]}
+    return {"versions": [v.to_dict() for v in model.versions.order_by("-number")]}
+
+
+EXTRA_SCHEMAS["NewVersionIn"] = types.NewVersionIn
+NEW_VERSION_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/NewVersionIn"}},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "options": {"type": "string", "description": "A JSON object"},
+                        "sample": {"type": "string", "description": "A JSON object"},
+                        "allow_duplicate": {"type": "string", "enum": ["1", "true", "yes"]},
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+@router.post(
+    "/models/{name}/versions",
+    response={201: types.NewVersion, **errors(400, 404, 409, 507)},
+    auth=OPERATOR,
+    summary="New version from a finished upload or one multipart 'file'; 409 duplicate",
+    openapi_extra=NEW_VERSION_BODY,
+)
+def version_create(request: HttpRequest, name: str) -> Any:
+    model = model_or_404(name)
     upload_id, finished, raw_options, allow_duplicate, sample = _received_file(request)
     options = version_actions.parse_options(model, raw_options)
     version, job = version_actions.create_version(
@@ -141,9 +266,8 @@ def versions(request: HttpRequest, name: str) -> HttpResponse | dict[str, Any]:
         sample=sample,
     )
     get_uploads().cancel(upload_id)  # stored as the version's source: the upload is spent
-    return JsonResponse(
-        {"version": version.number, "job": str(job.uuid), "status": version.status}, status=201
-    )
+    body = {"version": version.number, "job": str(job.uuid), "status": version.status}
+    return Status(201, body)
 
 
 def _sample_from(value: Any) -> dict[str, Any] | None:
@@ -154,9 +278,9 @@ def _sample_from(value: Any) -> dict[str, Any] | None:
         try:
             value = json.loads(value)
         except ValueError:
-            raise ApiError("sample must be a JSON object.", "invalid_sample") from None
+            raise HubError("sample must be a JSON object.", "invalid_sample") from None
     if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
-        raise ApiError(
+        raise HubError(
             'sample must map each input name to its values, e.g. {"x": [[0.1, 0.2]]}.',
             "invalid_sample",
         )
@@ -171,7 +295,7 @@ def _received_file(
     if request.content_type == "multipart/form-data":
         file = request.FILES.get("file")
         if file is None:
-            raise ApiError("Send the model as the multipart field 'file'.", "missing_file")
+            raise HubError("Send the model as the multipart field 'file'.", "missing_file")
         upload = uploads.create(
             filename=browser_filename(file.name or ""), size=file.size or 0, owner=_owner(request)
         )
@@ -184,39 +308,56 @@ def _received_file(
         allow = request.POST.get("allow_duplicate", "").lower() in ("1", "true", "yes")
         options = _options_from(request.POST.get("options"))
         return upload.id, finished, options, allow, _sample_from(request.POST.get("sample"))
-    data = json_body(request)
-    upload_id = field(data, "upload_id", str, max_len=64)
-    upload = uploads.status(upload_id)
-    if upload.owner != _owner(request):
-        raise ApiError("There is no such upload.", "upload_not_found", 404)
-    finished = uploads.finish(upload_id)
-    allow = bool(field(data, "allow_duplicate", bool, default=False))
-    client_sha = field(data, "sha256", str, default="", max_len=64).lower()
+    data = parse_body(request, types.NewVersionIn)
+    _own_upload(request, data.upload_id)
+    finished = uploads.finish(data.upload_id)
+    client_sha = data.sha256.lower()
     if client_sha and client_sha != finished.sha256:
-        uploads.cancel(upload_id)
-        raise ApiError(
+        uploads.cancel(data.upload_id)
+        raise HubError(
             "The file changed in transit: your sha256 does not match what arrived. Upload again.",
             "upload_corrupt",
         )
-    sample = _sample_from(data.get("sample"))
-    return upload_id, finished, _options_from(data.get("options")), allow, sample
+    sample = _sample_from(data.sample)
+    return data.upload_id, finished, _options_from(data.options), data.allow_duplicate, sample
 
 
-@api_view("GET", "DELETE", role=Role.OPERATOR)
-def version_detail(request: HttpRequest, name: str, number: int) -> HttpResponse | dict[str, Any]:
+@router.get(
+    "/models/{name}/versions/{int:number}",
+    response={200: types.VersionDetail, **errors(404)},
+    url_name="api-version",
+    summary="Status, signature, options, findings, verification, config",
+)
+def version_detail(request: HttpRequest, name: str, number: int) -> Any:
+    return version_or_404(name, number).to_dict(detail=True)
+
+
+@router.delete(
+    "/models/{name}/versions/{int:number}",
+    response={204: None, **errors(404, 409)},
+    auth=OPERATOR,
+    summary="Delete a version that is not serving (files and record)",
+)
+def version_delete(request: HttpRequest, name: str, number: int) -> Any:
     version = version_or_404(name, number)
-    if request.method == "DELETE":
-        serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
-        return HttpResponse(status=204)
+    serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
+    return HttpResponse(status=204)
+
+
+@router.post(
+    "/models/{name}/versions/{int:number}/override",
+    response={200: types.VersionDetail, **errors(400, 404, 409)},
+    auth=ADMIN,
+    url_name="api-version-override",
+    summary="Allow a version whose verification failed to be published (admin)",
+)
+def version_override(request: HttpRequest, name: str, number: int, data: types.OverrideIn) -> Any:
+    version = version_or_404(name, number)
+    version = version_actions.override_verification(version, request.user, data.reason)  # type: ignore[arg-type]
     return version.to_dict(detail=True)
 
 
-@api_view("POST", role=Role.ADMIN)
-def version_override(request: HttpRequest, name: str, number: int) -> dict[str, Any]:
-    version = version_or_404(name, number)
-    reason = field(json_body(request), "reason", str, max_len=1000)
-    version = version_actions.override_verification(version, request.user, reason)  # type: ignore[arg-type]
-    return version.to_dict(detail=True)
+# --------------------------------------------------------------------------- jobs
 
 
 def _job(job_id: str) -> Job:
@@ -225,33 +366,57 @@ def _job(job_id: str) -> Job:
     except ValidationError:  # not a UUID
         job = None
     if job is None:
-        raise ApiError(f"There is no job {job_id!r}.", "not_found", 404)
+        raise HubError(f"There is no job {job_id!r}.", "not_found", 404)
     return job
 
 
-@api_view("GET")
-def job_detail(request: HttpRequest, job_id: str) -> dict[str, Any]:
+@router.get("/jobs", response=types.JobList, url_name="api-jobs", summary="Recent jobs")
+def jobs(request: HttpRequest) -> Any:
+    rows = Job.objects.select_related("model", "version")[:100]
+    return {"jobs": [j.to_dict() for j in rows]}
+
+
+@router.get(
+    "/jobs/{job_id}",
+    response={200: types.JobDetail, **errors(404)},
+    url_name="api-job",
+    summary="State, steps, progress, commands, log (its first JOB_LOG_MAX_LINES lines; "
+    "log_lines_more counts the rest, log_url serves all)",
+)
+def job_detail(request: HttpRequest, job_id: str) -> Any:
     job = _job(job_id)
-    # "log" holds the first JOB_LOG_MAX_LINES lines; log_url serves all of them.
     return job.to_dict(log=True) | {"log_url": reverse("api-job-log", args=[job.uuid])}
 
 
-@api_view("GET")
-def job_log(request: HttpRequest, job_id: str) -> FileResponse:
-    """The job's full log file (text/plain attachment), streamed from disk."""
-    try:
-        return full_log_download(_job(job_id))
-    except Http404 as exc:
-        raise ApiError(str(exc), "not_found", 404) from None
-
-
-@api_view("POST", role=Role.OPERATOR)
-def job_cancel(request: HttpRequest, job_id: str) -> dict[str, Any]:
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response={200: types.JobOut, **errors(404, 409)},
+    auth=OPERATOR,
+    url_name="api-job-cancel",
+    summary="Ask a running job to stop",
+)
+def job_cancel(request: HttpRequest, job_id: str) -> Any:
     job = version_actions.cancel_job(_job(job_id), request.user)  # type: ignore[arg-type]
     return job.to_dict()
 
 
-@api_view("GET")
-def jobs(request: HttpRequest) -> dict[str, Any]:
-    rows = Job.objects.select_related("model", "version")[:100]
-    return {"jobs": [j.to_dict() for j in rows]}
+@router.get(
+    "/jobs/{job_id}/log",
+    response={200: None, **errors(404)},
+    url_name="api-job-log",
+    summary="The full log as a text/plain attachment",
+    openapi_extra={
+        "x-responses": {
+            "200": {
+                "description": "Every line the job logged",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def job_log(request: HttpRequest, job_id: str) -> Any:
+    """The job's full log file (text/plain attachment), streamed from disk."""
+    try:
+        return full_log_download(_job(job_id))
+    except Http404 as exc:
+        raise HubError(str(exc), "not_found", 404) from None

@@ -1,35 +1,35 @@
-"""REST API v1 (see ``webapp/api/schema.py`` for the documented contract)."""
+"""API: health, server, devices, models, and this API's own document; Django's error views."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from django.contrib.auth.decorators import login_not_required
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.csrf import csrf_exempt
+from ninja import Router, Status
 
 from webapp.accounts.auth import is_api_request
-from webapp.accounts.roles import Role
-from webapp.api.decorators import api_view, field, json_body
-from webapp.api.errors import error_response
+from webapp.api import types
+from webapp.api.app import OPERATOR, errors, openapi_document, public
 from webapp.api.lookups import model_or_404
-from webapp.api.schema import openapi_schema
+from webapp.errors import json_error
 from webapp.ops.health import run_checks
 from webapp.ops.server_state import devices_summary, triton_summary
 from webapp.registry import actions
 from webapp.registry.models import Model
 
-
-@login_not_required
-@csrf_exempt
-def health_live(request: HttpRequest) -> HttpResponse:
-    """Liveness for load balancers and container health checks: no auth, no dependencies."""
-    return JsonResponse({"status": "ok"})
+router = Router(tags=["server"], exclude_unset=True)
 
 
-@api_view("GET")
-def health(request: HttpRequest) -> HttpResponse:
+@router.get(
+    "/health",
+    response={200: types.Health, 503: types.Unhealthy},
+    url_name="api-health",
+    summary="Web, database, broker, workers and Triton: each ok or the reason",
+)
+def health(request: HttpRequest) -> Any:
     checks = run_checks()
     ok = all(c["ok"] for c in checks.values())
     body: dict[str, Any] = {"status": "ok" if ok else "failing", "checks": checks}
@@ -37,61 +37,105 @@ def health(request: HttpRequest) -> HttpResponse:
         failing = ", ".join(name for name, c in checks.items() if not c["ok"])
         body["error"] = f"Not healthy: {failing}."
         body["code"] = "unhealthy"
-    return JsonResponse(body, status=200 if ok else 503)
+    return Status(200 if ok else 503, body)
 
 
-@api_view("GET")
-def server(request: HttpRequest) -> dict[str, Any]:
+@router.get(
+    "/health/live",
+    response=types.Live,
+    auth=None,
+    url_name="api-health-live",
+    summary="Liveness of the web process only; needs no authentication",
+    openapi_extra={"security": []},
+)
+@public
+def health_live(request: HttpRequest) -> Any:
+    """Liveness for load balancers and container health checks: no auth, no dependencies."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/server",
+    response=types.Server,
+    url_name="api-server",
+    summary="Triton metadata, repository index, devices",
+)
+def server(request: HttpRequest) -> Any:
     return {"triton": triton_summary(), "devices": devices_summary()}
 
 
-@api_view("GET")
-def devices(request: HttpRequest) -> dict[str, Any]:
+@router.get(
+    "/devices",
+    response=types.Devices,
+    url_name="api-devices",
+    summary="Ascend NPUs (npu-smi), or why there are none",
+)
+def devices(request: HttpRequest) -> Any:
     return devices_summary()
 
 
-@api_view("GET", "POST", role=Role.OPERATOR)
-def models(request: HttpRequest) -> HttpResponse | dict[str, Any]:
-    if request.method == "GET":
-        rows = Model.objects.select_related("created_by")
-        return {"models": [m.to_dict() for m in rows]}
-    data = json_body(request)
+@router.get("/models", response=types.ModelList, url_name="api-models", summary="List models")
+def models(request: HttpRequest) -> Any:
+    rows = Model.objects.select_related("created_by")
+    return {"models": [m.to_dict() for m in rows]}
+
+
+@router.post(
+    "/models",
+    response={201: types.ModelOut, **errors(400, 409)},
+    auth=OPERATOR,
+    summary="Create a model (operator)",
+)
+def model_create(request: HttpRequest, data: types.ModelIn) -> Any:
     model = actions.create_model(
-        name=field(data, "name", str, max_len=200),
-        target=field(data, "target", str, default="onnxruntime", max_len=40),
-        description=field(data, "description", str, default="", max_len=2000),
+        name=data.name,
+        target=data.target,
+        description=data.description,
         user=request.user,  # type: ignore[arg-type]
     )
-    return JsonResponse(model.to_dict(), status=201)
+    return Status(201, model.to_dict())
 
 
-@api_view("GET")
-def model_detail(request: HttpRequest, name: str) -> dict[str, Any]:
+@router.get(
+    "/models/{name}",
+    response={200: types.ModelDetail, **errors(404)},
+    url_name="api-model",
+    summary="Model detail",
+)
+def model_detail(request: HttpRequest, name: str) -> Any:
     return model_or_404(name).to_dict(versions=True)
 
 
-@api_view("GET")
-def schema(request: HttpRequest) -> dict[str, Any]:
-    return openapi_schema()
+@router.get("/schema", response=dict[str, Any], url_name="api-schema", summary="This document")
+def schema(request: HttpRequest) -> Any:
+    return JsonResponse(openapi_document())
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if is_api_request(request):
-        return error_response(f"No API endpoint at {request.path}.", "not_found", 404)
+        return json_error(f"No API endpoint at {request.path}.", "not_found", 404)
     return render(request, "404.html", status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this inside its ``except`` block: the exception is still at hand. A lost
+    # database (restarted, unreachable) is no bug but a wait: 503 with Retry-After, saying so
+    # (tests/faults/test_database_restart.py).
+    if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
+        message = "The database is not reachable right now; try again in a few seconds."
+        if is_api_request(request):
+            return json_error(message, "database_unavailable", 503, {"Retry-After": "5"})
+        response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = "5"
+        return response
     if is_api_request(request):
-        return error_response(
-            "The server hit an unexpected error; it is logged.", "server_error", 500
-        )
+        return json_error("The server hit an unexpected error; it is logged.", "server_error", 500)
     return render(request, "500.html", status=500)
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     if is_api_request(request):
-        return error_response(
+        return json_error(
             "CSRF check failed: send the csrftoken cookie's value as X-CSRFToken, "
             "or authenticate with 'Authorization: Token <key>'.",
             "csrf_failed",

@@ -19,7 +19,8 @@ from django.conf import settings
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from model_store.diagnostics import DiagnosticsContext, run_checks, summarize, summary_line
+from model_store.diagnostics.checklist import run_checks, summarize, summary_line
+from model_store.diagnostics.context import DiagnosticsContext
 from webapp.ops.triton import get_runtime, is_embedded
 
 #: Where the GE backend's Dockerfile installs Triton (TRITON_HOME_PATH;

@@ -59,6 +59,45 @@ def check_broker() -> Check:
     return Check(True, f"Redis at {_safe_url(settings.REDIS_URL)} answers")
 
 
+#: Pages ask Redis at most this often per process, and wait this long for it (the banner).
+BANNER_CACHE_SECONDS = 2.0
+BANNER_TIMEOUT_SECONDS = 0.25
+_banner_cache: tuple[float, str | None] | None = None
+
+
+def broker_banner() -> str | None:
+    """A sentence for every page while Redis (``REDIS_URL``) does not answer, else None.
+
+    The launcher's banner names its own parts; an external Redis (compose, ``REDIS_URL``) is
+    no part of it, so pages ask Redis themselves, briefly and at most every
+    :data:`BANNER_CACHE_SECONDS`.
+    """
+    global _banner_cache
+    if not settings.REDIS_URL:
+        return None
+    with _cache_lock:
+        if _banner_cache is not None and time.monotonic() - _banner_cache[0] < BANNER_CACHE_SECONDS:
+            return _banner_cache[1]
+    client = redis.Redis.from_url(
+        settings.REDIS_URL,
+        socket_timeout=BANNER_TIMEOUT_SECONDS,
+        socket_connect_timeout=BANNER_TIMEOUT_SECONDS,
+    )
+    try:
+        client.ping()
+        text = None
+    except redis.RedisError as exc:
+        text = (
+            f"Redis at {_safe_url(settings.REDIS_URL)} does not answer ({exc}): new jobs cannot "
+            "be queued and pages do not update live until it is back."
+        )
+    finally:
+        client.close()
+    with _cache_lock:
+        _banner_cache = (time.monotonic(), text)
+    return text
+
+
 def check_workers() -> Check:
     if not settings.REDIS_URL:
         return Check(False, "no broker, so no worker can be reached")
@@ -115,9 +154,10 @@ def run_checks() -> dict[str, dict[str, object]]:
 
 
 def forget_cached() -> None:
-    global _cache
+    global _cache, _banner_cache
     with _cache_lock:
         _cache = None
+        _banner_cache = None
 
 
 def _run_all() -> dict[str, dict[str, object]]:

@@ -82,7 +82,15 @@ def banner(request: HttpRequest) -> dict[str, object]:
     """Template context: the parts that are down, for the banner on every page."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
-    return {"stack_down": [describe(p) for p in parts_down()]}
+    down = parts_down()
+    texts = [describe(p) for p in down]
+    if not any(p["name"] == "redis" for p in down):  # the launcher's own Redis is named above
+        from webapp.ops.health import broker_banner
+
+        broker = broker_banner()
+        if broker:
+            texts.append(broker)
+    return {"stack_down": texts}
 
 
 def forget_cached() -> None:

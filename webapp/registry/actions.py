@@ -8,38 +8,29 @@ from django.db import IntegrityError, transaction
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
 from webapp import live
+from webapp.errors import HubError
 from webapp.registry.models import Model, Target
-
-
-class RegistryError(Exception):
-    def __init__(self, message: str, code: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.status = status
 
 
 def create_model(*, name: str, target: str, description: str, user: User) -> Model:
     try:
         name = validate_model_name(name)
     except ModelStoreError as exc:
-        raise RegistryError(str(exc), "invalid_name") from exc
+        raise HubError(str(exc), "invalid_name") from exc
     if target not in Target.values:
-        raise RegistryError(
+        raise HubError(
             f"Unknown target {target!r}; choose one of {', '.join(Target.values)}.",
             "invalid_target",
         )
     if len(description) > 2000:
-        raise RegistryError(
-            "The description is longer than 2000 characters.", "invalid_description"
-        )
+        raise HubError("The description is longer than 2000 characters.", "invalid_description")
     try:
         with transaction.atomic():
             model = Model.objects.create(
                 name=name, target=target, description=description, created_by=user
             )
     except IntegrityError:
-        raise RegistryError(
+        raise HubError(
             f"A model named {name!r} exists already; pick another name or upload a new version.",
             "name_taken",
             409,

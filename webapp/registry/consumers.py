@@ -84,7 +84,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"subscribed": sorted(self.topics)})
 
     async def _error(self, message: str, code: str, **extra: Any) -> None:
-        # The API's error shape (webapp/api/errors.py), plus what the client needs to adapt.
+        # The API's error shape (webapp/errors.py), plus what the client needs to adapt.
         await self.send_json({"error": message, "code": code, **extra})
 
     async def disconnect(self, code: int) -> None:

@@ -18,9 +18,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from model_store.inference import PRESETS, parse_labels
+from webapp.errors import HubError
 from webapp.registry import actions
 from webapp.registry import versions as version_actions
-from webapp.registry.actions import RegistryError
 from webapp.registry.models import Job, Model, Version
 from webapp.registry.storage import get_uploads
 
@@ -59,14 +59,14 @@ def add_demo_model(user: User) -> DemoAdded:
     folder = demo_dir()
     source = folder / "model.onnx"
     if not source.is_file():
-        raise RegistryError(
+        raise HubError(
             "The demo model file is not in this installation (demo/efficientnet-lite0/model.onnx).",
             "demo_missing",
             404,
         )
     model = existing_demo()
     if model is not None and model.versions.exists():
-        raise RegistryError(
+        raise HubError(
             f"The demo model is here already as {NAME}; open it to try it.", "demo_exists", 409
         )
     if model is None:

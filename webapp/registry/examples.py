@@ -16,8 +16,8 @@ from django.contrib.auth.models import User
 from django.db.models import Sum
 
 from model_store.inference import decode_inputs
+from webapp.errors import HubError
 from webapp.registry import inference
-from webapp.registry.actions import RegistryError
 from webapp.registry.models import Model, TryExample, Version
 
 
@@ -30,7 +30,7 @@ def save(*, model: Model, user: User, name: str, inputs: object, size: int) -> T
     """Check ``inputs`` against the serving version and the caps; store the example.
 
     Raises:
-        RegistryError: Nothing serves, or a cap is reached (409).
+        HubError: Nothing serves, or a cap is reached (409).
         InferenceInputError: The inputs do not fit the signature or the request budget.
     """
     version = _serving(model)
@@ -53,7 +53,7 @@ def _serving(model: Model) -> Version:
         else None
     )
     if version is None:
-        raise RegistryError(
+        raise HubError(
             f"{model.name} serves no version; an example is checked against the serving one.",
             "not_served",
             409,
@@ -64,7 +64,7 @@ def _serving(model: Model) -> Version:
 def _check_caps(model: Model, user: User, size: int) -> None:
     per_model = settings.TRY_EXAMPLES_PER_MODEL
     if model.examples.count() >= per_model:
-        raise RegistryError(
+        raise HubError(
             f"{model.name} already has {per_model} saved examples (TRY_EXAMPLES_PER_MODEL); "
             "delete one first.",
             "too_many_examples",
@@ -72,7 +72,7 @@ def _check_caps(model: Model, user: User, size: int) -> None:
         )
     per_user = settings.TRY_EXAMPLES_PER_USER
     if TryExample.objects.filter(created_by=user).count() >= per_user:
-        raise RegistryError(
+        raise HubError(
             f"You have saved {per_user} examples across all models (TRY_EXAMPLES_PER_USER); "
             "delete one first.",
             "too_many_examples",
@@ -81,7 +81,7 @@ def _check_caps(model: Model, user: User, size: int) -> None:
     budget = settings.TRY_EXAMPLES_BYTES_PER_MODEL
     stored = model.examples.aggregate(total=Sum("size"))["total"] or 0
     if stored + size > budget:
-        raise RegistryError(
+        raise HubError(
             f"{model.name}'s saved examples would take {stored + size:,} bytes; the limit is "
             f"{budget:,} (TRY_EXAMPLES_BYTES_PER_MODEL). Delete a large one first.",
             "examples_too_large",

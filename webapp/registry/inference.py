@@ -28,9 +28,9 @@ from model_store.inference import (
     tritonclient_snippet,
 )
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
+from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
 from webapp.ops.triton import inference_runtime
-from webapp.registry.actions import RegistryError
 from webapp.registry.models import Model, Version
 from webapp.registry.ratelimit import RateLimited, check_rate
 
@@ -74,7 +74,7 @@ def image_inputs(model: Model, specs: list[TensorSpec]) -> list[str]:
 def _pick_version(model: Model, requested: object) -> Version:
     if requested is None:
         if model.serving_version is None:
-            raise RegistryError(
+            raise HubError(
                 f"{model.name} is not served yet: serve a packaged version first, then try it.",
                 "not_served",
                 409,
@@ -83,17 +83,17 @@ def _pick_version(model: Model, requested: object) -> Version:
     elif isinstance(requested, int) and not isinstance(requested, bool) and requested > 0:
         number = requested
     else:
-        raise RegistryError("'version' must be a positive whole number.", "invalid_field", 400)
+        raise HubError("'version' must be a positive whole number.", "invalid_field", 400)
     # Only what inference needs: a version row also holds large JSON (verification reports).
     version = (
         Version.objects.filter(model=model, number=number).only("id", "number", "signature").first()
     )
     if version is None:
-        raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
+        raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
     return version
 
 
-def _triton_error(model: Model, version: Version, exc: Exception) -> RegistryError:
+def _triton_error(model: Model, version: Version, exc: Exception) -> HubError:
     text = str(exc)
     lowered = text.lower()
     # Checked first: Triton's gRPC answers "not ready" with the UNAVAILABLE status code, which
@@ -102,7 +102,7 @@ def _triton_error(model: Model, version: Version, exc: Exception) -> RegistryErr
         p in lowered for p in ("unknown model", "not found", "not at ready state", "is not ready")
     ):
         serving = f"v{model.serving_version}" if model.serving_version else "no version"
-        return RegistryError(
+        return HubError(
             f"v{version.number} of {model.name} is not loaded in Triton ({serving} serves). "
             "Serve it, load it beside the serving version to compare, or try the serving one.",
             "version_not_loaded",
@@ -110,42 +110,40 @@ def _triton_error(model: Model, version: Version, exc: Exception) -> RegistryErr
         )
     if isinstance(exc, TritonUnavailable):
         if "deadline" in lowered:
-            return RegistryError(
+            return HubError(
                 f"Triton did not answer within {settings.INFER_TIMEOUT_SECONDS} s "
                 "(INFER_TIMEOUT_SECONDS). The model may be overloaded; try again or run a "
                 "smaller input.",
                 "triton_timeout",
                 504,
             )
-        return RegistryError(
+        return HubError(
             f"Triton is not reachable, so nothing can run: {text}. The Server page says more.",
             "triton_unavailable",
             503,
         )
     message = getattr(exc, "triton_message", None) or text
-    return RegistryError(f"Triton refused the request: {message}", "triton_error", 422)
+    return HubError(f"Triton refused the request: {message}", "triton_error", 422)
 
 
 def run(
     model: Model, body: dict[str, Any], user_key: str, *, base_url: str | None = None
 ) -> dict[str, Any]:
-    """One inference request from the API or the page; raises RegistryError/InferenceInputError."""
+    """One inference request from the API or the page; raises HubError/InferenceInputError."""
     started = time.perf_counter()
     try:
         check_rate(f"infer:{user_key}", settings.INFER_RATE_PER_MINUTE)
     except RateLimited as exc:
-        error = RegistryError(str(exc), "rate_limited", 429)
-        error.retry_after = exc.retry_after  # type: ignore[attr-defined]
-        raise error from None
+        raise HubError(
+            str(exc), "rate_limited", 429, headers={"Retry-After": str(exc.retry_after)}
+        ) from None
     version = _pick_version(model, body.get("version"))
     top_k = body.get("top_k", 5)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
-        raise RegistryError(
-            f"'top_k' must be a whole number from 1 to {MAX_TOP_K}.", "invalid_field"
-        )
+        raise HubError(f"'top_k' must be a whole number from 1 to {MAX_TOP_K}.", "invalid_field")
     specs = input_specs(version)
     if not specs:
-        raise RegistryError(
+        raise HubError(
             f"v{version.number} has no known inputs (its validation did not finish).",
             "no_signature",
             409,

@@ -12,6 +12,8 @@ hundreds of thousands); then one note row says so, and later lines are only coun
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from django.http import FileResponse, Http404
 from django.utils import timezone
 
 from webapp import live
+from webapp.registry.db_outage import CONNECTION_ERRORS, drop_connection, retrying
 from webapp.registry.models import Event, Job, JobLogLine, Version
 from webapp.registry.storage import get_store
 
@@ -60,11 +63,25 @@ def _push(job: Job, **extra: Any) -> None:
 
 
 def _save(job: Job, *fields: str) -> None:
-    Job.objects.filter(pk=job.pk).update(**{f: getattr(job, f) for f in fields})
+    """Write ``fields`` of ``job``; a database restart in between is waited out."""
+    values = {f: getattr(job, f) for f in fields}
+    retrying(lambda: Job.objects.filter(pk=job.pk).update(**values))
+
+
+def runner() -> dict[str, object]:
+    """Which process runs a step now: host, pid and the process's start time (pids are reused).
+
+    Reconcile fails a job whose step is still "running" when that process is gone
+    (:func:`webapp.registry.pipeline.fail_interrupted_compiles`).
+    """
+    import psutil
+
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "since": psutil.Process().create_time()}  # fmt: skip
 
 
 def start_step(job: Job, name: str, version_status: str | None = None) -> None:
-    job.refresh_from_db(fields=["cancel_requested", "state"])
+    retrying(lambda: job.refresh_from_db(fields=["cancel_requested", "state"]))
     now = timezone.now()
     if job.started is None:
         job.started = now
@@ -73,9 +90,11 @@ def start_step(job: Job, name: str, version_status: str | None = None) -> None:
     for step in job.steps:
         if step["name"] == name:
             step |= {"state": "running", "started": now.isoformat()}
-    _save(job, "state", "step", "steps", "started")
-    if version_status and job.version_id:
-        Version.objects.filter(pk=job.version_id).update(status=version_status)
+    job.params = {**(job.params or {}), "runner": runner()}
+    _save(job, "state", "step", "steps", "started", "params")
+    version_id = job.version_id
+    if version_status and version_id:
+        retrying(lambda: Version.objects.filter(pk=version_id).update(status=version_status))
     _push(job)
 
 
@@ -90,10 +109,16 @@ def finish_step(job: Job, name: str, message: str = "", state: str = "done") -> 
 
 
 def set_progress(job: Job, fraction_of_step: float) -> None:
-    """Progress within the current step, mapped onto the whole job."""
+    """Progress within the current step, mapped onto the whole job.
+
+    Best effort: while the database is away the figure waits for the next call.
+    """
     index = next((i for i, s in enumerate(job.steps) if s["name"] == job.step), 0)
     job.progress = (index + max(0.0, min(1.0, fraction_of_step))) / max(len(job.steps), 1)
-    _save(job, "progress")
+    try:
+        Job.objects.filter(pk=job.pk).update(progress=job.progress)
+    except CONNECTION_ERRORS:
+        drop_connection()
     _push(job)
 
 
@@ -101,13 +126,18 @@ def log(job: Job, text: str, level: str = "info") -> None:
     """Append one line: to the full log file, and to the database while under the cap.
 
     Rows cut long lines (a page is for people, not for dumps); the file keeps them whole.
+    While the database is away (a restart), lines go to the file only and the work goes on:
+    a one-hour ATC run must not die of a log line.
     """
     text = text.rstrip("\n")
     _append_to_file(job, text, level)
-    # Once full, always full (nobody deletes log rows): skip the query for the next seq.
-    if vars(job).get("_log_full") or not _store_line(job, text[:4000], level):
-        vars(job)["_log_full"] = True
-        Job.objects.filter(pk=job.pk).update(log_lines_more=F("log_lines_more") + 1)
+    try:
+        # Once full, always full (nobody deletes log rows): skip the query for the next seq.
+        if vars(job).get("_log_full") or not _store_line(job, text[:4000], level):
+            vars(job)["_log_full"] = True
+            Job.objects.filter(pk=job.pk).update(log_lines_more=F("log_lines_more") + 1)
+    except CONNECTION_ERRORS:
+        drop_connection()  # the next line opens a new connection, once the database is back
 
 
 def _store_line(job: Job, text: str, level: str) -> bool:
@@ -191,17 +221,22 @@ def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
         if step["state"] == "running":
             step |= {"state": "cancelled" if cancelled else "failed", "message": error[:500]}
     _save(job, "state", "error", "error_code", "finished", "steps")
-    if job.version_id:
+    # Only a failed build fails its version: a switch or a sweep that failed (Triton down, a
+    # restart) leaves a packaged version packaged, so that it can be served again.
+    version_id = job.version_id
+    if version_id and job.kind == Job.Kind.COMPILE:
         status = Version.Status.CANCELLED if cancelled else Version.Status.FAILED
-        Version.objects.filter(pk=job.version_id).update(status=status, error=error)
-    Event.objects.create(
-        model_id=job.model_id,
-        version_id=job.version_id,
-        job=job,
-        kind="job.cancelled" if cancelled else "job.failed",
-        actor=job.created_by,
-        message=error[:1000],
-        data={"code": code, "step": job.step},
+        retrying(lambda: Version.objects.filter(pk=version_id).update(status=status, error=error))
+    retrying(
+        lambda: Event.objects.create(
+            model_id=job.model_id,
+            version_id=job.version_id,
+            job_id=job.pk,
+            kind="job.cancelled" if cancelled else "job.failed",
+            actor_id=job.created_by_id,
+            message=error[:1000],
+            data={"code": code, "step": job.step},
+        )
     )
     _push(job, error=error, code=code)
     live.publish("jobs", {"id": str(job.uuid), "state": job.state})
@@ -220,5 +255,8 @@ class CancelCheck:
         now = time.monotonic()
         if not self._cancelled and now - self._last >= self.every_s:
             self._last = now
-            self._cancelled = Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists()
+            try:
+                self._cancelled = Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists()
+            except CONNECTION_ERRORS:  # asked again in a second, once the database is back
+                drop_connection()
         return self._cancelled

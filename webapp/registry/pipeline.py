@@ -7,9 +7,12 @@ directory on the shared store (``state.json``) and in the database, never in mem
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import shutil
+import socket
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +27,12 @@ from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, atomic_write_text, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.uploads import unpack_bundle
+from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
-from model_store.verify import check_samples, verify
+from model_store.verification_inputs import check_samples
+from model_store.verify import verify
 from webapp.registry import jobs
+from webapp.registry.db_outage import is_connection_error, retrying
 from webapp.registry.models import Event, Job, Version
 from webapp.registry.storage import get_store
 
@@ -60,6 +65,30 @@ def _save_state(store: ModelStore, job: Job, **values: Any) -> None:
     path = _work(store, job) / "state.json"
     state = _state(store, job) | values
     atomic_write_text(path, json.dumps(state))
+
+
+def _check_free_space(store: ModelStore, need: int, what: str) -> None:
+    """Refuse a step before it writes when the store's disk would fall under its floor
+    (``STORE_MIN_FREE_BYTES``, the one uploads keep too), with the numbers."""
+    floor = settings.STORE_MIN_FREE_BYTES
+    free = shutil.disk_usage(store.root).free
+    if free - need < floor:
+        raise StepFailed(
+            f"The store's disk has {human_bytes(free)} free; {what} needs about "
+            f"{human_bytes(need)} and {human_bytes(floor)} must stay free. Nothing was kept: "
+            "free space on the store's disk (or ask an administrator), then upload the file "
+            "again.",
+            "insufficient_storage",
+        )
+
+
+def _disk_full(store: ModelStore, step: str) -> str:
+    free = shutil.disk_usage(store.root).free
+    return (
+        f"The store's disk filled up during the {step} step ({human_bytes(free)} free now, "
+        f"{human_bytes(settings.STORE_MIN_FREE_BYTES)} should stay free). Nothing was kept: "
+        "free space on the store's disk (or ask an administrator), then upload the file again."
+    )
 
 
 def _check_cancel(job: Job) -> None:
@@ -188,6 +217,9 @@ def run_compile(job: Job) -> None:
     _check_cancel(job)
     state = _state(store, job)
     onnx_path = Path(state["onnx_path"])
+    # The artifact and the intermediate models a build writes: about twice the source.
+    source_bytes = sum(p.stat().st_size for p in onnx_path.parent.rglob("*") if p.is_file())
+    _check_free_space(store, 2 * source_bytes, "compiling (twice the model's size)")
     build_dir = store.fresh_work_dir(job.uuid.hex, "build")
     cancelled = jobs.CancelCheck(job)
     ctx = BuildContext(
@@ -276,6 +308,7 @@ def run_package(job: Job) -> None:
         if artifact.suffix == ".onnx"
         else inspect_onnx(Path(state["onnx_path"]))
     )
+    _remove_unfinished_package(store, job, version)
     config = target.make_config(name, info, version.options, number)
     problems = lint(config)
     if problems:
@@ -285,6 +318,9 @@ def run_package(job: Job) -> None:
     text = render_pbtxt(config)
     files = {state["artifact_name"]: artifact}
     files |= {f: artifact.parent / f for f in _external_files(artifact)}
+    _check_free_space(
+        store, sum(f.stat().st_size for f in files.values()), "packaging the artifact"
+    )
     store.package_version(
         name, number, files=files, config_text=text, install=target.versions_side_by_side
     )
@@ -294,18 +330,20 @@ def run_package(job: Job) -> None:
     version.artifact_size = artifact.stat().st_size
     version.status = Version.Status.READY
     version.error = ""
-    version.save()
+    retrying(version.save)
     jobs.log(job, f"Packaged as {name}/{number}/{version.artifact_name} with its config.pbtxt.")
     jobs.finish_step(job, "package", "config.pbtxt generated and linted")
     verification_status = (version.verification or {}).get("status", "not run")
-    Event.objects.create(
-        model=job.model,
-        version=version,
-        job=job,
-        kind="version.packaged",
-        actor=job.created_by,
-        message=f"Version {number} packaged (verification {verification_status}).",
-        data={"artifact_sha256": version.artifact_sha256},
+    retrying(
+        lambda: Event.objects.create(
+            model=job.model,
+            version=version,
+            job=job,
+            kind="version.packaged",
+            actor=job.created_by,
+            message=f"Version {number} packaged (verification {verification_status}).",
+            data={"artifact_sha256": version.artifact_sha256},
+        )
     )
     store.remove_work_dir(job.uuid.hex)
     jobs.succeed(job, "packaged")
@@ -315,8 +353,8 @@ def run_package(job: Job) -> None:
 
 def _serve_now(job: Job, version: Version) -> None:
     """Queue the switch a compile job was asked to end with; say why when it cannot."""
+    from webapp.errors import HubError
     from webapp.registry import serving
-    from webapp.registry.actions import RegistryError
 
     if job.created_by is None:
         return
@@ -327,7 +365,7 @@ def _serve_now(job: Job, version: Version) -> None:
             user=job.created_by,
             reason="serve as soon as packaged (requested with the upload)",
         )
-    except RegistryError as exc:
+    except HubError as exc:
         jobs.log(job, f"Not served automatically: {exc.message}", "warning")
         return
     jobs.log(job, f"Serving v{version.number}: switch job {switch.uuid}.")
@@ -357,6 +395,14 @@ def run_step(step: str, job_id: int) -> bool:
     except (
         Exception
     ) as exc:  # a bug or an environment problem: say so, keep the traceback in the log
+        if is_connection_error(exc):
+            # The database went away (a restart): nothing can be recorded now. The task runs
+            # this step again once it is back (workers/tasks/compile.py); the step starts over.
+            log.warning("compile step %s of job %s lost the database: %s", step, job.uuid, exc)
+            raise
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            _record_failure(job, _disk_full(get_store(), step), "insufficient_storage")
+            return False
         log.exception("compile step %s of job %s crashed", step, job.uuid)
         _record_failure(
             job, f"Unexpected error in {step}: {exc}. The worker log has details.", "internal_error"
@@ -369,11 +415,74 @@ def record_timeout(job_id: int, step: str) -> None:
     _record_failure(job, f"The {step} step ran past its time limit and was stopped.", "timeout")
 
 
+def record_database_lost(job_id: int, step: str, exc: BaseException) -> None:
+    """The database stayed away through every retry of a step: fail the job if it can be."""
+    job = retrying(lambda: Job.objects.select_related("model", "version").get(pk=job_id))
+    _record_failure(
+        job,
+        f"The {step} step lost the database connection and it did not come back in time "
+        f"({exc}). Nothing was kept; upload the file again to retry.",
+        "database_unavailable",
+    )
+
+
 def _record_failure(job: Job, message: str, code: str, *, cancelled: bool = False) -> None:
     # Clean up before announcing the end, so whoever sees "failed" also sees no leftovers.
-    get_store().remove_work_dir(job.uuid.hex)
+    store = get_store()
+    store.remove_work_dir(job.uuid.hex)
+    if job.version is not None:
+        _remove_unfinished_package(store, job, job.version)
     jobs.log(job, message, "error")
     jobs.fail(job, message, code, cancelled=cancelled)
+
+
+def _remove_unfinished_package(store: ModelStore, job: Job, version: Version) -> None:
+    """What an interrupted package step left (the version never became READY): its package
+    and its repository directory, so that no half-built version stays and the step can start
+    over. A READY version's files are never touched."""
+    retrying(lambda: version.refresh_from_db(fields=["status"]))
+    if version.status == Version.Status.READY:
+        return
+    name, number = job.model.name, version.number
+    shutil.rmtree(store.package_dir(name, number), ignore_errors=True)
+    side_by_side = get_target(job.model.target).versions_side_by_side
+    if side_by_side and store.version_dir(name, number).is_dir():
+        store.remove_version(name, number)
+
+
+def fail_interrupted_compiles() -> list[str]:
+    """Compile jobs whose step is "running" in a process of this host that is gone (a killed
+    or restarted worker): failed with the reason; their scratch files and any half-built
+    package are removed. Called by reconcile (each worker start sends one)."""
+    import psutil
+
+    host = socket.gethostname()
+    repairs = []
+    running = Job.objects.filter(kind=Job.Kind.COMPILE, state=Job.State.RUNNING)
+    for job in running.select_related("model", "version"):
+        runner = (job.params or {}).get("runner") or {}
+        step_running = any(s.get("state") == "running" for s in job.steps)
+        if runner.get("host") != host or not step_running or _alive(runner, psutil):
+            continue
+        _record_failure(
+            job,
+            f"The worker stopped in the middle of the {job.step} step (it was killed or "
+            "restarted); nothing was kept. Upload the file again to retry.",
+            "interrupted",
+        )
+        repairs.append(f"{job.model.name}: marked the interrupted compile job {job.uuid} failed.")
+    return repairs
+
+
+def _alive(runner: dict[str, Any], psutil: Any) -> bool:
+    try:
+        process = psutil.Process(int(runner["pid"]))
+        started = process.create_time()
+        zombie = process.status() == psutil.STATUS_ZOMBIE
+    except (psutil.Error, KeyError, TypeError, ValueError):
+        return False
+    # The same pid with another start time is another process (pids are reused).
+    return not zombie and abs(started - float(runner.get("since") or 0)) < 0.5
 
 
 def _version(job: Job) -> Version:

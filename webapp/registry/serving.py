@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from model_store.runtime.errors import TritonUnavailable
 from model_store.serving import (
     load_alongside,
     load_serving,
@@ -32,9 +33,10 @@ from model_store.serving import (
 )
 from model_store.targets import get_target
 from webapp import dispatch, live
+from webapp.errors import HubError
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
-from webapp.registry.actions import RegistryError
+from webapp.registry.db_outage import is_connection_error, retrying, wait_for_database
 from webapp.registry.models import Event, Job, Model, ReconcileReport, Version
 from webapp.registry.storage import get_store
 
@@ -64,12 +66,12 @@ def release_lock(model: Model, holder: str) -> None:
     Model.objects.filter(pk=model.pk, lock_holder=holder).update(lock_holder="", lock_expires=None)
 
 
-def _lock_busy_error(model: Model) -> RegistryError:
+def _lock_busy_error(model: Model) -> HubError:
     model.refresh_from_db(fields=["lock_holder", "lock_expires"])
     holder = _as_uuid(model.lock_holder)
     job = Job.objects.filter(uuid=holder).first() if holder else None
     who = f" by {job.created_by.get_username()}" if job and job.created_by else ""
-    return RegistryError(
+    return HubError(
         f"Another switch of {model.name} is in progress{who}. Wait for it to finish "
         f"(job {model.lock_holder}), then try again.",
         "switch_in_progress",
@@ -103,12 +105,10 @@ def refusal(version: Version) -> str | None:
 
 
 def ensure_may_answer(version: Version) -> None:
-    """RegistryError 409 ``not_publishable`` unless the gate lets ``version`` answer."""
+    """HubError 409 ``not_publishable`` unless the gate lets ``version`` answer."""
     why = refusal(version)
     if why is not None:
-        raise RegistryError(
-            f"Version {version.number} cannot serve: {why}.", "not_publishable", 409
-        )
+        raise HubError(f"Version {version.number} cannot serve: {why}.", "not_publishable", 409)
 
 
 # --------------------------------------------------------------------------- requests (web)
@@ -126,7 +126,7 @@ def request_switch(
     """Check a serve/rollback request, take the lock and queue the switch job."""
     version = model.versions.filter(number=number).first()
     if version is None:
-        raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
+        raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
     ensure_may_answer(version)
     changes: list[dict[str, str]] = []
     current = (
@@ -138,7 +138,7 @@ def request_switch(
         changes = [vars(c) for c in signature_changes(current.signature, version.signature)]
         breaking = [c for c in changes if c["kind"] == "breaking"]
         if breaking and not confirm_breaking:
-            raise RegistryError(
+            raise HubError(
                 f"Version {number} changes the model's interface: "
                 + "; ".join(c["message"] for c in breaking)
                 + ". Clients may break. Confirm to switch anyway.",
@@ -150,7 +150,7 @@ def request_switch(
 
 def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
     if model.previous_version is None:
-        raise RegistryError(
+        raise HubError(
             f"{model.name} has no earlier serving version to roll back to.", "no_previous", 409
         )
     return request_switch(
@@ -169,9 +169,7 @@ def request_unload(*, model: Model, user: User, reason: str = "") -> Job:
 
 def request_load(*, model: Model, user: User, reason: str = "") -> Job:
     if model.serving_version is None:
-        raise RegistryError(
-            f"{model.name} has no serving version; serve one first.", "not_served", 409
-        )
+        raise HubError(f"{model.name} has no serving version; serve one first.", "not_served", 409)
     serving = model.versions.filter(number=model.serving_version).first()
     if serving is not None:
         ensure_may_answer(serving)
@@ -181,11 +179,9 @@ def request_load(*, model: Model, user: User, reason: str = "") -> Job:
 def request_compare(*, model: Model, number: int | None, user: User) -> Job:
     """Load version ``number`` beside the serving one (None: unload the extra one again)."""
     if model.serving_version is None:
-        raise RegistryError(
-            f"{model.name} is not served; serve a version first.", "not_served", 409
-        )
+        raise HubError(f"{model.name} is not served; serve a version first.", "not_served", 409)
     if not get_target(model.target).versions_side_by_side:
-        raise RegistryError(
+        raise HubError(
             f"{model.target} models hold one version in Triton (its backend runs the first "
             "model file it finds), so two versions cannot answer side by side.",
             "not_supported",
@@ -195,10 +191,10 @@ def request_compare(*, model: Model, number: int | None, user: User) -> Job:
     if number is not None:
         version = model.versions.filter(number=number).first()
         if version is None:
-            raise RegistryError(f"{model.name} has no version {number}.", "not_found", 404)
+            raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
         ensure_may_answer(version)
         if number == model.serving_version:
-            raise RegistryError(f"v{number} is the serving version already.", "serving", 409)
+            raise HubError(f"v{number} is the serving version already.", "serving", 409)
     return _queue(model, Job.Kind.LOAD, user, version=version, extra={"compare": number})
 
 
@@ -249,7 +245,12 @@ def _queue(
 
 
 def _enqueue(job: Job) -> None:
-    dispatch.serving_job(job.pk)
+    try:
+        dispatch.serving_job(job.pk)
+    except Exception:
+        # Redis (the broker) does not answer: the job stays queued and is sent again once it
+        # is back (requeue_stalled_jobs, at every reconcile); the request still gets its job.
+        log.warning("serving job %s could not be queued yet", job.uuid, exc_info=True)
 
 
 def _describe(job: Job, user: User) -> str:
@@ -284,18 +285,18 @@ def wait_for(job: Job, timeout_s: float = SWITCH_TIMEOUT_S + 30) -> Job:
 def delete_version(*, version: Version, user: User) -> None:
     model = version.model
     if model.serving_version == version.number:
-        raise RegistryError(
+        raise HubError(
             f"Version {version.number} is serving; serve another version first.", "serving", 409
         )
     if model.compare_version == version.number:
-        raise RegistryError(
+        raise HubError(
             f"Version {version.number} is loaded beside the serving one for a comparison; "
             "stop comparing first.",
             "comparing",
             409,
         )
     if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
-        raise RegistryError("A job for this version is still running.", "busy", 409)
+        raise HubError("A job for this version is still running.", "busy", 409)
     holder = uuid.uuid4().hex
     if not acquire_lock(model, holder):
         raise _lock_busy_error(model)
@@ -349,12 +350,44 @@ def run_job(job_id: int) -> None:
             _run_unload(job)
         else:
             _run_load(job)
+    except TritonUnavailable as exc:
+        # Raised before anything was changed (model_store.serving.switch_version): Triton is
+        # down or restarting. What serves is whatever the database says; reconcile reloads it.
+        _failed(
+            job,
+            f"Triton did not answer, so nothing was changed: {exc}. Ask again once Triton "
+            "is back (the server page shows it).",
+            "triton_unavailable",
+        )
     except Exception as exc:
-        log.exception("serving job %s crashed", job.uuid)
-        _failed(job, f"Unexpected error: {exc}. The worker log has details.", "internal_error")
+        if is_connection_error(exc) and wait_for_database():
+            # What Triton holds now may differ from what the database says serves: reconcile
+            # (sent below) puts Triton back in line with the database. The lock is released.
+            log.warning("serving job %s lost the database: %s", job.uuid, exc)
+            _failed(
+                job,
+                f"The database connection was lost during the {job.kind} ({exc}). Nothing was "
+                "recorded as changed; reconcile puts Triton back in line with the database. "
+                "Ask again.",
+                "database_unavailable",
+            )
+            _reconcile_soon()
+        else:
+            log.exception("serving job %s crashed", job.uuid)
+            _failed(job, f"Unexpected error: {exc}. The worker log has details.", "internal_error")
     finally:
-        release_lock(model, holder)
+        # A database restart must not keep the lock until it expires.
+        retrying(lambda: release_lock(model, holder))
         live.publish("models", {"model": model.name})
+
+
+def _reconcile_soon() -> None:
+    from webapp.celery_app import app
+
+    try:
+        app.send_task("workers.tasks.serve.reconcile", countdown=1)
+    except Exception:  # the broker is away too: beat sends one within RECONCILE_SECONDS
+        log.warning("could not queue a reconcile", exc_info=True)
 
 
 def _run_switch(job: Job) -> None:
@@ -392,18 +425,21 @@ def _run_switch(job: Job) -> None:
     updates: dict[str, Any] = {"serving_version": to_version, "compare_version": None}
     if from_version is not None and from_version != to_version:
         updates["previous_version"] = from_version
-    Model.objects.filter(pk=model.pk).update(**updates)
+    # Triton serves the new version now: record it even across a database restart.
+    retrying(lambda: Model.objects.filter(pk=model.pk).update(**updates))
     verb = "rolled back" if job.kind == Job.Kind.ROLLBACK else "switched"
     origin = f" from v{from_version}" if from_version else ""
-    Event.objects.create(
-        model=model,
-        version=job.version,
-        job=job,
-        kind=job.kind,
-        actor=job.created_by,
-        message=f"{_who(job)} {verb} {model.name}{origin} to v{to_version} "
-        f"in {result.duration_s:.2f} s.",
-        data=evidence,
+    retrying(
+        lambda: Event.objects.create(
+            model=model,
+            version=job.version,
+            job=job,
+            kind=job.kind,
+            actor=job.created_by,
+            message=f"{_who(job)} {verb} {model.name}{origin} to v{to_version} "
+            f"in {result.duration_s:.2f} s.",
+            data=evidence,
+        )
     )
     jobs.finish_step(job, job.kind, f"v{to_version} is READY ({result.duration_s:.2f} s)")
     jobs.succeed(job, f"v{to_version} serving")
@@ -475,7 +511,11 @@ def _run_load(job: Job) -> None:
 def _failed(job: Job, message: str, code: str, evidence: dict[str, Any] | None = None) -> None:
     jobs.log(job, message, "error")
     jobs.fail(job, message, code)
-    Event.objects.filter(job=job, kind__in=("job.failed",)).update(data=evidence or {"code": code})
+    retrying(
+        lambda: Event.objects.filter(job=job, kind__in=("job.failed",)).update(
+            data=evidence or {"code": code}
+        )
+    )
 
 
 def _who(job: Job) -> str:
@@ -496,10 +536,11 @@ def reconcile() -> ReconcileReport:
     runtime = get_runtime(timeout=SWITCH_TIMEOUT_S)
     repairs: list[str] = []
     warnings: list[str] = []
+    # Jobs whose worker is gone are failed whether or not Triton answers.
+    _fail_interrupted_jobs(repairs)
     if not runtime.is_live():
         warnings.append("Triton is not reachable; nothing was compared.")
         return _save_report(repairs, warnings)
-    _fail_interrupted_jobs(repairs)
     for uuid_text in requeue_stalled_jobs():
         repairs.append(f"sent the queued job {uuid_text} to the workers again.")
     known = set()
@@ -545,6 +586,9 @@ def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:
             ),
             data={"down_s": down_s, "exit_status": exit_status},
         )
+    # A switch that was running when Triton died still holds its model's lock for a moment
+    # (it fails, or restores); reconcile skips locked models, so let those switches end first.
+    _wait_for_switches([m.pk for m in serving], timeout_s=60)
     report = reconcile()
     ready = {
         (row["name"], row.get("version"))
@@ -567,6 +611,13 @@ def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:
     return report
 
 
+def _wait_for_switches(model_ids: list[int], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    locked = Model.objects.filter(pk__in=model_ids, lock_expires__gt=timezone.now())
+    while time.monotonic() < deadline and locked.exists():
+        time.sleep(0.5)
+
+
 SERVING_KINDS = (Job.Kind.SERVE, Job.Kind.ROLLBACK, Job.Kind.LOAD, Job.Kind.UNLOAD)
 #: A serving job still queued after this long may have lost its message (Redis restarted
 #: between the publish and the worker's acknowledgement); sending it again is safe, since
@@ -582,12 +633,26 @@ def requeue_stalled_jobs(now: Any = None) -> list[str]:
     )
     for job in stalled:
         _enqueue(job)
-    return [str(job.uuid) for job in stalled]
+    # Compile jobs are sent again only when their first sending failed (a chain sent twice
+    # would build twice): versions._enqueue_compile marked them.
+    unsent = list(Job.objects.filter(kind=Job.Kind.COMPILE, state=Job.State.QUEUED,
+                                     params__unsent=True))  # fmt: skip
+    for job in unsent:
+        from webapp.registry.versions import _enqueue_compile
+
+        job.params = {k: v for k, v in job.params.items() if k != "unsent"}
+        Job.objects.filter(pk=job.pk).update(params=job.params)
+        _enqueue_compile(job)
+    return [str(job.uuid) for job in [*stalled, *unsent]]
 
 
 def _fail_interrupted_jobs(repairs: list[str]) -> None:
     """A serving job still "running" after its lock expired lost its worker (killed, host
-    down): say so, so nobody waits for it; the model itself is repaired below."""
+    down): say so, so nobody waits for it; the model itself is repaired below. A compile job
+    whose step runs in a process that is gone, likewise (pipeline.fail_interrupted_compiles)."""
+    from webapp.registry.pipeline import fail_interrupted_compiles
+
+    repairs.extend(fail_interrupted_compiles())
     cutoff = timezone.now() - lock_ttl()
     stale = Job.objects.filter(
         kind__in=SERVING_KINDS, state__in=(Job.State.QUEUED, Job.State.RUNNING), created__lt=cutoff

@@ -28,9 +28,9 @@ from model_store.inference import (
 from model_store.perf import SweepPlan, best_level, run_sweep
 from model_store.targets import get_target
 from webapp import dispatch, live
+from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_calls
 from webapp.registry import jobs
-from webapp.registry.actions import RegistryError
 from webapp.registry.inference import input_specs, limits, saved_preprocess
 from webapp.registry.models import Event, Job, Model, PerfRun, TryExample
 
@@ -53,17 +53,17 @@ def config_summary(config_pbtxt: str) -> dict[str, Any]:
 
 def make_plan(max_concurrency: int, step_seconds: float) -> SweepPlan:
     if not 1 <= max_concurrency <= settings.SWEEP_MAX_CONCURRENCY:
-        raise RegistryError(
+        raise HubError(
             f"Concurrency goes from 1 to {settings.SWEEP_MAX_CONCURRENCY} here "
             "(SWEEP_MAX_CONCURRENCY).",
             "invalid_field",
         )
     if not 1 <= step_seconds <= 30:
-        raise RegistryError("Seconds per level must be between 1 and 30.", "invalid_field")
+        raise HubError("Seconds per level must be between 1 and 30.", "invalid_field")
     try:
         return SweepPlan.doubling(max_concurrency, step_seconds=step_seconds)
     except ValueError as exc:
-        raise RegistryError(str(exc), "invalid_plan") from None
+        raise HubError(str(exc), "invalid_plan") from None
 
 
 def request_sweep(
@@ -76,18 +76,18 @@ def request_sweep(
 ) -> PerfRun:
     """Check the request and queue the sweep job; the serving version is what gets measured."""
     if model.serving_version is None:
-        raise RegistryError(
+        raise HubError(
             f"{model.name} is not served; serve a version before measuring it.", "not_served", 409
         )
     version = model.versions.get(number=model.serving_version)
     plan = make_plan(max_concurrency, float(step_seconds or settings.SWEEP_STEP_SECONDS))
     if example_id is not None and not model.examples.filter(pk=example_id).exists():
-        raise RegistryError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
+        raise HubError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
     busy = Job.objects.filter(
         model=model, kind=Job.Kind.SWEEP, state__in=[Job.State.QUEUED, Job.State.RUNNING]
     ).first()
     if busy is not None:
-        raise RegistryError(
+        raise HubError(
             "A sweep of this model is running already; wait for it or cancel it.",
             "sweep_running",
             409,
@@ -141,7 +141,7 @@ def _inputs_for(run: PerfRun, example_id: int | None) -> dict[str, np.ndarray]:
     if example_id is not None:
         example = TryExample.objects.filter(pk=example_id, model=run.model).first()
         if example is None:
-            raise RegistryError("The saved example was deleted before the sweep began.", "gone")
+            raise HubError("The saved example was deleted before the sweep began.", "gone")
         payload = example.inputs
     else:
         payload = example_payload(specs, "random")
@@ -178,7 +178,7 @@ def run_sweep_job(job_id: int) -> None:
     jobs.start_step(job, "prepare")
     try:
         inputs = _inputs_for(run, (job.params or {}).get("example_id"))
-    except (RegistryError, InferenceInputError) as exc:
+    except (HubError, InferenceInputError) as exc:
         message = getattr(exc, "message", str(exc))
         jobs.log(job, message, "error")
         jobs.fail(job, message, getattr(exc, "code", "invalid_input"))

@@ -1,4 +1,10 @@
-"""The model page's "Try it" and "Performance" tabs, and the one-click demo model."""
+"""The model page's "Try it" and "Performance" tabs, and the one-click demo model.
+
+Try it is rendered like every other page: the form posts (htmx, multipart) to
+:func:`model_try_run`, which runs the same ``inference.run`` as the infer API, under the same
+limits (body size, the slow-request bounds, the rate limit), and answers the result partial;
+saved examples are listed, saved and deleted through partials too.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +14,26 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from model_store.inference import PRESET_LABELS, PRESETS, example_value, image_layout
-from webapp.accounts.roles import Role, role_of
+from model_store.inference import (
+    PRESET_LABELS,
+    PRESETS,
+    InferenceInputError,
+    example_value,
+    image_layout,
+)
+from webapp import slow_requests
+from webapp.accounts.roles import Role, require_role, role_of
+from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
-from webapp.registry import demo, inference
+from webapp.registry import demo, inference, try_form
 from webapp.registry import examples as saved_examples
-from webapp.registry.actions import RegistryError
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.models import Job, Model, TryExample, Version
 from webapp.registry.state import state_of
 
 DEMO_PHOTOS = ("coffee.png", "chelsea.png", "china.jpg")
@@ -64,14 +77,16 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
     )
     inputs: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
+    preprocess = inference.saved_preprocess(model).to_dict()
     if serving is not None:
         specs = inference.input_specs(serving)
         images = set(inference.image_inputs(model, specs))
-        for spec in specs:
+        for index, spec in enumerate(specs):
             is_image = spec.name in images
             example = None if is_image else example_value(spec, "zeros")
             inputs.append(
                 {
+                    "index": index,
                     "name": spec.name,
                     "dtype": spec.triton_type,
                     "shape": spec.describe_shape(),
@@ -82,7 +97,7 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
                 }
             )
         outputs = list(serving.signature.get("outputs", []))
-    preprocess = inference.saved_preprocess(model).to_dict()
+    presets = {k: {**p.to_dict(), "label": PRESET_LABELS[k]} for k, p in PRESETS.items()}
     packaged = model.versions.filter(status=Version.Status.READY).order_by("-number")
     context |= {
         "serving": serving,
@@ -90,16 +105,14 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
         "outputs": outputs,
         "packaged": packaged,
         "examples": saved_examples.listed(model),
+        "preprocess": _preprocess_fields(preprocess, presets),
+        "presets": presets,
+        # What try.js needs beyond the markup: the presets (to fill the fields when one is
+        # picked) and the request limit (to refuse a too-big photo before sending it).
         "page_config": {
             "model": model.name,
-            "serving": model.serving_version,
-            "inputs": inputs,
-            "preprocess": preprocess,
-            "presets": {k: {**p.to_dict(), "label": PRESET_LABELS[k]} for k, p in PRESETS.items()},
-            "labels": len(model.labels),
+            "presets": presets,
             "maxRequestBytes": settings.INFER_MAX_REQUEST_BYTES,
-            "compareVersion": model.compare_version,
-            "canOperate": role_of(request.user) >= Role.OPERATOR,
         },
         "photos": _demo_photos() if any(i["image"] for i in inputs) else [],
         "labels_count": len(model.labels),
@@ -115,6 +128,32 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
     return render(request, "registry/model_try.html", context)
 
 
+def _preprocess_fields(pp: dict[str, Any], presets: dict[str, Any]) -> dict[str, Any]:
+    """The form's starting values for an image input's preprocessing, and its preset's name."""
+    preset = next(
+        (
+            key
+            for key, p in presets.items()
+            if all(p[f] == pp[f] for f in ("resize_short", "crop", "mean", "std", "color"))
+        ),
+        "custom",
+    )
+    return {
+        "resize_short": pp["resize_short"],
+        "crop": "" if pp["crop"] is None else pp["crop"],
+        "mean": ", ".join(_number(v) for v in pp["mean"]),
+        "std": ", ".join(_number(v) for v in pp["std"]),
+        "color": pp["color"],
+        "layout": pp.get("layout") or "",
+        "preset": preset,
+        "preset_label": presets[preset]["label"] if preset in presets else "custom",
+    }
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
 def _elements(example: Any) -> int:
     count = 0
     stack = [example]
@@ -125,6 +164,208 @@ def _elements(example: Any) -> int:
         elif item is not None:
             count += 1
     return count
+
+
+# ---------------------------------------------------------------- Try it partials
+# The try tab needs only these columns; the labels list can be long but is used by the run.
+_TRY_FIELDS = ("id", "name", "serving_version", "compare_version", "labels", "try_settings")
+
+
+def _try_model(name: str) -> Model:
+    return get_object_or_404(Model.objects.only(*_TRY_FIELDS), name=name)
+
+
+def _body_within_cap(request: HubRequest) -> None:
+    """The infer API's cap, from the declared length. ``RequestBodyGuard`` refuses such a body
+    first (``body_limit`` gives these paths the same cap); this keeps the view safe alone."""
+    cap = settings.INFER_MAX_REQUEST_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > cap:
+        raise HubError(
+            f"The request is {declared:,} bytes; the limit is {cap:,} "
+            "(INFER_MAX_REQUEST_BYTES). Send a smaller image or tensor.",
+            "too_large",
+            413,
+        )
+
+
+def _error(exc: InferenceInputError | HubError) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": exc.message, "code": exc.code, "status": exc.status}
+    if isinstance(exc, InferenceInputError) and exc.field and repr(exc.field) not in exc.message:
+        error["input"] = exc.field  # named after the message unless the message names it
+    error["retry_after"] = getattr(exc, "retry_after", None)
+    return error
+
+
+def _present_output(out: dict[str, Any]) -> dict[str, Any]:
+    """What the result partial shows of one output: top-k rows and the values as text."""
+    rows = []
+    for row in out.get("top_k") or []:
+        pct = row["probability"] * 100
+        rows.append(
+            {
+                "index": row["index"],
+                "label": row["label"] if row.get("label") is not None else f"class {row['index']}",
+                "pct": pct,
+                "pct_text": f"{pct:.1f}%" if pct >= 10 else f"{pct:.2f}%",
+            }
+        )
+    values = out.get("values") or []
+    shown = ["NaN" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in values]
+    return {
+        **out,
+        "shape_text": "[" + ", ".join(str(d) for d in out["shape"]) + "]",
+        "rows": rows,
+        "values_text": ", ".join(shown),
+        "values_count": f"first {len(values)}" if out.get("truncated") else str(len(values)),
+    }
+
+
+def _run_one(
+    request: HubRequest,
+    model: Model,
+    inputs: dict[str, Any],
+    version: int | None,
+    top_k: int,
+    *,
+    snippets: bool,
+) -> dict[str, Any]:
+    """One version's answer for the partial: its outputs and timing, or its error."""
+    body: dict[str, Any] = {"inputs": inputs, "top_k": top_k, "snippets": snippets}
+    if version is not None:
+        body["version"] = version
+    user_key = str(request.user.pk)
+    try:
+        with slow_requests.slow_request(user_key, longest_s=settings.INFER_TIMEOUT_SECONDS):
+            answer = inference.run(
+                model, body, user_key=user_key, base_url=request.build_absolute_uri("/").rstrip("/")
+            )
+    except (InferenceInputError, HubError) as exc:
+        return {"version": version or model.serving_version, "error": _error(exc)}
+    return {
+        "version": answer["version"],
+        "latency": answer["latency"],
+        "outputs": [_present_output(o) for o in answer["outputs"]],
+        "snippets": answer.get("snippets"),
+    }
+
+
+def _example(model: Model, raw: str) -> TryExample:
+    example = model.examples.filter(pk=int(raw)).first() if raw.isdigit() else None
+    if example is None:
+        raise HubError(f"{model.name} has no saved example {raw}.", "not_found", 404)
+    return example
+
+
+def _result(context: dict[str, Any], status: int, retry_after: int | None = None) -> HttpResponse:
+    response = render(context["request"], "registry/_try_result.html", context, status=status)
+    if retry_after:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+@require_POST
+def model_try_run(request: HubRequest, name: str) -> HttpResponse:
+    """Run the form's inputs (or a saved example) on one version or two; the result partial.
+
+    The status is the API's for the same request (a single failed run answers its error's
+    status); the panel swaps the partial in whatever the status.
+    """
+    require_role(request.user, Role.VIEWER)  # as the infer and examples API
+    model = _try_model(name)
+    context: dict[str, Any] = {
+        "request": request,
+        "model": model,
+        "can_operate": role_of(request.user) >= Role.OPERATOR,
+    }
+    try:
+        _body_within_cap(request)
+        options = try_form.run_options(request.POST)
+        if request.POST.get("example"):
+            example = _example(model, request.POST["example"])
+            inputs = example.inputs
+            context["example"] = example
+        else:
+            inputs = try_form.inputs(request.POST, request.FILES)
+    except (InferenceInputError, HubError) as exc:
+        error = _error(exc)
+        return _result(context | {"error": error}, error["status"], error["retry_after"])
+    results = [
+        _run_one(request, model, inputs, version, options.top_k, snippets=index == 0)
+        for index, version in enumerate(options.versions)
+    ]
+    context |= {"results": results, "comparing": len(results) > 1}
+    failed = results[0].get("error")
+    if len(results) == 1 and failed:
+        return _result(context, failed["status"], failed["retry_after"])
+    return _result(context, 200)
+
+
+def _examples_partial(
+    request: HubRequest, model: Model, *, error: str = "", name: str = "", status: int = 200
+) -> HttpResponse:
+    context = {
+        "model": model,
+        "examples": saved_examples.listed(model),
+        "examples_error": error,
+        "example_name": name,
+        "examples_open": True,
+    }
+    return render(request, "registry/_try_examples.html", context, status=status)
+
+
+@require_POST
+def model_try_example_save(request: HubRequest, name: str) -> HttpResponse:
+    """Save the form's current inputs as an example; the examples partial."""
+    require_role(request.user, Role.VIEWER)  # as the infer and examples API
+    model = _try_model(name)
+    label = request.POST.get("example_name", "").strip()[:80]
+    label = label or f"Example {timezone.localtime():%Y-%m-%d %H:%M:%S}"
+    try:
+        _body_within_cap(request)
+        inputs = try_form.inputs(request.POST, request.FILES)
+        size = len(json.dumps(inputs))
+        if size > settings.INFER_MAX_REQUEST_BYTES:
+            raise HubError(
+                f"This input is {size:,} bytes as JSON; a saved example may be at most "
+                f"{settings.INFER_MAX_REQUEST_BYTES:,} (INFER_MAX_REQUEST_BYTES).",
+                "too_large",
+                413,
+            )
+        saved_examples.save(
+            model=model,
+            user=request.user,  # type: ignore[arg-type]
+            name=label,
+            inputs=inputs,
+            size=size,
+        )
+    except (InferenceInputError, HubError) as exc:
+        return _examples_partial(request, model, error=exc.message, name=label, status=exc.status)
+    return _examples_partial(request, model, status=201)
+
+
+@require_POST
+def model_try_example_delete(request: HubRequest, name: str, example_id: int) -> HttpResponse:
+    """Delete a saved example (its author or an operator); the examples partial."""
+    require_role(request.user, Role.VIEWER)  # as the infer and examples API
+    model = _try_model(name)
+    example = model.examples.filter(pk=example_id).first()
+    if example is None:
+        return _examples_partial(
+            request, model, error="That example was already deleted.", status=404
+        )
+    if example.created_by_id != request.user.pk and role_of(request.user) < Role.OPERATOR:
+        return _examples_partial(
+            request,
+            model,
+            error="Only the person who saved an example, or an operator, may delete it.",
+            status=403,
+        )
+    example.delete()
+    return _examples_partial(request, model)
 
 
 def _pending_job(model: Model) -> Job | None:
@@ -162,8 +403,7 @@ def model_perf(request: HubRequest, name: str) -> HttpResponse:
 def model_sweep(request: HubRequest, name: str) -> HttpResponse:
     from webapp.registry.sweeps import request_sweep
 
-    if role_of(request.user) < Role.OPERATOR:
-        raise PermissionDenied("This needs the operator role.")
+    require_role(request.user, Role.OPERATOR)
     model = get_object_or_404(Model, name=name)
     try:
         example = request.POST.get("example_id") or None
@@ -177,19 +417,18 @@ def model_sweep(request: HubRequest, name: str) -> HttpResponse:
         messages.success(request, "Sweep started; the chart fills in level by level.")
     except ValueError:
         messages.error(request, "Concurrency and seconds must be whole numbers.")
-    except RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
     return redirect("model-perf", name=name)
 
 
 @require_POST
 def demo_add(request: HubRequest) -> HttpResponse:
-    if role_of(request.user) < Role.OPERATOR:
-        raise PermissionDenied("This needs the operator role.")
+    require_role(request.user, Role.OPERATOR)
     try:
         added = demo.add_demo_model(request.user)  # type: ignore[arg-type]
-    except RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
         existing = demo.existing_demo()
         return redirect("model", name=existing.name) if existing else redirect("models")
     messages.success(

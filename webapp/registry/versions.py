@@ -5,6 +5,7 @@ Every change here is also an Event (the audit trail) and is pushed to open pages
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +17,25 @@ from model_store.errors import ModelStoreError
 from model_store.targets import get_target
 from model_store.uploads import FinishedUpload
 from webapp import dispatch, live
-from webapp.accounts.roles import Role, role_of
-from webapp.registry.actions import RegistryError
+from webapp.accounts.roles import Role, require_role
+from webapp.errors import HubError
 from webapp.registry.jobs import COMPILE_STEPS, initial_steps
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.storage import get_store
 
 SOURCE_NAMES = {".onnx": "model.onnx", ".zip": "bundle.zip"}
+log = logging.getLogger(__name__)
 
 
 def parse_options(model: Model, raw: object) -> dict[str, Any]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise RegistryError("options must be a JSON object.", "invalid_options")
+        raise HubError("options must be a JSON object.", "invalid_options")
     try:
         return get_target(model.target).parse_options(raw)
     except ModelStoreError as exc:
-        raise RegistryError(str(exc), getattr(exc, "code", "invalid_options")) from exc
+        raise HubError(str(exc), getattr(exc, "code", "invalid_options")) from exc
 
 
 def find_duplicate(model: Model, sha256: str) -> Version | None:
@@ -61,7 +63,7 @@ def create_version(
     """
     duplicate = find_duplicate(model, upload.sha256)
     if duplicate is not None and not allow_duplicate:
-        raise RegistryError(
+        raise HubError(
             f"This file is already version {duplicate.number} of {model.name} (same sha256). "
             "Use that version, or send allow_duplicate=true to build it again with other options.",
             "duplicate",
@@ -69,7 +71,7 @@ def create_version(
         )
     suffix = Path(upload.filename).suffix.lower()
     if suffix not in SOURCE_NAMES:
-        raise RegistryError("Upload a .onnx file or a .zip bundle.", "invalid_upload")
+        raise HubError("Upload a .onnx file or a .zip bundle.", "invalid_upload")
     store = get_store()
     with transaction.atomic():
         # Locking the model row serialises number allocation across web processes.
@@ -109,13 +111,24 @@ def create_version(
 
 
 def _enqueue_compile(job: Job) -> None:
-    dispatch.compile_job(job.pk)
+    try:
+        dispatch.compile_job(job.pk)
+    except Exception:
+        # Redis (the broker) does not answer: the job stays queued, marked unsent, and
+        # reconcile sends it once Redis is back (serving.requeue_stalled_jobs).
+        log.warning("compile job %s could not be queued yet", job.uuid, exc_info=True)
+        mark_unsent(job)
     live.publish("models", {"model": job.model.name})
+
+
+def mark_unsent(job: Job) -> None:
+    job.params = {**(job.params or {}), "unsent": True}
+    Job.objects.filter(pk=job.pk).update(params=job.params)
 
 
 def cancel_job(job: Job, user: User) -> Job:
     if job.is_finished:
-        raise RegistryError(f"The job has already {job.state}.", "job_finished", 409)
+        raise HubError(f"The job has already {job.state}.", "job_finished", 409)
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
     Event.objects.create(
         model_id=job.model_id,
@@ -134,15 +147,14 @@ def cancel_job(job: Job, user: User) -> Job:
 
 def override_verification(version: Version, user: User, reason: str) -> Version:
     """Let a version whose verification failed (or did not run) be published anyway."""
-    if role_of(user) < Role.ADMIN:
-        raise RegistryError("Only an admin can override a verification.", "forbidden", 403)
+    require_role(user, Role.ADMIN)
     if version.status != Version.Status.READY:
-        raise RegistryError("Only a packaged version can be overridden.", "not_ready", 409)
+        raise HubError("Only a packaged version can be overridden.", "not_ready", 409)
     if version.verification_passed:
-        raise RegistryError("This version passed verification; nothing to override.", "passed", 409)
+        raise HubError("This version passed verification; nothing to override.", "passed", 409)
     reason = reason.strip()
     if not 5 <= len(reason) <= 1000:
-        raise RegistryError("Say why, in 5 to 1000 characters.", "invalid_reason")
+        raise HubError("Say why, in 5 to 1000 characters.", "invalid_reason")
     from django.utils import timezone
 
     version.verification_override = {

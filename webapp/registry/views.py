@@ -5,7 +5,7 @@ import os
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,7 +13,8 @@ from django.views.decorators.http import require_POST
 
 from model_store.errors import ModelStoreError
 from model_store.targets import get_target
-from webapp.accounts.roles import Role, role_of
+from webapp.accounts.roles import Role, require_role
+from webapp.errors import HubError, error_json, show_error
 from webapp.http import HubRequest
 from webapp.registry import actions, demo, jobs, serving
 from webapp.registry import versions as version_actions
@@ -25,11 +26,6 @@ from webapp.registry.state import state_of, triton_states
 from webapp.registry.storage import get_store, get_uploads
 
 log = logging.getLogger(__name__)
-
-
-def _require(request: HubRequest, role: Role) -> None:
-    if role_of(request.user) < role:
-        raise PermissionDenied(f"This needs the {role.label} role.")
 
 
 def model_list(request: HubRequest) -> HttpResponse:
@@ -51,12 +47,12 @@ def model_list(request: HubRequest) -> HttpResponse:
 
 
 def model_new(request: HubRequest) -> HttpResponse:
-    _require(request, Role.OPERATOR)
+    require_role(request.user, Role.OPERATOR)
     form = NewModelForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
             model = actions.create_model(user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
-        except actions.RegistryError as exc:
+        except HubError as exc:
             form.add_error("name" if exc.code == "name_taken" else None, exc.message)
         else:
             messages.success(request, f"Model {model.name} created.")
@@ -100,8 +96,10 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
 @require_POST
 def version_new(request: HubRequest, name: str) -> JsonResponse:
     """The upload form's last step (JSON for upload.js): a finished upload becomes a version."""
-    if role_of(request.user) < Role.OPERATOR:
-        return JsonResponse({"error": "This needs the operator role."}, status=403)
+    try:
+        require_role(request.user, Role.OPERATOR)
+    except HubError as exc:
+        return error_json(exc)
     model = get_object_or_404(Model, name=name)
     form = OptionsForm(get_target(model.target), request.POST)
     if not form.is_valid():
@@ -138,9 +136,8 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
             allow_duplicate=request.POST.get("allow_duplicate") == "1",
         )
         uploads.cancel(upload_id)  # stored as the version's source: the upload is spent
-    except actions.RegistryError as exc:
-        body: dict[str, object] = {"error": exc.message, "code": exc.code}
-        return JsonResponse(body, status=exc.status)
+    except HubError as exc:
+        return error_json(exc)
     except ModelStoreError as exc:
         return JsonResponse(
             {"error": str(exc), "code": getattr(exc, "code", "invalid")}, status=400
@@ -223,13 +220,13 @@ def job_log(request: HubRequest, job_id: str) -> FileResponse:
 
 @require_POST
 def job_cancel(request: HubRequest, job_id: str) -> HttpResponse:
-    _require(request, Role.OPERATOR)
+    require_role(request.user, Role.OPERATOR)
     job = _job(job_id)
     try:
         version_actions.cancel_job(job, request.user)  # type: ignore[arg-type]
         messages.info(request, "Cancel requested; the job stops at its next check.")
-    except actions.RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
     return redirect("job", job_id=job.uuid)
 
 
@@ -241,10 +238,8 @@ def version_override(request: HubRequest, name: str, number: int) -> HttpRespons
     try:
         version_actions.override_verification(version, request.user, request.POST.get("reason", ""))  # type: ignore[arg-type]
         messages.success(request, "Verification overridden; the override is in the history.")
-    except actions.RegistryError as exc:
-        if exc.status == 403:
-            raise PermissionDenied(exc.message) from None
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
     return redirect("version", name=name, number=number)
 
 
@@ -255,11 +250,11 @@ def job_list(request: HubRequest) -> HttpResponse:
 
 
 def _switch_response(request: HubRequest, model: Model, start: object) -> HttpResponse:
-    _require(request, Role.OPERATOR)
+    require_role(request.user, Role.OPERATOR)
     try:
         job = start()  # type: ignore[operator]
-    except actions.RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
         return redirect("model", name=model.name)
     return redirect("job", job_id=job.uuid)
 
@@ -318,15 +313,15 @@ def model_load(request: HubRequest, name: str) -> HttpResponse:
 
 @require_POST
 def version_delete(request: HubRequest, name: str, number: int) -> HttpResponse:
-    _require(request, Role.OPERATOR)
+    require_role(request.user, Role.OPERATOR)
     version = get_object_or_404(
         Version.objects.select_related("model"), model__name=name, number=number
     )
     try:
         serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
         messages.success(request, f"Version {number} deleted (files and record).")
-    except actions.RegistryError as exc:
-        messages.error(request, exc.message)
+    except HubError as exc:
+        show_error(request, exc)
     return redirect("model", name=name)
 
 

@@ -24,9 +24,13 @@ concatenated first, so dynamic batching in Triton fills the OM's batch.
 NOT RUN ON ASCEND HARDWARE: written against the pyACL interface documented in
 docs/pyacl.md (plus ``acl.rt.set_context``, pyACL's way to make a context
 current on another thread) and tested with the fake ``acl`` module in
-tests/fakes. This file must stay self-contained (numpy, acl,
-triton_python_backend_utils and the standard library only): Triton's stub
-imports it by path.
+tests/fakes.
+
+Why one file of about 800 lines: Triton's Python backend stub imports this
+``model.py`` by path, alone, in its own process, where the rest of ``model_store``
+is not on the import path. It must stay self-contained (numpy, acl,
+triton_python_backend_utils and the standard library only), so it is not split
+into modules the way the rest of ``model_store`` is.
 """
 
 from __future__ import annotations

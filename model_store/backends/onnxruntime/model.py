@@ -17,6 +17,12 @@ succeed.
 Triton provides ``triton_python_backend_utils`` inside the stub process only,
 so it is imported lazily: the module stays importable (and testable) without
 Triton.
+
+Why one file: Triton's Python backend stub imports this ``model.py`` by path,
+alone, in its own process, where the rest of ``model_store`` is not on the
+import path. It must stay self-contained (numpy, onnx, onnxruntime,
+triton_python_backend_utils and the standard library only), so it is never
+split into modules.
 """
 
 from __future__ import annotations

@@ -15,23 +15,21 @@ from typing import Any
 
 import pytest
 
-from model_store.compile.atc import (
-    EXPLANATIONS,
-    AtcFailed,
-    AtcOptions,
-    AtcResult,
+from model_store.compile.atc.environment import (
     AtcUnavailable,
     CannStatus,
-    InvalidAtcOptions,
     atc_environment,
-    build_atc_command,
     cann_status,
-    explain,
-    format_command,
-    parse_atc_line,
     require_atc,
-    run_atc,
 )
+from model_store.compile.atc.messages import EXPLANATIONS, explain, parse_atc_line
+from model_store.compile.atc.options import (
+    AtcOptions,
+    InvalidAtcOptions,
+    build_atc_command,
+    format_command,
+)
+from model_store.compile.atc.running import AtcFailed, AtcResult, run_atc
 from tests.fakes.cann import FAKE_CANN_VERSION, fake_cann, make_fake_toolkit
 from tests.fixtures.triton import mlp_onnx_bytes
 

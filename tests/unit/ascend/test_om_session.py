@@ -34,13 +34,9 @@ from model_store.backends.acl.model import (
     check_signature,
     finalize_acl,
 )
-from model_store.compile.atc import (
-    AtcOptions,
-    atc_environment,
-    build_atc_command,
-    require_atc,
-    run_atc,
-)
+from model_store.compile.atc.environment import atc_environment, require_atc
+from model_store.compile.atc.options import AtcOptions, build_atc_command
+from model_store.compile.atc.running import run_atc
 from tests.fakes.cann import make_fake_toolkit
 from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs
 

@@ -10,13 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from model_store.onnx_info import inspect_onnx
-from model_store.verify import (
-    TOLERANCES,
-    VerificationInputError,
-    compare_output,
-    random_inputs,
-    verify,
-)
+from model_store.verification_inputs import VerificationInputError, random_inputs
+from model_store.verify import TOLERANCES, compare_output, verify
 from tests.unit.targets import models
 
 

@@ -1,0 +1,77 @@
+"""The checklist: every check in the order a person would work through it, and its summary.
+
+:func:`run_checks` runs them one after the other (a check that raises becomes a failing
+check, never a crash); :func:`summarize` and :func:`summary_line` count the results by state
+for the page, the API and the logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from model_store.diagnostics.cann_checks import check_atc, check_cann_env, check_npu_ge_backend
+from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext
+from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
+from model_store.diagnostics.triton_checks import (
+    check_load_failures,
+    check_stuck_loading,
+    check_triton_access,
+    check_triton_reachable,
+)
+
+CheckFn = Callable[[DiagnosticsContext], Check]
+
+#: The checklist, in the order a person would work through it.
+CHECKS: list[tuple[str, CheckFn]] = [
+    ("cann_env", check_cann_env),
+    ("atc", check_atc),
+    ("npu_ge_backend", check_npu_ge_backend),
+    ("davinci_devices", check_davinci_devices),
+    ("npu_smi", check_npu_smi),
+    ("triton_reachable", check_triton_reachable),
+    ("triton_access", check_triton_access),
+    ("stuck_loading", check_stuck_loading),
+    ("load_failures", check_load_failures),
+]
+
+
+def run_checks(
+    ctx: DiagnosticsContext, checks: Sequence[tuple[str, CheckFn]] | None = None
+) -> list[Check]:
+    """Run every check in order; one that raises becomes a failing check, never a crash.
+
+    Each outside call is bounded (subprocesses by ``ctx.timeout``, Triton by its client's
+    timeout, the log by :data:`LOG_TAIL_BYTES`) and shared answers are asked once.
+    """
+    results = []
+    for cid, fn in CHECKS if checks is None else checks:
+        try:
+            results.append(fn(ctx))
+        except Exception as exc:
+            results.append(
+                Check(
+                    cid,
+                    TITLES.get(cid, cid),
+                    "failing",
+                    f"the check itself failed: {type(exc).__name__}: {exc}",
+                    "This is a bug in the dashboard's diagnostics; the other checks still ran. "
+                    "Please report it with the text above.",
+                )
+            )
+    return results
+
+
+def summarize(checks: Sequence[Check]) -> dict[str, int]:
+    """How many checks are in each state (every state present, zeros included)."""
+    counts: dict[str, int] = dict.fromkeys(STATES, 0)
+    for check in checks:
+        counts[check.state] += 1
+    return counts
+
+
+def summary_line(checks: Sequence[Check]) -> str:
+    """E.g. ``"8 checks: 4 ok, 1 failing, 3 not applicable"`` (zero counts left out)."""
+    counts = summarize(checks)
+    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in STATES if counts[s]]
+    noun = "check" if len(checks) == 1 else "checks"
+    return f"{len(checks)} {noun}: {', '.join(parts)}" if parts else f"0 {noun}"

@@ -1,0 +1,204 @@
+"""Diagnostics checks of the NPUs themselves: their device nodes and what npu-smi reports.
+
+:func:`check_davinci_devices` looks for the ``/dev`` nodes an Ascend process needs;
+:func:`check_npu_smi` reads every chip's health and memory use
+(docs/npu-smi.md#the-info-table). :func:`npus_present` tells the other checks whether this
+host has NPUs at all, so that a missing Ascend component is a problem only where it matters.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from model_store.diagnostics.context import (
+    Check,
+    CheckState,
+    DiagnosticsContext,
+    make_check,
+    worst_state,
+)
+
+#: Device memory use (HBM, or memory on chips without HBM) from which the chip is "near full".
+MEMORY_WARN_PCT = 90.0
+
+
+def npus_present(ctx: DiagnosticsContext) -> bool:
+    """True when npu-smi lists chips or /dev holds davinci nodes."""
+    try:
+        report = ctx.device_report()
+    except Exception:
+        report = {}
+    if report.get("available") and report.get("npus"):
+        return True
+    return bool(_davinci_nodes(ctx))
+
+
+def _davinci_nodes(ctx: DiagnosticsContext) -> list[Path]:
+    try:
+        return sorted(
+            (p for p in ctx.dev_dir.glob("davinci*") if p.name[len("davinci") :].isdigit()),
+            key=lambda p: int(p.name[len("davinci") :]),
+        )
+    except OSError:
+        return []
+
+
+_CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+
+
+def check_davinci_devices(ctx: DiagnosticsContext) -> Check:
+    """The device nodes an Ascend process needs: ``davinciN`` plus the three control nodes."""
+    nodes = _davinci_nodes(ctx)
+    present = [n for n in _CONTROL_NODES if (ctx.dev_dir / n).exists()]
+    absent = [n for n in _CONTROL_NODES if n not in present]
+    listed = [str(p) for p in nodes] + [str(ctx.dev_dir / n) for n in present]
+    device_flags = " ".join(f"`--device {ctx.dev_dir / n}`" for n in absent)
+    try:
+        report = ctx.device_report()
+    except Exception:
+        report = {}
+    chips = len(report.get("npus") or []) if report.get("available") else 0
+    if not nodes and not present:
+        if chips:
+            return make_check(
+                "davinci_devices",
+                "failing",
+                f"npu-smi lists {chips} chip(s) but {ctx.dev_dir} has no davinci device nodes: "
+                "this process runs without the NPU devices (a container started without them?).",
+                f"Start the container with `--device {ctx.dev_dir}/davinciN` for each NPU plus "
+                + " ".join(f"`--device {ctx.dev_dir / n}`" for n in _CONTROL_NODES)
+                + ".",
+            )
+        return make_check(
+            "davinci_devices",
+            "not_applicable",
+            f"No Ascend device nodes under {ctx.dev_dir} (no davinciN, davinci_manager, "
+            "devmm_svm or hisi_hdc): no Ascend NPU is visible to this process.",
+        )
+    if not nodes:
+        return make_check(
+            "davinci_devices",
+            "failing",
+            f"{', '.join(present)} exist but there is no {ctx.dev_dir}/davinciN node: "
+            "no NPU is usable by this process.",
+            f"Pass `--device {ctx.dev_dir}/davinciN` for each NPU Triton should use.",
+            listed,
+        )
+    if absent:
+        return make_check(
+            "davinci_devices",
+            "failing",
+            f"{len(nodes)} NPU node(s) present ({', '.join(p.name for p in nodes)}) but "
+            f"{', '.join(absent)} missing; ACL cannot open a device without them.",
+            f"Add {device_flags} to the container (the GE backend's guide maps all of them).",
+            listed,
+        )
+    unusable = [str(p) for p in [*nodes] if not os.access(p, os.R_OK | os.W_OK)]
+    if unusable:
+        return make_check(
+            "davinci_devices",
+            "warning",
+            f"The device nodes exist, but this process's user cannot open {', '.join(unusable)}.",
+            "Run the worker and Triton as a user allowed to open the NPU devices "
+            "(check the nodes' group and permissions).",
+            listed,
+        )
+    return make_check(
+        "davinci_devices",
+        "ok",
+        f"{len(nodes)} NPU node(s) ({', '.join(p.name for p in nodes)}) and "
+        f"{', '.join(_CONTROL_NODES)} are present.",
+        details=listed,
+    )
+
+
+def _memory_use(chip: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    """``(kind, used, total)`` of HBM, else of memory; ``None`` when neither is known."""
+    for kind, used, total in (
+        ("HBM", "hbm_used_mb", "hbm_total_mb"),
+        ("memory", "memory_used_mb", "memory_total_mb"),
+    ):
+        if chip.get(total):
+            return kind, int(chip.get(used) or 0), int(chip[total])
+    return None
+
+
+def _chip_name(chip: Mapping[str, Any]) -> str:
+    chip_id = chip.get("chip_id")
+    suffix = f" chip {chip_id}" if chip_id is not None else ""
+    return f"NPU {chip.get('npu_id')}{suffix} ({chip.get('name', '?')})"
+
+
+def check_npu_smi(ctx: DiagnosticsContext) -> Check:
+    """npu-smi answers; every chip healthy; HBM (or memory) below 90 %."""
+    report = ctx.device_report()
+    if not report.get("available"):
+        reason = str(report.get("reason") or "npu-smi gave no answer")
+        if "not found" in reason:
+            return make_check("npu_smi", "not_applicable", f"{reason[0].upper()}{reason[1:]}.")
+        return make_check(
+            "npu_smi",
+            "failing",
+            f"npu-smi is installed but gave no table: {reason}.",
+            "Run `npu-smi info` by hand on this host. Check that the NPU driver is installed "
+            "(/usr/local/Ascend/driver) and, in a container, that /usr/local/bin/npu-smi, "
+            "/usr/local/dcmi and the driver's lib64 are mounted.",
+        )
+    chips: list[Mapping[str, Any]] = list(report.get("npus") or [])
+    warnings = [f"npu-smi parse note: {w}" for w in report.get("warnings") or []]
+    if not chips:
+        return make_check(
+            "npu_smi",
+            "warning",
+            "npu-smi ran but listed no NPU.",
+            "Run `npu-smi info` by hand; the driver may not see the cards (check the driver "
+            "install and `lspci`).",
+            warnings,
+        )
+    states: list[CheckState] = ["ok"]
+    found: list[str] = []
+    advice: list[str] = []
+    details: list[str] = []
+    sick = [c for c in chips if c.get("health") != "OK"]
+    full = []
+    for chip in chips:
+        use = _memory_use(chip)
+        line = f"{_chip_name(chip)}: health {chip.get('health')}"
+        if use:
+            kind, used, total = use
+            pct = 100.0 * used / total
+            line += f", {kind} {used} / {total} MB ({pct:.0f} %)"
+            if pct >= MEMORY_WARN_PCT:
+                full.append(f"{_chip_name(chip)} {kind} {pct:.0f} % used")
+        details.append(line)
+    if sick:
+        states.append("warning" if all(c.get("health") == "Warning" for c in sick) else "failing")
+        found.append(
+            "unhealthy: " + ", ".join(f"{_chip_name(c)} reports {c.get('health')}" for c in sick)
+        )
+        advice.append(
+            "Run `npu-smi info` on the host to see the alarm and check the driver's log; models "
+            "placed on that NPU may fail to load or run, so move them elsewhere with device_ids "
+            "in config.pbtxt until it is healthy again."
+        )
+    if full:
+        states.append("warning")
+        found.append("HBM near exhaustion: " + ", ".join(full))
+        advice.append(
+            "The GE backend does not release NPU memory when a model is unloaded, so repeated "
+            "reloads may accumulate HBM use: restart Triton at a quiet moment, and see which "
+            "processes hold memory with `npu-smi info`."
+        )
+    if not found:
+        found.append(f"{len(chips)} chip(s), all healthy, memory below {MEMORY_WARN_PCT:.0f} %")
+    version = f" {report['version']}" if report.get("version") else ""
+    return make_check(
+        "npu_smi",
+        worst_state(states),
+        f"npu-smi{version}: {'; '.join(found)}.",
+        " ".join(advice),
+        details + warnings,
+    )

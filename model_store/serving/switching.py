@@ -1,0 +1,349 @@
+"""Switching the version Triton serves, with the previous one back on failure.
+
+Serving a version means (Triton's side: docs/triton.md#load-and-unload-api):
+write ``repository/<name>/config.pbtxt`` with ``version_policy { specific { versions: [N] } }``,
+ask Triton to load the model (explicit control mode re-reads the config), wait until the
+repository index shows version N READY, and only then call it done. If anything fails the
+previous files come back and the previous version is reloaded, so a failed switch leaves the
+model serving what it served before.
+
+Two layouts, chosen by the model's target:
+
+* ``onnxruntime`` and ``acl``: every packaged version sits side by side in the repository;
+  switching only rewrites config.pbtxt. Triton loads the new version before it unloads the
+  old one, so requests in flight during a switch never fail (docs/triton.md#version-switches).
+* ``npu_ge``: the model directory must hold exactly one version, so a new one is built and
+  swapped in whole (:mod:`model_store.serving.directory_swap`).
+
+This module takes no lock. Callers serialise switches of one model across processes and
+hosts (the web layer holds a per-model lock around :func:`switch_version`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from model_store.config import ModelConfig, render_pbtxt
+from model_store.names import validate_model_name, validate_version
+from model_store.runtime.errors import TritonRuntimeError
+from model_store.serving.directory_swap import (
+    RETIRED_ROOT,
+    aside_path,
+    stage_model_dir,
+    swap_back,
+    swap_in,
+)
+from model_store.serving.loading import load_and_wait
+from model_store.serving.packages import (
+    InvalidPackage,
+    link_or_copy,
+    package_files,
+    serving_config,
+)
+from model_store.serving.triton_index import (
+    ServingRuntime,
+    model_rows,
+    ready_versions,
+    versions_text,
+)
+from model_store.store import ModelStore, atomic_write_bytes, fsync_dir
+from model_store.targets import UnknownTarget, get_target
+
+log = logging.getLogger(__name__)
+
+
+def _ignore_log(_line: str) -> None:
+    """Default ``on_log``: drop the line."""
+
+
+@dataclass(frozen=True)
+class SwitchResult:
+    """How a switch went.
+
+    Attributes:
+        ok: The target version is READY and the files say it serves.
+        to_version: The version asked for.
+        from_version: The version the caller said was serving (None: none).
+        duration_s: The whole switch, preparing files to cleaning up.
+        load_s: From Triton's load call to READY (or to the failure); None if Triton was
+            never asked to load.
+        reason: Why it failed: Triton's own reason in plain words (e.g. "onnxruntime could
+            not load .../2/model.onnx: ... Protobuf parsing failed."), plus a sentence when
+            the restore failed too; "" when ok.
+        restored: After a failure, whether the previous files are back and the previously
+            serving version is READY again (True also when nothing served before).
+        phases: Seconds spent per phase (``prepare``, ``load``, ``restore``, ``cleanup``).
+    """
+
+    ok: bool
+    to_version: int
+    from_version: int | None
+    duration_s: float
+    load_s: float | None
+    reason: str = ""
+    restored: bool = False
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Switch:
+    """The state one call of :func:`switch_version` carries between its steps."""
+
+    store: ModelStore
+    runtime: ServingRuntime
+    name: str
+    to_version: int
+    from_version: int | None
+    timeout_s: float
+    poll_s: float
+    on_log: Callable[[str], None]
+    started: float = field(default_factory=time.monotonic)
+    phases: dict[str, float] = field(default_factory=dict)
+    load_s: float | None = None
+    #: Versions Triton served before the switch: the ones to bring back on failure.
+    ready_before: list[int] = field(default_factory=list)
+
+    def phase(self, label: str, since: float) -> float:
+        elapsed = time.monotonic() - since
+        self.phases[label] = self.phases.get(label, 0.0) + elapsed
+        return elapsed
+
+    def load_target(self) -> tuple[bool, str, bool]:
+        self.on_log(f"Asked Triton to load {self.name} (version {self.to_version}).")
+        began = time.monotonic()
+        ok, reason, timed_out = load_and_wait(
+            self.runtime, self.name, [self.to_version], self.timeout_s, self.poll_s
+        )
+        self.load_s = self.phase("load", began)
+        if ok:
+            self.on_log(f"Version {self.to_version} is READY after {self.load_s:.2f} s.")
+        else:
+            self.on_log(f"Version {self.to_version} did not become READY: {reason}")
+        return ok, reason, timed_out
+
+    def reload_previous(self, timed_out: bool, had_files: bool) -> tuple[bool, str]:
+        """Brings back what served before (the previous files must be back already).
+
+        That is what Triton served before the switch; when it served nothing (e.g. after a
+        restart) but there were files for ``from_version``, that version is loaded, so that
+        Triton agrees with the caller's records again.
+        """
+        versions = self.ready_before
+        if not versions and had_files and self.from_version is not None:
+            versions = [self.from_version]
+        if not versions:
+            if timed_out:
+                # Nothing served before, but Triton may still finish the abandoned load
+                # and serve a version nobody asked for any more.
+                try:
+                    self.runtime.unload(self.name)
+                except TritonRuntimeError as exc:
+                    return False, f"could not cancel the abandoned load: {exc}"
+            return True, ""
+        shown = ", ".join(str(v) for v in versions)
+        ok, reason, _ = load_and_wait(
+            self.runtime, self.name, versions, self.timeout_s, self.poll_s
+        )
+        if ok:
+            self.on_log(f"Version {shown} is READY again.")
+        else:
+            self.on_log(f"Version {shown} did not come back: {reason}")
+        return ok, reason
+
+    def result(self, ok: bool, reason: str = "", restored: bool = False) -> SwitchResult:
+        duration = time.monotonic() - self.started
+        verdict = "done" if ok else "failed"
+        if not ok:
+            log.warning(
+                "switch of %s to version %s failed (restored: %s): %s",
+                self.name, self.to_version, restored, reason,
+            )  # fmt: skip
+        self.on_log(f"Switch to version {self.to_version} {verdict} in {duration:.2f} s.")
+        return SwitchResult(
+            ok=ok,
+            to_version=self.to_version,
+            from_version=self.from_version,
+            duration_s=duration,
+            load_s=self.load_s,
+            reason=reason,
+            restored=restored,
+            phases={k: round(v, 4) for k, v in self.phases.items()},
+        )
+
+    def failure(self, reason: str, restored: bool, restore_problem: str) -> SwitchResult:
+        # The reason is Triton's own (callers prefix it with "v2 did not become ready: ");
+        # only a failed restore adds a sentence, because then the operator must act.
+        text = reason.rstrip(".") + "."
+        if not restored:
+            text += f" Restoring the previous state failed too: {restore_problem}"
+        return self.result(False, text, restored)
+
+
+def switch_version(
+    store: ModelStore,
+    runtime: ServingRuntime,
+    *,
+    name: str,
+    target: str,
+    to_version: int,
+    from_version: int | None,
+    timeout_s: float = 120.0,
+    poll_s: float = 0.05,
+    on_log: Callable[[str], None] = _ignore_log,
+) -> SwitchResult:
+    """Makes ``to_version`` the version Triton serves, or leaves the previous one serving.
+
+    ``onnxruntime``/``acl``: installs the version directory from its package if it is
+    missing, writes config.pbtxt atomically (version_policy specific [to]), loads and waits
+    for READY. ``npu_ge``: builds a new model directory holding only that version outside
+    the repository, swaps it in, loads and waits for READY. On failure (load error, timeout,
+    UNAVAILABLE) the previous config (byte for byte) or model directory comes back and the
+    previously serving version is reloaded.
+
+    Hold the model's lock around this call; two switches of one model must not overlap.
+
+    Args:
+        store: The model store (its ``repository`` is what Triton reads).
+        runtime: The Triton client.
+        name: Model name.
+        target: ``onnxruntime``, ``acl`` or ``npu_ge``.
+        to_version: The version to serve; it must be packaged.
+        from_version: The version the caller believes serves now (None: none). On failure,
+            this version is reloaded when Triton itself was serving nothing.
+        timeout_s: How long to wait for READY (the reload after a failure gets as long).
+        poll_s: Interval between repository index polls.
+        on_log: Receives one plain-words line per step (for the job log).
+
+    Returns:
+        The outcome, with timings. Failures of the switch itself are results, not exceptions.
+
+    Raises:
+        NotFound, InvalidConfig, InvalidPackage: The version's package is missing or
+            unusable, or the target is unknown. Nothing was changed.
+        TritonUnavailable: Triton did not answer before anything was changed.
+    """
+    name = validate_model_name(name)
+    to_version = validate_version(to_version)
+    try:
+        # Whether versions sit side by side or the directory is swapped whole is the target's.
+        side_by_side = get_target(target).versions_side_by_side
+    except UnknownTarget as exc:
+        raise InvalidPackage(exc.message) from None
+    switch = _Switch(store, runtime, name, to_version, from_version, timeout_s, poll_s, on_log)
+    began = time.monotonic()
+    cfg = serving_config(store, name, to_version)
+    files = package_files(store, name, to_version)
+    # Asking Triton first means an unreachable Triton raises before any file is touched.
+    ready_before = ready_versions(model_rows(runtime, name))
+    switch.ready_before = ready_before
+    on_log(
+        f"Switching {name} to version {to_version} (target {target}); "
+        f"Triton serves {versions_text(ready_before)} now."
+    )
+    switch.phase("prepare", began)
+    if not side_by_side:
+        return _switch_single(switch, cfg, files)
+    return _switch_side_by_side(switch, cfg, files)
+
+
+def _switch_side_by_side(switch: _Switch, cfg: ModelConfig, files: list[Path]) -> SwitchResult:
+    """onnxruntime/acl: every version stays in place; config.pbtxt decides which one serves."""
+    store, name, to_version = switch.store, switch.name, switch.to_version
+    began = time.monotonic()
+    config_path = store.config_path(name)
+    if not store.version_dir(name, to_version).is_dir():
+        # Packaging installs it; it can be missing after a manual cleanup or a restore.
+        switch.on_log(f"Installing version {to_version} into the repository from its package.")
+        with store.stage_version(name, to_version) as staging:
+            for path in files:
+                link_or_copy(path, staging / path.name)
+    try:
+        previous: bytes | None = config_path.read_bytes()
+    except FileNotFoundError:
+        previous = None
+    store.write_config(name, render_pbtxt(cfg))
+    try:
+        switch.on_log(f"Wrote config.pbtxt: version_policy specific [{to_version}].")
+        switch.phase("prepare", began)
+        # Triton re-reads config.pbtxt: it loads the new version first and unloads the old
+        # one only once the new one is READY, so requests in flight are served throughout.
+        ok, reason, timed_out = switch.load_target()
+    except BaseException:
+        # A crash of ours (or Ctrl-C), not a failed load: put the old config back anyway.
+        _restore_config(config_path, previous)
+        raise
+    if ok:
+        return switch.result(True)
+
+    began = time.monotonic()
+    _restore_config(config_path, previous)
+    switch.on_log(
+        "Restored the previous config.pbtxt."
+        if previous is not None
+        else "Removed config.pbtxt (there was none before)."
+    )
+    restored, problem = switch.reload_previous(timed_out, had_files=previous is not None)
+    switch.phase("restore", began)
+    return switch.failure(reason, restored, problem)
+
+
+def _restore_config(path: Path, previous: bytes | None) -> None:
+    """Puts back the exact bytes of the previous config.pbtxt, or removes it if there was none."""
+    if previous is not None:
+        atomic_write_bytes(path, previous)
+        return
+    path.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _switch_single(switch: _Switch, cfg: ModelConfig, files: list[Path]) -> SwitchResult:
+    """npu_ge: swap in a model directory that holds only the new version."""
+    store, name, to_version = switch.store, switch.name, switch.to_version
+    began = time.monotonic()
+    model_dir = store.model_dir(name)
+    staged = stage_model_dir(store, cfg, to_version, files)
+    # Moving the old directory away does not disturb the version Triton is serving: Triton
+    # holds that model in memory (the GE backend compiled the .onnx into a graph at load;
+    # our onnxruntime backend holds an ORT session), and neither reads the files again until
+    # the next load. The staging and retired folders are outside the repository, so the GE
+    # backend's recursive .onnx search never sees a second model file.
+    try:
+        previous = swap_in(staged, model_dir, aside_path(store, RETIRED_ROOT, name))
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    try:
+        fsync_dir(model_dir.parent)
+        switch.on_log(
+            f"Swapped in a model directory holding only version {to_version}"
+            + (" (the previous one is set aside)." if previous else ".")
+        )
+        switch.phase("prepare", began)
+        ok, reason, timed_out = switch.load_target()
+    except BaseException:
+        # Not a failed load but a crash of ours (or Ctrl-C): leave the previous files, not
+        # a half-done switch, in the repository.
+        swap_back(store, name, model_dir, previous)
+        raise
+
+    began = time.monotonic()
+    if ok:
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+        switch.phase("cleanup", began)
+        return switch.result(True)
+
+    swap_back(store, name, model_dir, previous)
+    switch.on_log(
+        "Put the previous model directory back."
+        if previous is not None
+        else "Removed the model directory (there was none before)."
+    )
+    restored, problem = switch.reload_previous(timed_out, had_files=previous is not None)
+    switch.phase("restore", began)
+    return switch.failure(reason, restored, problem)

@@ -1,0 +1,537 @@
+"""The resumable upload store: create, receive chunks, finish, cancel, clean up.
+
+:class:`UploadStore` keeps one directory per upload under the store's ``uploads/``, copies
+each chunk from the request stream in fixed pieces (memory does not grow with the file),
+accepts a chunk only at the current end of the data so that retries are safe, serialises
+writers of one upload with ``fcntl.flock`` on its ``data.part``, and enforces the size,
+per-owner quota and free-space limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from model_store.errors import ModelStoreError
+from model_store.store import atomic_write_text, fsync_dir
+from model_store.uploads.errors import (
+    InsufficientStorage,
+    InvalidUpload,
+    UploadBusy,
+    UploadCorrupt,
+    UploadNotFound,
+    UploadOffsetMismatch,
+    UploadQuotaExceeded,
+    UploadTooLarge,
+    human_bytes,
+    quoted,
+)
+from model_store.uploads.records import (
+    DIR_MODE,
+    FILE_MODE,
+    ID_PATTERN,
+    MAX_OWNER_LENGTH,
+    META_FILE,
+    PART_FILE,
+    PIECE_SIZE,
+    STATE_COMPLETE,
+    STATE_RECEIVING,
+    FinishedUpload,
+    Upload,
+    check_upload_filename,
+    check_upload_id,
+)
+
+#: After this many bytes of a chunk, :meth:`UploadStore.write_chunk` asks the kernel to start
+#: writing them to disk (Linux ``sync_file_range``), so that the ``fsync`` ending the chunk
+#: waits for the last piece only, not for all of it: the disk works while the network does.
+WRITEBACK_BYTES = 1024 * 1024
+#: How long a writer waits for another writer of the same upload before giving up.
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+_SHA256_PATTERN = re.compile(r"[0-9a-fA-F]{64}")
+_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
+
+
+def _writeback_starter() -> Callable[[int, int, int], object] | None:
+    """``start(fd, offset, count)``: Linux's ``sync_file_range(..., SYNC_FILE_RANGE_WRITE)``.
+
+    None where the C library has no such call (not Linux). Its result is ignored: it is a
+    hint, and the ``fsync`` after it is what makes the bytes durable.
+    """
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+
+    def start(fd: int, offset: int, count: int) -> object:
+        return function(fd, offset, count, _SYNC_FILE_RANGE_WRITE)  # releases the GIL
+
+    return start
+
+
+_start_writeback = _writeback_starter()
+
+
+class UploadStore:
+    """Resumable uploads under one directory (usually ``ModelStore.uploads_dir``).
+
+    Args:
+        uploads_dir: Where upload directories are created; made on first use.
+        max_bytes: The largest file a client may declare.
+        lock_timeout_s: How long :meth:`write_chunk` and :meth:`finish` wait for
+            another writer of the same upload before raising :class:`UploadBusy`.
+    """
+
+    def __init__(
+        self,
+        uploads_dir: Path,
+        max_bytes: int,
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        *,
+        max_open_per_owner: int | None = None,
+        max_open_bytes_per_owner: int | None = None,
+        min_free_bytes: int = 0,
+    ) -> None:
+        if max_bytes <= 0:
+            raise ValueError("max_bytes must be positive")
+        self.uploads_dir = Path(uploads_dir)
+        self.max_bytes = max_bytes
+        self.lock_timeout_s = lock_timeout_s
+        #: Quotas on one owner's open uploads (None: no limit).
+        self.max_open_per_owner = max_open_per_owner
+        self.max_open_bytes_per_owner = max_open_bytes_per_owner
+        #: Bytes that must stay free on the store's disk after every upload and chunk.
+        self.min_free_bytes = min_free_bytes
+
+    # Paths and metadata ------------------------------------------------------------
+
+    def _dir(self, upload_id: str) -> Path:
+        """``uploads/<id>`` for a checked id (it may not exist)."""
+        return self.uploads_dir / check_upload_id(upload_id)
+
+    def _read_meta(self, upload_dir: Path) -> dict[str, Any]:
+        """Loads ``meta.json``; a missing or unreadable one means the upload is gone."""
+        try:
+            meta = json.loads((upload_dir / META_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise UploadNotFound(
+                f"There is no upload {upload_dir.name!r} (it finished, was cancelled or "
+                "expired). Start the upload again."
+            ) from None
+        if not isinstance(meta, dict):
+            raise UploadNotFound(f"The upload {upload_dir.name!r} is damaged. Start it again.")
+        return meta
+
+    @staticmethod
+    def _write_meta(upload_dir: Path, meta: dict[str, Any]) -> None:
+        atomic_write_text(upload_dir / META_FILE, json.dumps(meta, indent=1), mode=FILE_MODE)
+
+    @staticmethod
+    def _upload(upload_id: str, meta: dict[str, Any], received: int) -> Upload:
+        return Upload(
+            id=upload_id,
+            filename=str(meta["filename"]),
+            size=int(meta["size"]),
+            sha256=meta.get("sha256"),
+            owner=str(meta.get("owner", "")),
+            created=float(meta["created"]),
+            state=str(meta["state"]),
+            received=received,
+        )
+
+    @contextlib.contextmanager
+    def _locked_part(self, upload_id: str) -> Iterator[tuple[Path, BinaryIO, dict[str, Any]]]:
+        """Opens ``data.part`` with an exclusive flock and yields it with fresh metadata.
+
+        The metadata is read after the lock is taken, so a writer never acts on a
+        state that another writer changed meanwhile.
+        """
+        upload_dir = self._dir(upload_id)
+        self._read_meta(upload_dir)  # a clear "not found" before touching the part file
+        try:
+            fh = (upload_dir / PART_FILE).open("r+b")
+        except FileNotFoundError:
+            raise UploadNotFound(
+                f"There is no upload {upload_id!r} (it was cancelled or expired). "
+                "Start the upload again."
+            ) from None
+        with fh:
+            self._lock(fh, upload_id)
+            try:
+                yield upload_dir, fh, self._read_meta(upload_dir)
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def _lock(self, fh: BinaryIO, upload_id: str) -> None:
+        """Takes an exclusive flock on ``fh``, waiting up to ``lock_timeout_s``."""
+        deadline = time.monotonic() + self.lock_timeout_s
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+            if time.monotonic() >= deadline:
+                raise UploadBusy(
+                    f"Another request is still writing to upload {upload_id!r}. "
+                    "Wait for it to finish, then ask for the upload's status and resume."
+                )
+            time.sleep(0.05)
+
+    # Public API --------------------------------------------------------------------
+
+    def create(
+        self, filename: str, size: int, sha256: str | None = None, owner: str = ""
+    ) -> Upload:
+        """Starts a new upload and returns it (``received`` is 0).
+
+        Args:
+            filename: The file's own name, ending in ``.onnx`` or ``.zip``.
+            size: The total size the client will send, in bytes.
+            sha256: The file's sha256 as 64 hex characters, checked by :meth:`finish`.
+            owner: Who starts it (stored as given; the caller decides access).
+
+        Raises:
+            InvalidUpload: Bad file name, size or sha256.
+            UploadTooLarge: ``size`` is over the limit.
+        """
+        filename = check_upload_filename(filename)
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise InvalidUpload(f"The file size must be a whole number of bytes, not {size!r}.")
+        if size <= 0:
+            raise InvalidUpload(
+                f"The file {filename!r} is an empty file (size {size}). Choose the model file."
+            )
+        if size > self.max_bytes:
+            raise UploadTooLarge(
+                f"The file {filename!r} is {human_bytes(size)}; the limit is "
+                f"{human_bytes(self.max_bytes)}. Upload a smaller model, or ask an "
+                "administrator to raise the limit."
+            )
+        if sha256 is not None:
+            if not isinstance(sha256, str) or not _SHA256_PATTERN.fullmatch(sha256):
+                raise InvalidUpload(
+                    f"The sha256 {quoted(sha256)} is not 64 hex characters. "
+                    "Send the output of 'sha256sum', or no sha256 at all."
+                )
+            sha256 = sha256.lower()
+        if not isinstance(owner, str) or len(owner) > MAX_OWNER_LENGTH or not owner.isprintable():
+            raise InvalidUpload(
+                "The upload owner must be printable text of 150 characters or less."
+            )
+        self.uploads_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        self._check_quota(owner, size)
+        self._check_free_space(size, f"the file {filename!r}")
+        while True:
+            upload_id = secrets.token_hex(16)
+            upload_dir = self.uploads_dir / upload_id
+            try:
+                upload_dir.mkdir(mode=DIR_MODE)
+                break
+            except FileExistsError:  # pragma: no cover - 128 random bits
+                continue
+        meta = {
+            "filename": filename,
+            "size": size,
+            "sha256": sha256,
+            "owner": owner,
+            "created": time.time(),
+            "state": STATE_RECEIVING,
+        }
+        try:
+            fd = os.open(upload_dir / PART_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            os.close(fd)
+            self._write_meta(upload_dir, meta)
+            fsync_dir(self.uploads_dir)
+        except BaseException:
+            shutil.rmtree(upload_dir, ignore_errors=True)
+            raise
+        return self._upload(upload_id, meta, 0)
+
+    def status(self, upload_id: str) -> Upload:
+        """Returns the upload's declared facts and how many bytes arrived (the resume point).
+
+        Raises:
+            UploadNotFound: Unknown or malformed id.
+        """
+        upload_dir = self._dir(upload_id)
+        meta = self._read_meta(upload_dir)
+        try:
+            received = (upload_dir / PART_FILE).stat().st_size
+        except FileNotFoundError:
+            raise UploadNotFound(
+                f"There is no upload {upload_id!r} (it was cancelled or expired). "
+                "Start the upload again."
+            ) from None
+        return self._upload(upload_id, meta, received)
+
+    def write_chunk(self, upload_id: str, offset: int, stream: BinaryIO, length: int) -> int:
+        """Appends ``length`` bytes read from ``stream`` at ``offset`` and returns the new total.
+
+        The bytes are copied in :data:`PIECE_SIZE` pieces (constant memory) and
+        flushed to disk (``fsync``) before returning; on Linux, writeback of each
+        :data:`WRITEBACK_BYTES` starts as soon as they are written, so the final
+        ``fsync`` is short. If the stream ends early or
+        fails, the bytes that did arrive are kept and flushed, so the client can
+        resume from :meth:`status`; with a short stream the returned total is less
+        than ``offset + length``.
+
+        Args:
+            upload_id: The upload's id.
+            offset: Where this chunk starts; must equal the bytes received so far.
+            stream: Any object with ``read(n)`` (a request body, a file).
+            length: How many bytes to take from ``stream``.
+
+        Returns:
+            The number of bytes received after this chunk.
+
+        Raises:
+            UploadNotFound: Unknown or malformed id.
+            UploadOffsetMismatch: ``offset`` is not the current end; ``.expected`` is.
+            UploadTooLarge: The chunk would go past the declared size.
+            InvalidUpload: Negative values, or the upload is already complete.
+            UploadBusy: Another writer held the upload for longer than the lock timeout.
+        """
+        _check_chunk_numbers(offset, length)
+        with self._locked_part(upload_id) as (_dir, fh, meta):
+            received = os.fstat(fh.fileno()).st_size
+            _check_chunk(upload_id, meta, received, offset, length)
+            # The disk may have filled since the upload started: refuse before a byte lands.
+            self._check_free_space(length, "this chunk")
+            fh.seek(offset)
+            remaining = length
+            unsynced = offset  # the first byte not yet handed to the kernel's writeback
+            try:
+                while remaining:
+                    piece = stream.read(min(PIECE_SIZE, remaining))
+                    if not piece:
+                        break
+                    if len(piece) > remaining:  # a stream that ignores its argument
+                        piece = piece[:remaining]
+                    fh.write(piece)
+                    remaining -= len(piece)
+                    end = offset + length - remaining
+                    if end - unsynced >= WRITEBACK_BYTES and _start_writeback is not None:
+                        fh.flush()
+                        _start_writeback(fh.fileno(), unsynced, end - unsynced)
+                        unsynced = end
+            finally:
+                fh.flush()
+                os.fsync(fh.fileno())
+            return offset + length - remaining
+
+    def check_chunk(self, upload_id: str, offset: int, length: int) -> Upload:
+        """Refuses a chunk that :meth:`write_chunk` would refuse, before its bytes are read.
+
+        The same checks and errors as :meth:`write_chunk`, on the upload's state now and
+        without the lock: a server that streams the request body can answer a wrong offset
+        or an oversized chunk at once, instead of receiving megabytes it will not keep.
+        :meth:`write_chunk` checks again under the lock, so a race with another writer is
+        still caught.
+
+        Returns:
+            The upload (as :meth:`status`).
+
+        Raises:
+            UploadNotFound, UploadOffsetMismatch, UploadTooLarge, InvalidUpload: As
+            :meth:`write_chunk`.
+        """
+        _check_chunk_numbers(offset, length)
+        upload = self.status(upload_id)
+        meta = {"state": upload.state, "size": upload.size}
+        _check_chunk(upload_id, meta, upload.received, offset, length)
+        return upload
+
+    def finish(self, upload_id: str) -> FinishedUpload:
+        """Verifies a fully received upload and marks it complete.
+
+        The sha256 is computed by reading the file in pieces. If the client
+        declared one and it differs, the upload is deleted. Calling it again on
+        a complete upload returns the same result.
+
+        Raises:
+            UploadNotFound: Unknown or malformed id.
+            InvalidUpload: Not all bytes have arrived yet (the message says how many).
+            UploadCorrupt: The sha256 differs from the declared one; nothing is kept.
+        """
+        with self._locked_part(upload_id) as (upload_dir, fh, meta):
+            part = upload_dir / PART_FILE
+            size = int(meta["size"])
+            received = os.fstat(fh.fileno()).st_size
+            if received != size:
+                raise InvalidUpload(
+                    f"The upload has {received} of {size} bytes. "
+                    f"Send the rest from byte {received}, then finish it."
+                )
+            if meta.get("state") == STATE_COMPLETE and meta.get("received_sha256"):
+                return FinishedUpload(part, str(meta["received_sha256"]), size, meta["filename"])
+            fh.seek(0)
+            digest = hashlib.sha256()
+            while block := fh.read(PIECE_SIZE):
+                digest.update(block)
+            actual = digest.hexdigest()
+            declared = meta.get("sha256")
+            if declared and declared != actual:
+                self._remove_dir(upload_dir)
+                raise UploadCorrupt(
+                    f"The file {meta['filename']!r} arrived damaged: its sha256 is {actual}, "
+                    f"not the declared {declared}. Nothing was kept; upload it again."
+                )
+            meta.update(state=STATE_COMPLETE, received_sha256=actual, completed=time.time())
+            self._write_meta(upload_dir, meta)
+            return FinishedUpload(part, actual, size, str(meta["filename"]))
+
+    def cancel(self, upload_id: str) -> None:
+        """Deletes the upload and everything received for it.
+
+        Raises:
+            UploadNotFound: Unknown or malformed id.
+        """
+        upload_dir = self._dir(upload_id)
+        if not upload_dir.is_dir():
+            raise UploadNotFound(f"There is no upload {upload_id!r}; nothing to cancel.")
+        self._remove_dir(upload_dir)
+
+    def open_uploads(self, owner: str) -> tuple[int, int]:
+        """How many uploads ``owner`` has open, and the bytes they declared in all."""
+        count = declared = 0
+        for upload_id in self.list_ids():
+            try:
+                meta = self._read_meta(self.uploads_dir / upload_id)
+            except ModelStoreError:
+                continue  # a half-created or removed upload: not the owner's to count
+            if meta.get("owner") == owner:
+                count += 1
+                declared += int(meta.get("size") or 0)
+        return count, declared
+
+    def _check_quota(self, owner: str, size: int) -> None:
+        if self.max_open_per_owner is None and self.max_open_bytes_per_owner is None:
+            return
+        count, declared = self.open_uploads(owner)
+        if self.max_open_per_owner is not None and count >= self.max_open_per_owner:
+            raise UploadQuotaExceeded(
+                f"You have {count} uploads open; the limit is {self.max_open_per_owner}. "
+                "Finish or cancel one first (abandoned uploads are removed after a while)."
+            )
+        limit = self.max_open_bytes_per_owner
+        if limit is not None and declared + size > limit:
+            raise UploadQuotaExceeded(
+                f"Your open uploads would hold {human_bytes(declared + size)}; the limit is "
+                f"{human_bytes(limit)}. Finish or cancel an upload first."
+            )
+
+    def _check_free_space(self, incoming: int, what: str) -> None:
+        if self.min_free_bytes <= 0:
+            return
+        free = shutil.disk_usage(self.uploads_dir).free
+        if free - incoming < self.min_free_bytes:
+            raise InsufficientStorage(
+                f"The store's disk has {human_bytes(free)} free; {what} needs "
+                f"{human_bytes(incoming)} and {human_bytes(self.min_free_bytes)} must stay free. "
+                "Ask an administrator to free space on the store's disk."
+            )
+
+    def list_ids(self) -> list[str]:
+        """The ids of all uploads present, sorted (other entries in the directory are ignored)."""
+        if not self.uploads_dir.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.uploads_dir.iterdir()
+            if ID_PATTERN.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
+        )
+
+    def cleanup_stale(self, older_than_s: float) -> list[str]:
+        """Removes uploads untouched for at least ``older_than_s`` seconds.
+
+        "Touched" is the newest modification time of the upload's directory,
+        metadata and data, so an upload that is still receiving chunks is kept.
+        An upload that a writer holds locked right now is skipped too. Complete
+        uploads that nobody stored are removed the same way. Entries in
+        ``uploads/`` that are not upload directories are left alone.
+
+        Returns:
+            The ids removed.
+        """
+        cutoff = time.time() - older_than_s
+        removed: list[str] = []
+        for upload_id in self.list_ids():
+            upload_dir = self.uploads_dir / upload_id
+            try:
+                newest = max(
+                    p.stat().st_mtime
+                    for p in (upload_dir, upload_dir / META_FILE, upload_dir / PART_FILE)
+                    if p.exists()
+                )
+            except (OSError, ValueError):
+                continue
+            if newest > cutoff or self._in_use(upload_dir):
+                continue
+            self._remove_dir(upload_dir)
+            removed.append(upload_id)
+        return removed
+
+    @staticmethod
+    def _in_use(upload_dir: Path) -> bool:
+        """True if a writer holds the upload's lock at this moment."""
+        try:
+            with (upload_dir / PART_FILE).open("rb") as fh:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return True
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        except FileNotFoundError:
+            return False
+        return False
+
+    def _remove_dir(self, upload_dir: Path) -> None:
+        """Removes an upload directory: first renamed away (one step), then deleted."""
+        doomed = self.uploads_dir / f".removing-{upload_dir.name}-{secrets.token_hex(4)}"
+        try:
+            upload_dir.rename(doomed)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _check_chunk_numbers(offset: object, length: object) -> None:
+    for what, value in (("offset", offset), ("length", length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidUpload(f"The chunk {what} must be a whole number >= 0, not {value!r}.")
+
+
+def _check_chunk(
+    upload_id: str, meta: dict[str, Any], received: int, offset: int, length: int
+) -> None:
+    """The chunk must continue a receiving upload at its end and stay within its size."""
+    if meta.get("state") != STATE_RECEIVING:
+        raise InvalidUpload(f"The upload {upload_id!r} is already complete.")
+    if offset != received:
+        raise UploadOffsetMismatch(
+            f"The chunk starts at byte {offset}, but {received} bytes have been "
+            f"received. Resume from byte {received}.",
+            expected=received,
+        )
+    size = int(meta["size"])
+    if offset + length > size:
+        raise UploadTooLarge(
+            f"The chunk would end at byte {offset + length}, past the declared size "
+            f"of {size} bytes. Send at most {size - offset} more bytes."
+        )
