@@ -5,10 +5,15 @@
 * row A: ``NPU Name | Health | Power(W) Temp(C) Hugepages used / total``
 * row B: ``Chip [Device] | Bus-Id (or NA) | AICore(%) Memory used / total [HBM used / total]``
 
-The metrics of row B attach to the preceding row A (the chip id may differ from the
+Rows are told apart by what their cells hold, not by whether the first cell is numeric:
+an Ascend 310 row A reads ``6       310`` (NPU id, then the name ``310``). ``Device`` is the
+chip's logical id, the number ``aclrtSetDevice`` takes; the HBM layout (910, 910B) prints
+none. The metrics of row B attach to the preceding row A (the chip id may differ from the
 NPU id). A process table may follow, with rows
 ``| <npu> <chip> | <pid> | <name> | <MB> | <pid in container> |`` or the line
-``No running processes found in NPU N``.
+``No running processes found in NPU N``. Newer builds split the first cell
+(``| <npu id> | <name> | <health> | ...``); that form is read too. The layouts and their
+source are in docs/npu-smi.md.
 
 The parsers never raise on odd input: lines they cannot read are skipped and reported
 in :attr:`NpuSmiReport.warnings`.
@@ -39,6 +44,7 @@ __all__ = [
     "device_memory",
     "merge_usages",
     "parse_npu_smi_info",
+    "parse_npu_smi_mapping",
     "parse_npu_smi_usages",
     "read_devices",
     "usage_figures",
@@ -51,8 +57,12 @@ _PAIR_RE = re.compile(r"(\d+)\s*/\s*(\d+)")
 _VERSION_RE = re.compile(r"Version:\s*(\S+)", re.IGNORECASE)
 _SMI_VERSION_RE = re.compile(r"npu-smi\s+(\S+)", re.IGNORECASE)
 _NO_PROCESS_RE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
+#: First words of npu-smi's column-title rows.
 _HEADER_WORDS = frozenset({"NPU", "Chip"})
 _MISSING = frozenset({"NA", "N/A", "-", "--", ""})
+_NO_BUS = frozenset({"NA", "N/A"})
+#: A PCIe address as npu-smi prints it (``%04X:%02X:%02X.%X``).
+_BUS_ID_RE = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]+$")
 
 
 @dataclass
@@ -62,7 +72,10 @@ class NpuChip:
     Attributes:
         npu_id: NPU id (first column of row A).
         chip_id: Chip id (first column of row B); ``None`` when row B is missing.
-        device_id: Device id (310P layouts print it next to the chip id).
+        device_id: The chip's logical id: the ``Device`` column that the 310 layout (310, 310P)
+            prints next to the chip id. It is the id ``aclrtSetDevice`` takes (and the
+            ``device_id``/``device_ids`` of the acl and npu_ge targets), and it need not equal
+            the NPU id. ``None`` in the HBM layout (910, 910B), which does not print it.
         name: Chip name such as ``310P3`` or ``910B3``.
         health: ``OK``, ``Warning``, ``Alarm``, ``Critical`` or ``UNKNOWN``.
         power_w: Power draw in watts, ``None`` when shown as NA.
@@ -100,7 +113,7 @@ class NpuProcess:
 
     Attributes:
         npu_id: NPU the process runs on.
-        chip_id: Chip the process runs on.
+        chip_id: Chip the process runs on; ``None`` in the split layout, which omits it.
         pid: Process id on the host.
         name: Process name.
         memory_mb: Device memory the process holds (MB).
@@ -108,7 +121,7 @@ class NpuProcess:
     """
 
     npu_id: int
-    chip_id: int
+    chip_id: int | None
     pid: int
     name: str
     memory_mb: int | None
@@ -159,25 +172,66 @@ def _metrics(cell: str) -> tuple[list[str], list[tuple[int, int]]]:
     return head.split(), pairs
 
 
-def _parse_row_a(cells: list[str]) -> NpuChip | None:
-    """Read row A (``NPU Name | Health | Power Temp Hugepages``); ``None`` if it is not one."""
-    head = cells[0].split()
-    if len(head) < 2:
+def _ints(cell: str) -> list[int] | None:
+    """The whole numbers of ``cell`` (split on spaces), or ``None`` if any token is not one."""
+    tokens = cell.split()
+    values = [_to_int(t) for t in tokens]
+    if not tokens or any(v is None for v in values):
         return None
-    npu_id = _to_int(head[0])
-    if npu_id is None:
-        return None
-    health = cells[1].strip()
-    if not health:
-        return None
-    tokens, pairs = _metrics(cells[2])
-    chip = NpuChip(
-        npu_id=npu_id,
-        chip_id=None,
-        device_id=None,
-        name=" ".join(head[1:]),
-        health=health,
-    )
+    return [v for v in values if v is not None]
+
+
+def _is_bus_cell(cell: str) -> bool:
+    """True for a ``Bus-Id`` cell: a PCIe address, or ``NA`` on boards without PCIe."""
+    return cell.upper() in _NO_BUS or bool(_BUS_ID_RE.match(cell))
+
+
+def _is_header(cells: list[str]) -> bool:
+    """True for the column-title rows (``NPU Name | Health ...``, ``Chip Device | Bus-Id``)."""
+    first = cells[0].split()
+    if first and first[0] in _HEADER_WORDS:
+        return True
+    return not first and any(cell.split()[:1] == ["Bus-Id"] for cell in cells)
+
+
+def _row_kind(cells: list[str]) -> str:
+    """What one table row is, judged by what each cell holds (docs/npu-smi.md#the-info-table).
+
+    ``"a"``: ``<npu id> <name> | <health> | ...`` (row A; the name may be a number, ``310``).
+    ``"b"``: ``<chip id> [<second id>] | <bus id or NA> | ...`` (row B).
+    ``"split-a"``: ``<npu id> | <name> | <health> | ...`` (the newer split layout).
+    ``"split-b"``: ``| | <bus id> | ...`` (the split layout's row B, no ids).
+    ``"process"``: ``<npu id> [<chip id>] | <pid> | <name> | <MB> [| <pid in container>]``.
+    ``""``: none of these.
+    """
+    ids = _ints(cells[0])
+    if len(cells) == 3:
+        if ids is not None and len(ids) <= 2 and _is_bus_cell(cells[1]):
+            return "b"
+        head = cells[0].split()
+        if (
+            len(head) >= 2
+            and _to_int(head[0]) is not None
+            and cells[1]
+            and not cells[1][0].isdigit()
+        ):
+            return "a"
+        return ""
+    if len(cells) == 4 and not cells[0] and not cells[1] and _is_bus_cell(cells[2]):
+        return "split-b"
+    if ids is None or len(ids) > 2:
+        return ""
+    if len(cells) in (4, 5) and _to_int(cells[1]) is not None:
+        return "process"
+    if len(cells) == 4 and len(ids) == 1 and cells[1] and cells[2] and _PAIR_RE.search(cells[3]):
+        return "split-a"
+    return ""
+
+
+def _parse_row_a(npu_id: int, name: str, health: str, metrics: str) -> NpuChip:
+    """Row A's figures: ``Power(W) Temp(C) Hugepages used / total``."""
+    tokens, pairs = _metrics(metrics)
+    chip = NpuChip(npu_id=npu_id, chip_id=None, device_id=None, name=name, health=health)
     if tokens:
         chip.power_w = _to_float(tokens[0])
     if len(tokens) > 1:
@@ -187,13 +241,14 @@ def _parse_row_a(cells: list[str]) -> NpuChip | None:
     return chip
 
 
-def _apply_row_b(chip: NpuChip, ids: list[int], cells: list[str]) -> None:
-    """Fill ``chip`` with the ids and metrics of row B (``Chip [Device] | Bus-Id | ...``)."""
-    chip.chip_id = ids[0]
-    chip.device_id = ids[1] if len(ids) > 1 else None
-    bus = cells[1].strip()
-    chip.bus_id = None if bus.upper() in _MISSING else bus
-    tokens, pairs = _metrics(cells[2])
+def _apply_row_b(
+    chip: NpuChip, chip_id: int | None, device_id: int | None, bus: str, metrics: str
+) -> None:
+    """Fill ``chip`` from row B: ids, bus id, ``AICore(%) Memory used / total [HBM ...]``."""
+    chip.chip_id = chip_id
+    chip.device_id = device_id
+    chip.bus_id = None if bus.upper() in _NO_BUS else bus
+    tokens, pairs = _metrics(metrics)
     chip.aicore_pct = _to_float(tokens[0]) if tokens else None
     if pairs:
         chip.memory_used_mb, chip.memory_total_mb = pairs[0]
@@ -202,27 +257,41 @@ def _apply_row_b(chip: NpuChip, ids: list[int], cells: list[str]) -> None:
 
 
 def _parse_process(cells: list[str]) -> NpuProcess | None:
-    """Read a process row ``<npu> <chip> | <pid> | <name> | <MB> | <pid in ctr>``."""
-    ids = [_to_int(t) for t in cells[0].split()]
-    if len(ids) != 2 or ids[0] is None or ids[1] is None:
-        return None
-    pid = _to_int(cells[1].strip())
-    if pid is None:
+    """Read ``<npu> [<chip>] | <pid> | <name> | <MB> [| <pid in container>]``."""
+    ids = _ints(cells[0])
+    pid = _to_int(cells[1])
+    if ids is None or pid is None:
         return None
     memory = _to_float(cells[3]) if len(cells) > 3 else None
-    in_ctr = _to_int(cells[4].strip()) if len(cells) > 4 else None
+    in_ctr = _to_int(cells[4]) if len(cells) > 4 else None
     return NpuProcess(
         npu_id=ids[0],
-        chip_id=ids[1],
+        chip_id=ids[1] if len(ids) > 1 else None,
         pid=pid,
-        name=cells[2].strip(),
+        name=cells[2],
         memory_mb=None if memory is None else int(memory),
         pid_in_container=in_ctr,
     )
 
 
+def _second_id_column(cells: list[str]) -> str | None:
+    """From the ``Chip ...`` title row: what row B's second number is (``Device``, ``Phy-ID``)."""
+    words = cells[0].split()
+    if words[:1] != ["Chip"]:
+        return None
+    return words[1] if len(words) > 1 else ""
+
+
 def parse_npu_smi_info(text: str) -> NpuSmiReport:
-    """Parse the output of ``npu-smi info`` (310P and 910 layouts).
+    """Parse the output of ``npu-smi info`` (310, 310P, 910/910B and the split layout).
+
+    Each row is read by what its cells hold, as npu-smi's printing code lays them out
+    (docs/npu-smi.md#the-info-table): row A has the NPU id and the chip name in its first cell
+    (the name can be a number: ``6       310``) and a health word in the second; row B has the
+    chip id (and, in the 310 layout, the device's logical id) in the first and a bus id or
+    ``NA`` in the second; process rows have a process id in the second. In the split layout
+    (``| <npu id> | <name> | <health> | ...``) row B has no ids. A row that fits none of
+    these is skipped with a warning, never guessed at.
 
     Args:
         text: The whole standard output of ``npu-smi info``.
@@ -233,12 +302,12 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
 
     Example:
         >>> out = '''
-        ... | 0       310P3     | OK              | 16.0   50   1236 / 1236  |
-        ... | 0       0         | 0000:86:00.0    | 0      4066 / 21534       |
+        ... | 6       310       | OK              | 12.8    73    0 / 970  |
+        ... | 1       4         | 0000:8A:00.0    | 0       2867 / 8192     |
         ... '''
         >>> chip = parse_npu_smi_info(out).chips[0]
-        >>> chip.name, chip.health, chip.memory_used_mb, chip.memory_total_mb
-        ('310P3', 'OK', 4066, 21534)
+        >>> chip.npu_id, chip.name, chip.chip_id, chip.device_id, chip.memory_total_mb
+        (6, '310', 1, 4, 8192)
     """
     report = NpuSmiReport()
     if not text or not text.strip():
@@ -246,7 +315,9 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
         return report
 
     pending: NpuChip | None = None  # row A seen, row B not yet
-    last: NpuChip | None = None  # last NPU row A, for chips that share it
+    last: NpuChip | None = None  # last row A, for a row B that follows another row B
+    second_id = "Device"  # what row B's second number is; the title row says
+    unread = 0
 
     def flush() -> None:
         nonlocal pending
@@ -258,57 +329,81 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
             )
             pending = None
 
+    def skip(number: int, line: str, why: str) -> None:
+        nonlocal unread
+        unread += 1
+        report.warnings.append(f"line {number} {why}; skipped: {line!r}")
+
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("+"):
             continue
         if not line.startswith("|"):
-            report.warnings.append(f"line {number} is not part of the table, skipped: {line!r}")
+            if line.startswith("[WARNING]"):  # npu-smi's own note under the table
+                report.warnings.append(f"npu-smi says: {line}")
+            else:
+                report.warnings.append(f"line {number} is not part of the table, skipped: {line!r}")
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
 
         if len(cells) == 1:
             cell = cells[0]
-            no_proc = _NO_PROCESS_RE.search(cell)
-            if no_proc:
+            if _NO_PROCESS_RE.search(cell):
                 continue
             version = _VERSION_RE.search(cell) or _SMI_VERSION_RE.search(cell)
             if version:
                 report.version = version.group(1)
                 continue
-            report.warnings.append(f"line {number} could not be read, skipped: {line!r}")
+            skip(number, line, "could not be read")
             continue
 
-        first = cells[0].split()
-        if not first or first[0] in _HEADER_WORDS:
-            continue  # a header row
+        if _is_header(cells):
+            column = _second_id_column(cells)
+            if column is not None:
+                second_id = column
+            continue
 
-        if len(cells) >= 4:
+        kind = _row_kind(cells)
+        if kind == "process":
             process = _parse_process(cells)
-            if process is None:
-                report.warnings.append(
-                    f"line {number} looks like a process row but could not be read: {line!r}"
-                )
-            else:
+            if process is not None:
                 report.processes.append(process)
             continue
 
-        if len(cells) != 3:
-            report.warnings.append(
-                f"line {number} has {len(cells)} columns, expected 3; skipped: {line!r}"
-            )
+        if kind in ("a", "split-a"):
+            if kind == "a":
+                head = cells[0].split()
+                chip = _parse_row_a(int(head[0]), " ".join(head[1:]), cells[1], cells[2])
+            else:
+                chip = _parse_row_a(int(cells[0]), cells[1], cells[2], cells[3])
+            flush()
+            if chip.health not in HEALTH_VALUES:
+                report.warnings.append(
+                    f"NPU {chip.npu_id} reports an unknown health value {chip.health!r}."
+                )
+            pending = last = chip
             continue
 
-        ids = [_to_int(t) for t in first]
-        if all(i is not None for i in ids) and len(ids) <= 2:
-            # row B: chip [device]
-            whole = [i for i in ids if i is not None]
+        if kind in ("b", "split-b"):
+            if kind == "b":
+                ids = _ints(cells[0]) or []
+                bus, metrics = cells[1], cells[2]
+            else:
+                ids, bus, metrics = [], cells[2], cells[3]
+            chip_id = ids[0] if ids else None
+            device_id = None
+            if len(ids) > 1:
+                if second_id == "Device":
+                    device_id = ids[1]
+                elif second_id != "Phy-ID":
+                    report.warnings.append(
+                        f"line {number}: the chip row has a second id but the title row names "
+                        f"no Device column ({second_id or 'just Chip'!r}); device id left unknown."
+                    )
             if pending is not None:
-                _apply_row_b(pending, whole, cells)
-                report.chips.append(pending)
-                pending = None
+                target, pending = pending, None
             elif last is not None:
-                extra = NpuChip(
+                target = NpuChip(
                     npu_id=last.npu_id,
                     chip_id=None,
                     device_id=None,
@@ -319,29 +414,26 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
                     hugepages_used=last.hugepages_used,
                     hugepages_total=last.hugepages_total,
                 )
-                _apply_row_b(extra, whole, cells)
-                report.chips.append(extra)
             else:
-                report.warnings.append(
-                    f"line {number} is a chip row without an NPU row before it; skipped: {line!r}"
-                )
+                skip(number, line, "is a chip row without an NPU row before it")
+                continue
+            _apply_row_b(target, chip_id, device_id, bus, metrics)
+            report.chips.append(target)
             continue
 
-        chip = _parse_row_a(cells)
-        if chip is None:
-            report.warnings.append(f"line {number} could not be read, skipped: {line!r}")
-            continue
-        flush()
-        if chip.health not in HEALTH_VALUES:
-            report.warnings.append(
-                f"NPU {chip.npu_id} reports an unknown health value {chip.health!r}."
-            )
-        pending = chip
-        last = chip
+        skip(number, line, f"fits no row kind of the npu-smi layouts ({len(cells)} columns)")
 
     flush()
     if not report.chips:
-        report.warnings.append("no NPU rows were found in the npu-smi output.")
+        report.warnings.append(
+            "no NPU rows were found in the npu-smi output"
+            + (
+                f" ({unread} table line(s) in a layout the hub does not know; "
+                "see docs/npu-smi.md#the-info-table)."
+                if unread
+                else "."
+            )
+        )
     return report
 
 
@@ -354,7 +446,10 @@ def parse_npu_smi_usages(text: str) -> dict[str, float | str]:
     Returns:
         Keys exactly as printed (e.g. ``"HBM Usage Rate(%)"``); numeric and percent
         values as floats, anything else (such as ``NA``) as the stripped string.
-        Lines without a colon are ignored.
+        Lines without a colon are ignored. npu-smi starts each line with a tab; copies
+        that lost it read the same. Without ``-c`` the report has one block per chip and
+        a later block's values replace an earlier one's (:func:`read_devices` asks each
+        chip with ``-c``).
 
     Example:
         >>> parse_npu_smi_usages("Aicore Usage Rate(%)   : 12\\nChip ID : 0")
@@ -372,6 +467,32 @@ def parse_npu_smi_usages(text: str) -> dict[str, float | str]:
         number = _to_float(value)
         result[key] = number if number is not None else value
     return result
+
+
+def parse_npu_smi_mapping(text: str) -> dict[tuple[int, int], int]:
+    """Parse ``npu-smi info -m``: ``(NPU id, chip id) -> Chip Logic ID``.
+
+    The report is a title line (``NPU ID  Chip ID  Chip Logic ID  [Chip Phy-ID]  Chip Name``)
+    and one line per chip, each starting with a tab. Chips without a logical id (the MCU,
+    printed ``-``) are left out, as is anything before the title line
+    (docs/npu-smi.md#other-subcommands).
+
+    Example:
+        >>> parse_npu_smi_mapping("\\tNPU ID  Chip ID  Chip Logic ID  Chip Name\\n"
+        ...                       "\\t6  0  0  Ascend 910B1\\n\\t6  1  -  Mcu\\n")
+        {(6, 0): 0}
+    """
+    found: dict[tuple[int, int], int] = {}
+    titled = False
+    for raw in (text or "").splitlines():
+        if "Chip Logic ID" in raw:
+            titled = True
+            continue
+        ids = [_to_int(token) for token in raw.split()[:3]]
+        if titled and len(ids) == 3 and None not in ids:
+            npu, chip, logic = (i for i in ids if i is not None)
+            found[(npu, chip)] = logic
+    return found
 
 
 def _first_line(text: str | bytes | None) -> str:
@@ -392,6 +513,7 @@ def read_devices(
     timeout: float = 5,
     *,
     usages: bool = True,
+    mapping: bool = True,
 ) -> dict[str, Any]:
     """Run ``npu-smi info`` and describe the NPUs of this host as a JSON-ready dict.
 
@@ -401,6 +523,9 @@ def read_devices(
         timeout: Seconds to wait for npu-smi.
         usages: Also run ``npu-smi info -t usages -i N -c C`` per chip (in parallel) and
             merge it (:func:`merge_usages`); a failure there is a warning, not an error.
+        mapping: When the table prints no device id for some chip (the HBM layout of 910
+            and 910B), run ``npu-smi info -m`` and take it from the ``Chip Logic ID``
+            column (:func:`parse_npu_smi_mapping`); a failure there is a warning.
 
     Returns:
         ``{"available": False, "reason": ..., "npus": []}`` when npu-smi is missing,
@@ -451,6 +576,8 @@ def read_devices(
     report = parse_npu_smi_info(stdout)
     npus = [asdict(chip) for chip in report.chips]
     warnings = list(report.warnings)
+    if mapping and any(npu["device_id"] is None for npu in npus):
+        _add_device_ids(npus, warnings, path, runner, timeout)
     if usages and npus:
         _add_usages(npus, warnings, path, runner, timeout)
     for npu in npus:
@@ -466,7 +593,10 @@ def read_devices(
 
 # --- npu-smi info -t usages -------------------------------------------------------------
 
-#: ``-t usages`` keys (lower case, single spaces) -> the short names the hub uses.
+#: ``-t usages`` keys (lower case, single spaces) -> the short names the hub uses. The chip's
+#: memory is ``Memory ...`` on 310 and 310B and on older 310P drivers, ``DDR ...`` on current
+#: 310P and 910 drivers (910B prints the DDR pair as 0 and adds ``HBM ...``); see
+#: docs/npu-smi.md#per-chip-usages.
 USAGE_KEYS: dict[str, str] = {
     "aicore usage rate(%)": "aicore_pct",
     "aivector usage rate(%)": "aivector_pct",
@@ -475,6 +605,8 @@ USAGE_KEYS: dict[str, str] = {
     "npu utilization(%)": "npu_util_pct",
     "memory capacity(mb)": "memory_capacity_mb",
     "memory usage rate(%)": "memory_pct",
+    "ddr capacity(mb)": "memory_capacity_mb",
+    "ddr usage rate(%)": "memory_pct",
     "hbm capacity(mb)": "hbm_capacity_mb",
     "hbm usage rate(%)": "hbm_pct",
     "memory bandwidth usage rate(%)": "memory_bw_pct",
@@ -548,7 +680,7 @@ def _usages_command(path: str, npu: Mapping[str, Any]) -> list[str]:
     return args
 
 
-def _run_usages(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, str]:
+def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, str]:
     """``(stdout, problem)``: the output, or why there is none (never raises)."""
     try:
         done = runner(args, capture_output=True, text=True, timeout=timeout, check=False)
@@ -566,6 +698,32 @@ def _run_usages(runner: Callable[..., Any], args: list[str], timeout: float) -> 
     return stdout, ""
 
 
+def _add_device_ids(
+    npus: list[dict[str, Any]],
+    warnings: list[str],
+    path: str,
+    runner: Callable[..., Any],
+    timeout: float,
+) -> None:
+    """Fill the missing ``device_id`` of each chip from ``npu-smi info -m``."""
+    stdout, problem = _run_npu_smi(runner, [path, "info", "-m"], timeout)
+    if problem:
+        warnings.append(f"npu-smi info -m {problem}; the device ids are not known.")
+        return
+    logical = parse_npu_smi_mapping(stdout)
+    missing = []
+    for npu in npus:
+        if npu["device_id"] is None:
+            npu["device_id"] = logical.get((npu["npu_id"], npu["chip_id"]))
+            if npu["device_id"] is None:
+                missing.append(f"NPU {npu['npu_id']} chip {npu['chip_id']}")
+    if missing:
+        warnings.append(
+            f"npu-smi info -m gave no Chip Logic ID for {', '.join(missing)}; "
+            "its device id is not known."
+        )
+
+
 def _add_usages(
     npus: list[dict[str, Any]],
     warnings: list[str],
@@ -576,7 +734,7 @@ def _add_usages(
     """Run ``-t usages`` for every chip (in parallel: one npu-smi call each) and merge."""
     commands = [_usages_command(path, npu) for npu in npus]
     with ThreadPoolExecutor(max_workers=min(8, len(npus))) as pool:
-        results = list(pool.map(lambda args: _run_usages(runner, args, timeout), commands))
+        results = list(pool.map(lambda args: _run_npu_smi(runner, args, timeout), commands))
     for npu, args, (stdout, problem) in zip(npus, commands, results, strict=True):
         shown = " ".join(["npu-smi", *args[1:]])
         if problem:

@@ -252,7 +252,11 @@ def verify(
         om_runner = runner
 
         def run_artifact(sample: Sample) -> dict[str, np.ndarray]:
-            return om_runner(Path(artifact), dict(sample))
+            from model_store.ascend.om_runner import match_outputs
+
+            # OM outputs are named <op>:<index>:<ONNX name>: mapped as the acl backend does.
+            outputs = om_runner(Path(artifact), dict(sample))
+            return match_outputs([t.name for t in info.outputs], outputs)[0]
 
     elif artifact_kind == "onnx":
         try:
@@ -368,8 +372,9 @@ def _om_runner(given: OmRunner | None) -> tuple[OmRunner | None, str]:
 def _match_outputs(names: list[str], outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Artifact outputs keyed by the source's output names.
 
-    OMs may rename outputs (ATC names them after nodes); when no name matches
-    but the counts do, outputs are matched by position, in order.
+    OM outputs arrive already keyed by ONNX name (``om_runner.match_outputs``, the
+    acl backend's rule). For other artifacts, when no name matches but the counts
+    do, outputs are matched by position, in order.
     """
     if all(name in outputs for name in names):
         return {name: np.asarray(outputs[name]) for name in names}

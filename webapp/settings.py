@@ -252,6 +252,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 << 20
 # --- Ascend toolchain (absent on most machines; the UI says "needs CANN") ----------------------
 ATC_PATH = env_str("ATC_PATH")
 ASCEND_TOOLKIT_HOME = env_str("ASCEND_TOOLKIT_HOME")
+# The python3 ATC's operator compiler runs (CANN's Python and packages, not the hub's
+# virtualenv); the worker's ATC reads it from its environment (model_store.compile.atc).
+ATC_PYTHON = env_str("ATC_PYTHON")
 
 # --- Redis: Celery broker and Channels layer ---------------------------------------------------
 REDIS_URL = env_str("REDIS_URL")
@@ -278,6 +281,9 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", default=3600, minimum
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SERVER_STATE_PUSH_SECONDS = env_int("SERVER_STATE_PUSH_SECONDS", default=5, minimum=1)
+# How often a worker probes its host (npu-smi, CANN, ATC) and records the report that the
+# Server page, the devices API and the targets' availability show (webapp/ops/host_reports.py).
+HOST_PROBE_SECONDS = env_int("HOST_PROBE_SECONDS", default=30, minimum=5)
 # GET /metrics (Prometheus) without a token: for scrapers on a trusted network only.
 METRICS_PUBLIC = env_bool("METRICS_PUBLIC", default=False)
 # How often beat scrapes Triton's Prometheus endpoint into the metrics time series.
@@ -316,6 +322,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(SERVER_STATE_PUSH_SECONDS),
         # A state push older than one period is useless: never let them pile up in the queue.
         "options": {"expires": float(SERVER_STATE_PUSH_SECONDS)},
+    },
+    "probe-host": {
+        "task": "workers.tasks.server.probe_host",
+        "schedule": float(HOST_PROBE_SECONDS),
+        "options": {"expires": float(HOST_PROBE_SECONDS)},
     },
     "remove-abandoned-uploads": {
         "task": "workers.tasks.uploads.remove_abandoned",

@@ -37,6 +37,8 @@ def _reconcile_on_start(sender: object, **kwargs: object) -> None:
     """A (re)started worker often means a (re)started Triton, which in explicit mode has
     forgotten every model: bring the serving versions back without waiting for beat."""
     app.send_task("workers.tasks.serve.reconcile")
+    # The pages show what this host has (NPUs, CANN) from the worker's report, not their own.
+    app.send_task("workers.tasks.server.probe_host")
     from webapp.ops import heartbeat
 
     heartbeat.beat()

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,14 @@ from model_store.backends.acl.model import (
     AclError,
     AclUnavailable,
     OmSession,
+    OutputNameError,
     RequestError,
     import_acl,
+    map_om_outputs,
 )
 from model_store.errors import ModelStoreError
+
+log = logging.getLogger(__name__)
 
 
 class PyAclUnavailable(ModelStoreError):
@@ -41,6 +46,12 @@ class OmInputMismatch(ModelStoreError):
     """The inputs do not fit the OM (names, data types or compiled shapes)."""
 
     code = "om_input_mismatch"
+
+
+class OmOutputMismatch(ModelStoreError):
+    """The OM's output names cannot be matched to the source model's outputs."""
+
+    code = "om_output_mismatch"
 
 
 class OmRunFailed(ModelStoreError):
@@ -80,7 +91,8 @@ def run_om(
         device_id: The NPU to use.
 
     Returns:
-        Every output of the OM by name.
+        Every output of the OM by the OM's name for it (``<op>:<index>:<ONNX name>``
+        for an OM built from ONNX); :func:`match_outputs` keys them by ONNX name.
 
     Raises:
         PyAclUnavailable: pyACL is not importable.
@@ -96,3 +108,29 @@ def run_om(
         raise OmInputMismatch(f"The inputs do not fit {Path(path).name}: {exc}.") from exc
     except AclError as exc:
         raise OmRunFailed(f"Running {Path(path).name} on NPU {device_id} failed: {exc}.") from exc
+
+
+def match_outputs(
+    wanted: list[str], outputs: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], str]:
+    """``outputs`` of an OM (in the OM's order) keyed by the ``wanted`` ONNX output names.
+
+    Uses :func:`~model_store.backends.acl.model.map_om_outputs`, the rule the ``acl``
+    Triton backend applies at load, so verification passes only what will serve.
+
+    Returns:
+        The arrays by wanted name, and a note ("" unless matched by position).
+
+    Raises:
+        OmOutputMismatch: The OM's outputs cannot be matched to ``wanted``.
+    """
+    names = list(outputs)
+    try:
+        indices, note = map_om_outputs(names, wanted, side="source model")
+    except OutputNameError as exc:
+        raise OmOutputMismatch(f"{exc}.") from exc
+    if note:
+        log.warning("OM outputs: %s", note)
+    return {
+        name: np.asarray(outputs[names[i]]) for name, i in zip(wanted, indices, strict=True)
+    }, note

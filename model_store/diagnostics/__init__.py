@@ -20,10 +20,10 @@ The submodules, from the bottom up (each imports only those above it):
 :mod:`~model_store.diagnostics.triton_log` (Triton's log and the GE error phrases),
 :mod:`~model_store.diagnostics.context` (:class:`Check` and :class:`DiagnosticsContext`),
 the checks by subject (:mod:`~model_store.diagnostics.device_checks`: NPU device nodes and
-npu-smi; :mod:`~model_store.diagnostics.cann_checks`: CANN's environment, ATC, the GE backend
-library; :mod:`~model_store.diagnostics.triton_checks`: Triton reachable, restricted, loading)
-and :mod:`~model_store.diagnostics.checklist` (the order they run in, and the summary). Their
-public names are re-exported here.
+npu-smi; :mod:`~model_store.diagnostics.cann_checks`: CANN's environment, ATC, ATC's
+Python, the GE backend library; :mod:`~model_store.diagnostics.triton_checks`: Triton
+reachable, restricted, loading) and :mod:`~model_store.diagnostics.checklist` (the order they
+run in, and the summary). Their public names are re-exported here.
 
 Example:
     >>> ctx = DiagnosticsContext(env={}, triton_url="127.0.0.1:8000",
@@ -36,7 +36,12 @@ Example:
 
 from __future__ import annotations
 
-from model_store.diagnostics.cann_checks import check_atc, check_cann_env, check_npu_ge_backend
+from model_store.diagnostics.cann_checks import (
+    check_atc,
+    check_atc_python,
+    check_cann_env,
+    check_npu_ge_backend,
+)
 from model_store.diagnostics.checklist import CHECKS, CheckFn, run_checks, summarize, summary_line
 from model_store.diagnostics.context import (
     COMMAND_TIMEOUT,
@@ -82,6 +87,7 @@ __all__ = [
     "DiagnosticsContext",
     "TritonProtocol",
     "check_atc",
+    "check_atc_python",
     "check_cann_env",
     "check_davinci_devices",
     "check_load_failures",

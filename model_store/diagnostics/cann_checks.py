@@ -1,9 +1,11 @@
-"""Diagnostics checks of the Ascend software: CANN's environment, ATC, the GE backend library.
+"""Diagnostics checks of the Ascend software: CANN's environment, ATC, its Python, the GE backend.
 
-:func:`check_cann_env` compares CANN's variables with what ``set_env.sh`` gives
-(docs/cann.md#install-layouts), :func:`check_atc` finds and starts ATC the way the worker
-does (docs/atc.md), and :func:`check_npu_ge_backend` checks that Triton's ``npu_ge`` backend
-library is installed and that every library it links resolves
+:func:`check_cann_env` compares CANN's variables with what ``set_env.sh`` gives and says
+which install layout and version it found (docs/cann.md#install-layouts), :func:`check_atc`
+finds and starts ATC the way the worker does (docs/atc.md), :func:`check_atc_python` runs
+the interpreter ATC's operator compiler will use and checks its version and packages
+(docs/atc.md#python-environment), and :func:`check_npu_ge_backend` checks that Triton's
+``npu_ge`` backend library is installed and that every library it links resolves
 (docs/ge-backend.md#identity-and-build). Each is not applicable on a host without CANN.
 """
 
@@ -11,17 +13,36 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from model_store.compile.atc.environment import atc_environment, cann_status
+from model_store.compile.atc.environment import (
+    ATC_PYTHON_VAR,
+    LAYOUT_NAMES,
+    AtcUnavailable,
+    CannStatus,
+    atc_environment,
+    atc_python_setting,
+    cann_status,
+    default_toolkit_homes,
+)
+from model_store.compile.atc.python import PROBE_SCRIPT, assess_probe, parse_probe
 from model_store.diagnostics.context import Check, CheckState, DiagnosticsContext, make_check
 from model_store.diagnostics.device_checks import npus_present
 
 _CANN_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
 
 _LDD_MISSING = re.compile(r"^\s*(\S+)\s*=>\s*not found", re.MULTILINE)
+#: ATC's Python imports numpy, scipy and sympy; that takes longer than one command may.
+PYTHON_PROBE_TIMEOUT_FACTOR = 6
+
+
+def _status(ctx: DiagnosticsContext) -> CannStatus:
+    """:func:`cann_status` with this context's default install root."""
+    homes = default_toolkit_homes(ctx.ascend_root, ctx.env.get("HOME") or None)
+    return cann_status(ctx.env, default_homes=homes)
 
 
 def _set_env_script(ctx: DiagnosticsContext, home: str | None) -> str:
@@ -30,14 +51,46 @@ def _set_env_script(ctx: DiagnosticsContext, home: str | None) -> str:
     if home:
         path = Path(home)
         candidates += [path / "set_env.sh", path.parent / "set_env.sh"]
-    default = ctx.ascend_root / "ascend-toolkit" / "set_env.sh"
-    candidates.append(default)
-    return str(next((c for c in candidates if c.is_file()), default))
+    defaults = [ctx.ascend_root / "cann" / "set_env.sh"]
+    defaults.append(ctx.ascend_root / "ascend-toolkit" / "set_env.sh")
+    candidates += defaults
+    installed = _cann_installed_dir(ctx)
+    fallback = defaults[0] if installed is not None and installed.name == "cann" else defaults[1]
+    return str(next((c for c in candidates if c.is_file()), fallback))
 
 
 def _cann_installed_dir(ctx: DiagnosticsContext) -> Path | None:
-    toolkit = ctx.ascend_root / "ascend-toolkit"
-    return toolkit if toolkit.is_dir() else None
+    """The default install's directory, either layout (``cann`` first, CANN 8.5+)."""
+    for name in ("cann", "ascend-toolkit"):
+        toolkit = ctx.ascend_root / name
+        if toolkit.is_dir():
+            return toolkit
+    return None
+
+
+def _layout_lines(status: CannStatus) -> tuple[list[str], list[str]]:
+    """Details naming the layout and versions, and warnings about the 8.5 ops package."""
+    if status.toolkit_home is None:
+        return [], []
+    name = LAYOUT_NAMES.get(status.layout or "", "an unrecognised layout")
+    details = [
+        f"layout: {name} at {status.toolkit_home}",
+        f"CANN version: {status.version or 'unknown (no ascend_toolkit_install.info)'}",
+    ]
+    warnings = []
+    if status.ops_version:
+        details.append(f"ops package version: {status.ops_version}")
+        if status.version and status.ops_version != status.version:
+            warnings.append(
+                f"the ops package ({status.ops_version}) does not match the toolkit "
+                f"({status.version}); CANN needs the same version in the same path"
+            )
+    elif status.layout == "cann":
+        warnings.append(
+            "no ops package was found (<arch>-linux/ascend_ops_install.info); from CANN 8.5 "
+            "ATC needs the ops package for the target chip"
+        )
+    return details, warnings
 
 
 def _has_cann(ctx: DiagnosticsContext) -> bool:
@@ -49,12 +102,15 @@ def _has_cann(ctx: DiagnosticsContext) -> bool:
     )
 
 
-def _run(ctx: DiagnosticsContext, argv: list[str], **kwargs: Any) -> tuple[int | None, str]:
+def _run(
+    ctx: DiagnosticsContext, argv: list[str], timeout: float | None = None, **kwargs: Any
+) -> tuple[int | None, str]:
     """Run ``argv``; ``(exit code, stdout+stderr)``, or ``(None, why it did not run)``."""
+    timeout = ctx.timeout if timeout is None else timeout
     try:
-        done = ctx.run(argv, capture_output=True, text=True, timeout=ctx.timeout, **kwargs)
+        done = ctx.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired:
-        return None, f"{Path(argv[0]).name} did not answer within {ctx.timeout:g} s"
+        return None, f"{Path(argv[0]).name} did not answer within {timeout:g} s"
     except OSError as exc:
         return None, f"{Path(argv[0]).name} could not be started: {exc}"
     out = (getattr(done, "stdout", "") or "") + (getattr(done, "stderr", "") or "")
@@ -90,7 +146,9 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
             source,
         )
 
-    details, problems, missing = [], [], []
+    status = _status(ctx)
+    layout_details, layout_warnings = _layout_lines(status)
+    details, problems, missing = list(layout_details), [], []
     for var, value in values.items():
         if not value:
             missing.append(var)
@@ -119,30 +177,42 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
             f"Fix or unset these variables. {source}",
             details,
         )
-    if missing or absent_libs:
+    if missing or absent_libs or layout_warnings:
         parts = []
         if missing:
             parts.append(f"{', '.join(missing)} not set")
         if absent_libs:
             parts.append(f"LD_LIBRARY_PATH lacks {', '.join(absent_libs)}")
+        parts += layout_warnings
+        advice = source
+        if layout_warnings:
+            advice += (
+                " Install the ops package of your chip with the toolkit's version into the "
+                "toolkit's path (docs/cann.md#install-layouts)."
+            )
         return make_check(
             "cann_env",
             "warning",
             f"CANN's environment is only partly set: {'; '.join(parts)}.",
-            source,
+            advice,
             details,
         )
+    found = f"toolkit {home}"
+    if status.toolkit_home:
+        version = f"CANN {status.version}" if status.version else "version unknown"
+        layout = LAYOUT_NAMES.get(status.layout or "", "an unrecognised layout")
+        found = f"toolkit {home}: {version}, {layout}"
     return make_check(
         "cann_env",
         "ok",
-        f"CANN's environment is set (toolkit {home}) and its lib64 is on LD_LIBRARY_PATH.",
+        f"CANN's environment is set ({found}) and its lib64 is on LD_LIBRARY_PATH.",
         details=details,
     )
 
 
 def check_atc(ctx: DiagnosticsContext) -> Check:
     """ATC found (the way the worker finds it) and able to start."""
-    status = cann_status(ctx.env)
+    status = _status(ctx)
     atc = status.atc_path or ctx.which("atc")
     if not atc:
         if not _has_cann(ctx):
@@ -160,7 +230,16 @@ def check_atc(ctx: DiagnosticsContext) -> Check:
             "(ASCEND_TOOLKIT_HOME at the toolkit), then restart the worker.",
         )
     version = f"CANN {status.version}" if status.version else "CANN version unknown"
-    code, output = _run(ctx, [atc, "--help"], env=atc_environment(status, ctx.env))
+    try:
+        env = atc_environment(status, ctx.env)
+    except AtcUnavailable as exc:
+        return make_check(
+            "atc",
+            "failing",
+            f"ATC is at {atc} ({version}) but cannot be given its Python: {exc.message}",
+            f"Fix {ATC_PYTHON_VAR} in the worker's environment, then restart the worker.",
+        )
+    code, output = _run(ctx, [atc, "--help"], env=env)
     lines = [line for line in output.splitlines() if line.strip()][:20]
     if code is None:
         return make_check(
@@ -180,6 +259,65 @@ def check_atc(ctx: DiagnosticsContext) -> Check:
             lines,
         )
     return make_check("atc", "ok", f"ATC is at {atc} ({version}) and starts.", details=lines)
+
+
+def check_atc_python(ctx: DiagnosticsContext) -> Check:
+    """The interpreter ATC's operator compiler will run: its version, packages and libpython.
+
+    ATC runs the first ``python3`` on its ``PATH`` (docs/atc.md#python-environment); the
+    worker's ATC gets ``ATC_PYTHON``'s directory first, or the ``PATH`` without the hub's
+    virtualenv (:func:`~model_store.compile.atc.environment.atc_environment`). This runs
+    that interpreter with ATC's environment and reads what it can import.
+    """
+    configured = ctx.env.get(ATC_PYTHON_VAR, "").strip()
+    if not configured and not _has_cann(ctx):
+        return make_check(
+            "atc_python",
+            "not_applicable",
+            f"No CANN toolkit here and {ATC_PYTHON_VAR} is not set; ATC's Python only matters "
+            "where ATC runs.",
+        )
+    fix = (
+        f"Set {ATC_PYTHON_VAR} in the worker's environment to the python3 of an environment "
+        "that meets CANN's requirements (docs/atc.md#python-environment), then restart it."
+    )
+    status = _status(ctx)
+    _, problem = atc_python_setting(ctx.env)
+    if problem:
+        return make_check("atc_python", "failing", problem, fix)
+    env = atc_environment(status, ctx.env)
+    if configured:
+        interpreter: str | None = str(Path(configured).parent / "python3")
+        where = ATC_PYTHON_VAR
+    else:
+        path = env.get("PATH", "")
+        interpreter = shutil.which("python3", path=path) or shutil.which("python", path=path)
+        where = f"first on ATC's PATH; {ATC_PYTHON_VAR} is not set"
+    if interpreter is None:
+        return make_check(
+            "atc_python",
+            "failing",
+            f"No python3 is on ATC's PATH and {ATC_PYTHON_VAR} is not set: ATC's operator "
+            "compiler fails with E40001.",
+            fix,
+            [f"ATC's PATH: {env.get('PATH', '')}"],
+        )
+    timeout = ctx.timeout * PYTHON_PROBE_TIMEOUT_FACTOR
+    code, output = _run(ctx, [interpreter, "-c", PROBE_SCRIPT], timeout=timeout, env=env)
+    report = parse_probe(output) if code is not None else None
+    if report is None:
+        lines = [line for line in output.splitlines() if line.strip()][-10:]
+        said = output.strip().splitlines()[-1] if code is None and output.strip() else ""
+        return make_check(
+            "atc_python",
+            "failing",
+            f"ATC's Python {interpreter} ({where}) did not run the check"
+            + (f": {said}." if said else f" (exit code {code})."),
+            fix,
+            lines,
+        )
+    verdict = assess_probe(report, status.version, where)
+    return make_check("atc_python", verdict.state, verdict.summary, verdict.advice, verdict.details)
 
 
 #: Who usually supplies a library the npu_ge backend links [inferred from the build's link

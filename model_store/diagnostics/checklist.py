@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from model_store.diagnostics.cann_checks import check_atc, check_cann_env, check_npu_ge_backend
+from model_store.diagnostics.cann_checks import (
+    check_atc,
+    check_atc_python,
+    check_cann_env,
+    check_npu_ge_backend,
+)
 from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext
 from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
 from model_store.diagnostics.triton_checks import (
@@ -25,6 +30,7 @@ CheckFn = Callable[[DiagnosticsContext], Check]
 CHECKS: list[tuple[str, CheckFn]] = [
     ("cann_env", check_cann_env),
     ("atc", check_atc),
+    ("atc_python", check_atc_python),
     ("npu_ge_backend", check_npu_ge_backend),
     ("davinci_devices", check_davinci_devices),
     ("npu_smi", check_npu_smi),

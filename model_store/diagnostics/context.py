@@ -166,6 +166,7 @@ class DiagnosticsContext:
 TITLES: dict[str, str] = {
     "cann_env": "CANN environment",
     "atc": "ATC (Ascend Tensor Compiler)",
+    "atc_python": "ATC Python interpreter",
     "npu_ge_backend": "npu_ge backend library",
     "davinci_devices": "NPU device nodes",
     "npu_smi": "NPUs (npu-smi)",

@@ -20,8 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from model_store.compile.atc import (
+    INPUT_FORMATS,
     AtcUnavailable,
     cann_status,
+    gear_problems,
 )
 from model_store.config import DynamicBatching, ModelConfig
 from model_store.names import validate_model_name, validate_version
@@ -55,6 +57,12 @@ ARTIFACT = "model.om"
 ATC_WORK_DIR = ".atc-work"
 # ATC's --dynamic_batch_size takes 2 to 100 gears (docs/atc.md#dynamic-batch).
 MIN_GEARS, MAX_GEARS = 2, 100
+# ATC's --input_format for ONNX: NCHW, ND or NCDHW; NHWC is E10001 (docs/atc.md#options).
+INPUT_FORMAT_CHOICES: list[tuple[str, str]] = [
+    ("NCHW", "NCHW"),
+    ("ND", "ND (any other layout, NHWC included)"),
+    ("NCDHW", "NCDHW"),
+]
 
 # "Ascend" + the Name column of `npu-smi info` (docs/atc.md#soc-versions).
 SOC_CHOICES: list[tuple[str, str]] = [
@@ -98,8 +106,9 @@ _PRECISION_CLASS: dict[str | None, Precision] = {
 }
 HOW_TO_GET_CANN = (
     "Install the CANN toolkit on the worker, set ATC_PATH (the atc binary) or "
-    "ASCEND_TOOLKIT_HOME (e.g. /usr/local/Ascend/ascend-toolkit/latest) in the worker's "
-    "environment, and restart the worker."
+    "ASCEND_TOOLKIT_HOME (e.g. /usr/local/Ascend/cann from CANN 8.5, "
+    "/usr/local/Ascend/ascend-toolkit/latest before) in the worker's environment, and "
+    "restart the worker."
 )
 
 
@@ -142,8 +151,8 @@ class AclTarget(Target):
                 [],
                 "Batch gears",
                 f"ATC --dynamic_batch_size: the batch sizes the OM supports, e.g. 1,2,4,8 "
-                f"({MIN_GEARS} to {MAX_GEARS} gears). Needed when the batch axis is dynamic; "
-                "Triton's max batch is then the largest gear.",
+                f"({MIN_GEARS} to {MAX_GEARS} different gears). Needed when the batch axis is "
+                "dynamic; Triton's max batch is then the largest gear.",
                 minimum=1,
                 maximum=2048,
             ),
@@ -152,8 +161,9 @@ class AclTarget(Target):
                 "choice",
                 None,
                 "Input format",
-                "ATC --input_format. Automatic: NCHW when an input has 4 dims, else ND.",
-                choices=[("NCHW", "NCHW"), ("NHWC", "NHWC"), ("ND", "ND")],
+                "ATC --input_format (ONNX: NCHW, ND or NCDHW; ATC refuses NHWC). Automatic: "
+                "NCHW when an input has 4 dims, else ND.",
+                choices=INPUT_FORMAT_CHOICES,
             ),
             OptionSpec(
                 "precision_mode",
@@ -225,7 +235,8 @@ class AclTarget(Target):
                 "str",
                 "0",
                 "NPU device id",
-                "The NPU the acl backend runs the OM on.",
+                "The NPU the acl backend runs the OM on: its Device (logical id) column in "
+                "npu-smi info, which is not always its NPU id.",
                 pattern=r"[0-9]+",
             ),
             OptionSpec(
@@ -251,18 +262,32 @@ class AclTarget(Target):
             ),
         ]
 
+    def parse_options(
+        self, raw: Mapping[str, object], *, info: OnnxInfo | None = None
+    ) -> dict[str, Any]:
+        """As :meth:`Target.parse_options`, with ATC's reason when input_format is refused."""
+        if isinstance(raw, Mapping):
+            value = raw.get("input_format")
+            if isinstance(value, str) and value.strip():
+                _check_input_format(value.strip())
+        return super().parse_options(raw, info=info)
+
     def check_options(self, options: dict[str, Any]) -> None:
-        """Precision flags exclude each other; gears count; batching needs gears; opset range."""
+        """Precision flags exclude each other; gears as GE checks them; batching needs gears;
+        input format; opset range."""
         if options.get("precision_mode") and options.get("precision_mode_v2"):
             raise InvalidOptions(
                 "Options 'precision_mode' and 'precision_mode_v2' cannot both be set (ATC "
                 "refuses the pair). Keep one; precision_mode_v2 is the newer form."
             )
+        _check_input_format(options.get("input_format"))
         gears = options.get("dynamic_batch_size") or []
-        if gears and not MIN_GEARS <= len(gears) <= MAX_GEARS:
+        problems = gear_problems([[g] for g in gears], "dynamic_batch_size") if gears else []
+        if problems:
+            # Parsing merges repeats, so a repeat shows up here as one gear too few.
             raise InvalidOptions(
-                f"Option 'dynamic_batch_size' has {len(gears)} gear(s); ATC needs "
-                f"{MIN_GEARS} to {MAX_GEARS} different sizes, e.g. 1,2,4,8."
+                f"Option {' '.join(problems)} Give {MIN_GEARS} to {MAX_GEARS} different "
+                "batch sizes, e.g. 1,2,4,8 (repeats count once)."
             )
         if options.get("dynamic_batching") is True and not gears:
             raise InvalidOptions(
@@ -442,6 +467,16 @@ class AclTarget(Target):
 
 
 # Findings and shapes ---------------------------------------------------------------
+
+
+def _check_input_format(value: object) -> None:
+    """Refuses an --input_format ATC does not take for ONNX, saying why and what to use."""
+    if value is not None and value not in INPUT_FORMATS:
+        raise InvalidOptions(
+            f"Option 'input_format' is {str(value)[:20]!r}; for an ONNX model ATC takes "
+            f"{', '.join(INPUT_FORMATS)} and refuses anything else with E10001. Use ND for "
+            "an input that is not NCHW (an NHWC image input included)."
+        )
 
 
 def _max_batch(options: Mapping[str, Any]) -> int:

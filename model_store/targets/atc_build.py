@@ -114,7 +114,7 @@ def compile_with_atc(
     ctx.check_cancelled()
     result = run_atc(
         argv,
-        env=atc_environment(status, dict(ctx.env)),
+        env=atc_environment(status, dict(ctx.env), log=ctx.log),
         cwd=cwd,
         on_line=ctx.log,
         cancelled=ctx.cancelled,

@@ -131,7 +131,8 @@ class NpuGeTarget(Target):
                 "str",
                 "0",
                 "NPU device ids",
-                "Comma-separated NPU ids the model runs on, e.g. 0 or 0,1.",
+                "Comma-separated device ids the model runs on, e.g. 0 or 0,1: the Device "
+                "(logical id) column of npu-smi info, which is not always the NPU id.",
                 pattern=_DEVICE_IDS,
             ),
             *batching_specs(),

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from model_store.compile.atc import MAX_BATCH_GEARS, MIN_BATCH_GEARS
 from model_store.onnx_info import Dim, OnnxInfo
 from model_store.targets.atc_build import ATC_OPSETS
 from model_store.targets.findings import Finding, error, warning
@@ -174,14 +175,44 @@ def _unknown_names(expression: str, input_axes: set[str]) -> str | None:
 
 
 def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
-    """Gear groups must match the number of -1 dims; with batching they must cover every size."""
+    """GE's own gear checks (at least 2 gears, none twice: E10035, E10039; GE runs them on an
+    online graph's gears as ATC does, docs/atc.md#dynamic-batch); gear groups must match the
+    number of -1 dims; with batching they must cover every size."""
     text = options.get("dynamic_dims")
     if not text:
         return []
-    gears = [[int(v) for v in group.split(",")] for group in text.split(";")]
+    gears = [[int(v) for v in group.split(",")] for group in text.rstrip(";").split(";")]
     shape = options.get("ge_input_shape") or {}
     slots = [(name, axis) for name, dims in shape.items() for axis, d in enumerate(dims) if d < 0]
     found: list[Finding] = []
+    if len(gears) < MIN_BATCH_GEARS:
+        found.append(
+            error(
+                "too_few_gears",
+                f"Shape gears has {len(gears)} gear; GE needs at least {MIN_BATCH_GEARS} and "
+                "refuses the model at load with E10035.",
+                "Add a second gear (e.g. 1;8), or remove dynamic_dims and fix that size with "
+                "input_shapes instead.",
+            )
+        )
+    elif len(gears) > MAX_BATCH_GEARS:
+        found.append(
+            error(
+                "too_many_gears",
+                f"Shape gears has {len(gears)} gears; GE takes at most {MAX_BATCH_GEARS}.",
+                "Keep only the sizes that really occur.",
+            )
+        )
+    repeated = sorted({tuple(g) for g in gears if gears.count(g) > 1})
+    if repeated:
+        found.append(
+            error(
+                "repeated_gear",
+                f"Shape gears lists {'; '.join(','.join(map(str, g)) for g in repeated)} more "
+                "than once; GE refuses repeated gears at load with E10039.",
+                "List every gear once.",
+            )
+        )
     if not slots:
         return [
             error(

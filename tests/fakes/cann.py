@@ -14,6 +14,7 @@ Python: the fake needs ``onnx``, and ``python3`` on PATH may be another interpre
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import sys
@@ -49,5 +50,6 @@ def make_fake_toolkit(root: Path, version: str = FAKE_CANN_VERSION) -> dict[str,
 
 @pytest.fixture
 def fake_cann(tmp_path: Path) -> dict[str, str]:
-    """Env vars (``ATC_PATH``, ``ASCEND_TOOLKIT_HOME``) pointing at a fresh fake toolkit."""
-    return make_fake_toolkit(tmp_path / "Ascend")
+    """A worker's environment with a fresh fake toolkit: ``ATC_PATH``, ``ASCEND_TOOLKIT_HOME``
+    and this process's ``PATH`` (ATC runs ``python3`` from it, as the real one does)."""
+    return {**make_fake_toolkit(tmp_path / "Ascend"), "PATH": os.environ.get("PATH", os.defpath)}

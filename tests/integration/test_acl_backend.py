@@ -179,3 +179,38 @@ def test_a_missing_npu_fails_at_load_with_its_id(acl_triton: AclTriton) -> None:
     _install(acl_triton, "acl_nodevice", om, config)
     with pytest.raises(TritonRequestError, match=r"acl.rt.set_device\(7\) failed"):
         acl_triton.runtime.load("acl_nodevice")
+
+
+def test_om_output_names_map_to_the_config_by_their_onnx_part(acl_triton: AclTriton) -> None:
+    # The OM calls its output "Relu_2:0:y" (<op>:<index>:<ONNX name>); the config says "y".
+    om = acl_triton.build_om("names", input_shape="x:-1,4", dynamic_batch_size=[2, 4, 8])
+    _install(acl_triton, "acl_names", om, _config("acl_names", 8, [4], [3]))
+    runtime = acl_triton.runtime
+    runtime.load("acl_names")
+    x = _x(3, seed=3)  # smaller than the largest gear: runs gear 4, one padded row dropped
+    y = runtime.infer("acl_names", {"x": x})["y"]
+    assert y.shape == (3, 3)
+    np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-2, atol=1e-2)
+
+    wrong = _config("acl_names_wrong", 8, [4], [3]).replace('name: "y"', 'name: "logits"')
+    _install(acl_triton, "acl_names_wrong", om, wrong)
+    with pytest.raises(
+        TritonRequestError,
+        match=r"\['logits'\] are not outputs of the OM: its outputs are \['Relu_2:0:y'\]",
+    ):
+        runtime.load("acl_names_wrong")
+
+
+def test_an_om_built_with_out_nodes_is_matched_by_position_and_logged(
+    acl_triton: AclTriton,
+) -> None:
+    om = acl_triton.build_om("outnodes", input_shape="x:2,4", out_nodes="y")
+    _install(acl_triton, "acl_out_nodes", om, _config("acl_out_nodes", 0, [2, 4], [2, 3]))
+    runtime = acl_triton.runtime
+    runtime.load("acl_out_nodes")
+    x = _x(2)
+    y = runtime.infer("acl_out_nodes", {"x": x})["y"]
+    np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-2, atol=1e-2)
+    log = acl_triton.triton.log_path.read_text() if acl_triton.triton.log_path else ""
+    assert "model 'acl_out_nodes': the OM's output names ['Relu_2:0']" in log
+    assert "by position" in log

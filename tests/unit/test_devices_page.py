@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from tests.fixtures.hosts import worker_probes_host
 from tests.fixtures.users import token_for
 
 SAMPLES = Path(__file__).parent / "npu_smi"
@@ -21,6 +22,7 @@ def fake_npu_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script.write_text(f"#!/bin/sh\ncat '{table}'\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    worker_probes_host()
     return script
 
 
@@ -43,4 +45,5 @@ def test_without_npu_smi_the_page_says_there_is_no_npu(
 ) -> None:
     settings.TRITON_URL = "127.0.0.1:9"
     monkeypatch.setenv("PATH", "/nonexistent")
+    worker_probes_host()
     assert "no Ascend NPU on this host" in viewer_client.get("/server/").content.decode()

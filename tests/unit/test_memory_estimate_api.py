@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from model_store.config import ModelConfig, TensorSpec, render_pbtxt
+from tests.fixtures.hosts import worker_probes_host
 from tests.fixtures.openapi import inline
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import token_for
@@ -32,6 +33,7 @@ def no_npu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    worker_probes_host()
 
 
 @pytest.fixture
@@ -47,6 +49,7 @@ def fake_910b(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    worker_probes_host()
 
 
 def make_version(

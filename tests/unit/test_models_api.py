@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.fixtures.hosts import worker_probes_host
+
 
 def test_create_list_and_detail(api) -> None:
     created = api(
@@ -83,6 +85,7 @@ def test_schema_documents_the_endpoints(api) -> None:
 
 def test_server_endpoint_reports_an_unreachable_triton_without_failing(api, settings) -> None:
     settings.TRITON_URL = "127.0.0.1:9"  # discard port: nothing listens
+    worker_probes_host()
     body = api("get", "/api/v1/server").json()
     assert body["triton"]["live"] is False
     assert "not reachable" in body["triton"]["error"]

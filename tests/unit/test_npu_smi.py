@@ -287,7 +287,8 @@ def test_read_devices_cannot_start() -> None:
 
 def test_read_devices_success() -> None:
     runner = FakeRunner(stdout=_text("910b_two_chips.txt"))
-    result = read_devices(runner=runner, which=_which_found, usages=False)
+    result = read_devices(runner=runner, which=_which_found, usages=False, mapping=False)
+    assert len(runner.calls) == 1
     args, kwargs = runner.calls[0]
     assert args == ["/usr/local/bin/npu-smi", "info"]
     assert kwargs["timeout"] == 5

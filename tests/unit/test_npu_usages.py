@@ -23,6 +23,7 @@ from model_store.devices import (
     read_devices,
     usage_figures,
 )
+from tests.fixtures.hosts import worker_probes_host
 
 SAMPLES = Path(__file__).parent / "npu_smi"
 MALFORMED = "Memory Capacity(MB) 15039\n|| : ::\nHBM Usage Rate(%) : lots\nerror: -8005\n"
@@ -116,7 +117,7 @@ def test_read_devices_asks_each_chip_for_its_usages() -> None:
         _text("910b_two_chips.txt"),
         {"6": _text("usages_910b.txt"), "7": _text("usages_910b.txt").replace(": 91", ": 5")},
     )
-    result = read_devices(runner=runner, which=_which)
+    result = read_devices(runner=runner, which=_which, mapping=False)
     assert runner.calls[0] == ["/usr/bin/npu-smi", "info"]
     assert sorted(runner.calls[1:]) == [
         ["/usr/bin/npu-smi", "info", "-t", "usages", "-i", "6", "-c", "0"],
@@ -197,6 +198,7 @@ def test_panel_shows_usages_and_free_memory_910b(
 ) -> None:
     folder = _fake(tmp_path, "910b_two_chips.txt", "usages_910b.txt")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    worker_probes_host()
     page = viewer_client.get("/server/").content.decode()
     assert "npu-smi info -t usages" in page
     assert "Free for models" in page
@@ -210,6 +212,7 @@ def test_panel_310p_and_the_htmx_partial_refreshes(
 ) -> None:
     folder = _fake(tmp_path, "310p3.txt", "usages_310p3.txt")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    worker_probes_host()
     full = viewer_client.get("/server/").content.decode()
     assert 'hx-trigger="every 15s, live:server from:body"' in full
     partial = viewer_client.get("/server/", HTTP_HX_REQUEST="true").content.decode()
@@ -222,6 +225,7 @@ def test_panel_with_malformed_usages_shows_the_table_and_a_note(
 ) -> None:
     folder = _fake(tmp_path, "310p3.txt", None)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    worker_probes_host()
     page = viewer_client.get("/server/").content.decode()
     assert "310P3" in page and "4066 / 21534 MB" in page
     assert "printed no usage figures" in page
@@ -231,5 +235,6 @@ def test_panel_without_npu_smi(
     viewer_client: Client, quiet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    worker_probes_host()
     page = viewer_client.get("/server/").content.decode()
     assert "no Ascend NPU on this host" in page

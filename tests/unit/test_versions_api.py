@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from model_store.targets import get_target
+from tests.fixtures.hosts import worker_probes_host
 from tests.fixtures.triton import mlp_onnx_bytes
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
@@ -154,6 +155,7 @@ def test_cancel_marks_the_job_and_is_recorded(api) -> None:
 
 
 def test_targets_describe_their_options_and_availability(api) -> None:
+    worker_probes_host()
     targets = {t["name"]: t for t in api("get", "/api/v1/targets").json()["targets"]}
     assert set(targets) == {"onnxruntime", "npu_ge", "acl"}
     assert targets["acl"]["needs_cann"] and not targets["acl"]["hardware_verified"]

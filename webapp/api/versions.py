@@ -8,7 +8,6 @@ when creating a version. Small files may also be sent as one multipart ``file`` 
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
@@ -26,6 +25,7 @@ from webapp.api import types
 from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, parse_body
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
+from webapp.ops import host_reports
 from webapp.registry import serving
 from webapp.registry import versions as version_actions
 from webapp.registry.jobs import full_log_download
@@ -53,7 +53,7 @@ def targets(request: HttpRequest) -> Any:
                 "label": t.label,
                 "needs_cann": t.needs_cann,
                 "hardware_verified": t.hardware_verified,
-                "status": vars(t.status(dict(os.environ))),
+                "status": host_reports.target_status(t.name),
                 "options_schema": options_json_schema(t),
             }
             for t in all_targets()

@@ -78,3 +78,19 @@ class ClientTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model_name} v{self.version}: {self.requests} calls"
+
+
+class HostReport(models.Model):
+    """The newest probe report of one host (``model_store.host_report``), kept with its time.
+
+    One row per node; with one machine that is the node ``local``. Workers write it, pages read
+    it: the web process never probes hardware itself.
+    """
+
+    node = models.CharField(max_length=64, unique=True)
+    made_at = models.DateTimeField()
+    received = models.DateTimeField(auto_now=True)
+    data = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"{self.node} at {self.made_at:%Y-%m-%d %H:%M:%S}"

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.conf import settings
 
-from model_store.devices import read_devices
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
+from webapp.ops import host_reports
 from webapp.ops.triton import get_runtime, is_embedded
 
 
@@ -45,9 +45,7 @@ def triton_summary() -> dict[str, Any]:
 def devices_summary() -> dict[str, Any]:
     """Ascend NPUs from ``npu-smi info`` (docs/npu-smi.md#the-info-table), or why there are none.
 
-    Runs where the web process runs; in production the NPUs are on the Triton host, so the
-    compose file maps ``npu-smi`` there (the diagnostics issue will ask the worker too).
+    From the newest report of a worker on the host (webapp/ops/host_reports.py), with its age;
+    the web process does not run npu-smi itself.
     """
-    report = read_devices()
-    report.setdefault("reason", "")
-    return report
+    return host_reports.devices()

@@ -98,6 +98,13 @@ def _device_ids(cfg: ModelConfig | None) -> list[int]:
     return ids
 
 
+def _device_id(npu: dict[str, Any]) -> Any:
+    """The id device_ids names: npu-smi's Device (logical id) column; the HBM layout (910B)
+    prints none, so there the NPU id stands in (docs/npu-smi.md#the-info-table)."""
+    device = npu.get("device_id")
+    return npu.get("npu_id") if device is None else device
+
+
 def _chip_label(npu: dict[str, Any]) -> str:
     label = f"NPU {npu.get('npu_id')}"
     if npu.get("chip_id") is not None:
@@ -171,7 +178,7 @@ def memory_estimate(
                     "name": npu.get("name"),
                     "memory_kind": npu["device_memory"]["kind"],
                     "total_mib": npu["device_memory"]["total_mb"],
-                    "placed": not placed or npu.get("npu_id") in placed,
+                    "placed": not placed or _device_id(npu) in placed,
                     **verdict.to_dict(),
                 }
             )

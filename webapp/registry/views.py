@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import logging
-import os
 
 from django.conf import settings
 from django.contrib import messages
@@ -16,6 +15,7 @@ from model_store.targets import get_target
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError, error_json, show_error
 from webapp.http import HubRequest
+from webapp.ops import host_reports
 from webapp.registry import actions, demo, jobs, serving
 from webapp.registry import versions as version_actions
 from webapp.registry.forms import NewModelForm
@@ -78,7 +78,7 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
         "previous": previous,
         "events": Event.objects.filter(model=model).select_related("actor", "version")[:50],
         "target": target,
-        "target_status": target.status(dict(os.environ)),
+        "target_status": host_reports.target_status(target.name),
         "versions": rows,
         "jobs": model.jobs.select_related("version")[:5],
         "options_form": OptionsForm(target),

@@ -15,3 +15,11 @@ def push_server_state() -> None:
     heartbeat.beat()  # this worker is alive: /api/v1/health reads it instead of pinging
     runtime = get_runtime(timeout=2.0)
     live.publish("server", {"live": runtime.is_live(), "ready": runtime.is_ready()})
+
+
+@app.task(name="workers.tasks.server.probe_host", ignore_result=True, soft_time_limit=60)
+def probe_host() -> None:
+    """Probe this worker's host (NPUs, CANN, ATC) and store the report the pages show."""
+    from webapp.ops import host_reports
+
+    host_reports.probe_and_record()

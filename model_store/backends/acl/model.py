@@ -21,6 +21,10 @@ smallest gear that fits (an OM built with ``--dynamic_batch_size``); padded
 rows are dropped from the outputs. Requests that arrive together are
 concatenated first, so dynamic batching in Triton fills the OM's batch.
 
+The OM names its outputs ``<op>:<index>:<ONNX output name>``; they are matched
+to the config's (ONNX) output names at load by :func:`map_om_outputs`, the rule
+verification uses as well (docs/pyacl.md#output-names).
+
 NOT RUN ON ASCEND HARDWARE: written against the pyACL interface documented in
 docs/pyacl.md (plus ``acl.rt.set_context``, pyACL's way to make a context
 current on another thread) and tested with the fake ``acl`` module in
@@ -79,6 +83,23 @@ ACL_TO_NUMPY: dict[int, Any] = {
     11: np.float64,
     12: np.bool_,
 }
+#: ACL_BF16 (acl_base_rt.h). numpy has no bfloat16, so OMs with such a tensor are refused
+#: at load (see :class:`UnsupportedTensorType`).
+ACL_BF16 = 27
+#: Names of the ACL data type codes that have no numpy type, for error messages.
+ACL_UNMAPPED_NAMES: dict[int, str] = {
+    13: "ACL_STRING",
+    16: "ACL_COMPLEX64",
+    17: "ACL_COMPLEX128",
+    ACL_BF16: "ACL_BF16",
+    29: "ACL_INT4",
+    30: "ACL_UINT1",
+    33: "ACL_COMPLEX32",
+    34: "ACL_HIFLOAT8",
+    35: "ACL_FLOAT8_E5M2",
+    36: "ACL_FLOAT8_E4M3FN",
+    37: "ACL_FLOAT8_E8M0",
+}
 
 #: Triton config data types -> numpy (no strings: OMs have no string tensors).
 TRITON_TO_NUMPY: dict[str, Any] = {
@@ -113,6 +134,30 @@ class AclError(RuntimeError):
         super().__init__(message)
         self.call = call
         self.ret = ret
+
+
+class UnsupportedTensorType(AclError):
+    """The OM has a tensor whose ACL data type has no numpy equivalent (found at load)."""
+
+    def __init__(self, name: str, acl_type: int) -> None:
+        label = ACL_UNMAPPED_NAMES.get(acl_type, "unknown")
+        if acl_type == ACL_BF16:
+            why = (
+                "numpy has no bfloat16, and this backend hands tensors to Triton and to "
+                "verification as numpy arrays; rebuild the OM with float16 or float32 "
+                "inputs and outputs"
+            )
+        else:
+            why = "this backend has no numpy type for it"
+        RuntimeError.__init__(
+            self, f"OM tensor '{name}' has ACL data type {acl_type} ({label}): {why}"
+        )
+        self.call = f"tensor '{name}'"
+        self.ret = acl_type
+
+
+class OutputNameError(ValueError):
+    """The OM's outputs cannot be matched to the model config's (ONNX) output names."""
 
 
 class RequestError(ValueError):
@@ -196,6 +241,93 @@ def finalize_acl(acl: Any | None = None) -> int | None:
         return int(acl.finalize())
 
 
+# --------------------------------------------------------------------------- output names
+
+
+def onnx_part(om_name: str) -> str | None:
+    """The ONNX output name inside an OM output name, or None when it carries none.
+
+    ATC names each output of an OM built from ONNX ``<op>:<index>:<onnx output name>``;
+    with ``--out_nodes`` the name is ``<op>:<index>`` only (docs/pyacl.md#output-names).
+    The name is split at most twice, because an ONNX output name may itself contain ``:``.
+    The ``<op>`` part is a node name after GE's fusion passes and is never compared.
+    """
+    parts = om_name.split(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2]:
+        return parts[2]
+    return None
+
+
+def map_om_outputs(
+    om_names: list[str], wanted: list[str], side: str = "config"
+) -> tuple[list[int], str]:
+    """For each name in ``wanted`` (config or ONNX output names), the OM output carrying it.
+
+    The rule, shared by the Triton backend and verification:
+
+    1. An OM output matches a wanted name when its ONNX part (:func:`onnx_part`) equals it,
+       or when its whole name does (an OM output that already carries the plain name).
+    2. When some wanted name has no match, and the OM names carry no ONNX part at all
+       (``--out_nodes``) and the counts agree, outputs are matched by position; the
+       returned note says so, for the log.
+
+    Args:
+        om_names: The OM's output names, in its order (``get_output_name_by_index``).
+        wanted: The output names to find.
+        side: Who wants them, for messages: "config" or "source model".
+
+    Returns:
+        The OM output index for each wanted name, in order, and a note ("" unless matched
+        by position).
+
+    Raises:
+        OutputNameError: A wanted name matches several OM outputs, or none and the
+            positional fallback does not apply; the message names both sides.
+    """
+    found: dict[str, int] = {}
+    for name in wanted:
+        matches = [
+            i for i, om_name in enumerate(om_names) if om_name == name or onnx_part(om_name) == name
+        ]
+        if len(matches) > 1:
+            raise OutputNameError(
+                f"{side} output '{name}' matches several OM outputs "
+                f"{[om_names[i] for i in matches]}; the mapping is ambiguous"
+            )
+        if matches:
+            found[name] = matches[0]
+    claimed = sorted(found.values())
+    if len(set(claimed)) != len(claimed):
+        twice = [n for n in wanted if claimed.count(found.get(n, -1)) > 1]
+        raise OutputNameError(
+            f"{side} outputs {twice} match the same OM output; the OM has {om_names}"
+        )
+    if len(found) == len(wanted):
+        return [found[name] for name in wanted], ""
+    missing = [name for name in wanted if name not in found]
+    positional = (
+        len(om_names) == len(wanted)
+        and not any(onnx_part(n) for n in om_names)
+        and all(found[name] == i for i, name in enumerate(wanted) if name in found)
+    )
+    if positional:
+        return list(range(len(wanted))), (
+            f"the OM's output names {om_names} carry no ONNX output name (an OM built with "
+            f"--out_nodes?), so they are matched to the {side}'s {wanted} by position"
+        )
+    hint = (
+        "; names without an ONNX part (an OM built with --out_nodes) are matched by "
+        "position only when the counts agree"
+        if not any(onnx_part(n) for n in om_names)
+        else ""
+    )
+    raise OutputNameError(
+        f"{side} output(s) {missing} are not outputs of the OM: its outputs are {om_names} "
+        f"and the {side} declares {wanted}. An OM built from ONNX names each output "
+        f"'<op>:<index>:<ONNX output name>', matched on the ONNX output name{hint}"
+    )
+
+
 # --------------------------------------------------------------------------- the session
 
 
@@ -204,7 +336,7 @@ class OmTensor:
 
     def __init__(self, index: int, name: str, dims: list[int], acl_type: int, size: int) -> None:
         if acl_type not in ACL_TO_NUMPY:
-            raise AclError(f"tensor '{name}'", acl_type, "the OM uses a data type we cannot map")
+            raise UnsupportedTensorType(name, acl_type)
         self.index = index
         self.name = name
         #: Dims as compiled; ``-1`` marks the batch axis of a dynamic-batch OM.
@@ -226,7 +358,8 @@ class OmSession:
 
     Args:
         path: The ``.om`` file.
-        device_id: The NPU (as numbered by ``npu-smi info``).
+        device_id: The device id ``aclrtSetDevice`` takes: the ``Device`` (logical id)
+            column of ``npu-smi info``, not its NPU id (docs/npu-smi.md#the-info-table).
         acl_module: The pyACL module; imported when None (tests pass a fake).
 
     Raises:
@@ -381,7 +514,7 @@ class OmSession:
         return None
 
     def run(self, feeds: dict[str, np.ndarray], split_batch: bool = False) -> dict[str, np.ndarray]:
-        """Runs the OM on ``feeds`` and returns every output by name.
+        """Runs the OM on ``feeds`` and returns every output by the OM's name for it.
 
         Inputs must have the OM's data types and shapes. A dynamic-batch OM
         takes any batch up to its largest gear (padded to the next gear). With
@@ -505,6 +638,12 @@ class OmSession:
         return array.reshape(shape).copy()
 
     def _output_shape(self, index: int, batch: int | None) -> list[int]:
+        """The output's shape for the gear just run.
+
+        ``get_cur_output_dims`` reports it after an execute. Without that call (older
+        pyACL), the dims from ``get_output_dims`` are those of the largest gear of a
+        dynamic-batch OM (docs/pyacl.md#dynamic-batch), so the batch axis is the gear set.
+        """
         tensor = self.outputs[index]
         getter = getattr(self.acl.mdl, "get_cur_output_dims", None)
         if getter is not None:
@@ -513,7 +652,7 @@ class OmSession:
             if dims and all(d >= 0 for d in dims):
                 return dims
         dims = list(tensor.dims)
-        if batch is not None and dims and dims[0] < 0:
+        if batch is not None and dims and (self.gears or dims[0] < 0):
             dims[0] = batch
         return dims
 
@@ -645,44 +784,59 @@ def _device_id(config: dict[str, Any]) -> int:
     return int(raw)
 
 
+def _check_tensor(spec: TensorSpec, tensor: OmTensor, kind: str) -> None:
+    if spec.dtype != tensor.dtype:
+        raise ValueError(
+            f"config {kind} '{spec.name}' is {spec.data_type} but the OM "
+            f"{kind} '{tensor.name}' is {tensor.dtype}"
+        )
+    om_dims = tensor.dims[1:] if spec.batched else tensor.dims
+    if spec.batched and not tensor.dims:
+        raise ValueError(
+            f"config {kind} '{spec.name}' is batched (max_batch_size > 0) "
+            "but the OM tensor has no batch dimension"
+        )
+    if len(om_dims) != len(spec.dims) or any(
+        want >= 0 and got >= 0 and want != got for want, got in zip(spec.dims, om_dims, strict=True)
+    ):
+        raise ValueError(
+            f"config {kind} '{spec.name}' has dims {spec.dims} but the OM has "
+            f"{tensor.shape_text()}"
+            + (" (the batch dimension is left out of config dims)" if spec.batched else "")
+        )
+
+
 def check_signature(
     session: OmSession, inputs: list[TensorSpec], outputs: list[TensorSpec]
-) -> None:
-    """Fails (at load, not at the first request) when config and OM disagree."""
+) -> tuple[dict[str, int], str]:
+    """Fails (at load, not at the first request) when config and OM disagree.
+
+    Inputs are matched by name. Outputs are matched by :func:`map_om_outputs`: the OM
+    calls them ``<op>:<index>:<ONNX output name>`` where the config has the ONNX name.
+
+    Returns:
+        The OM output index for each config output name, and a note for the log
+        ("" unless the outputs were matched by position).
+    """
     om_inputs = {t.name: t for t in session.inputs}
-    om_outputs = {t.name: t for t in session.outputs}
     if not outputs:
         raise ValueError("the model config declares no outputs")
-    for specs, tensors, kind in ((inputs, om_inputs, "input"), (outputs, om_outputs, "output")):
-        for spec in specs:
-            tensor = tensors.get(spec.name)
-            if tensor is None:
-                raise ValueError(
-                    f"config {kind} '{spec.name}' is not an {kind} of the OM "
-                    f"(it has {sorted(tensors)})"
-                )
-            if spec.dtype != tensor.dtype:
-                raise ValueError(
-                    f"config {kind} '{spec.name}' is {spec.data_type} but the OM has {tensor.dtype}"
-                )
-            om_dims = tensor.dims[1:] if spec.batched else tensor.dims
-            if spec.batched and not tensor.dims:
-                raise ValueError(
-                    f"config {kind} '{spec.name}' is batched (max_batch_size > 0) "
-                    "but the OM tensor has no batch dimension"
-                )
-            if len(om_dims) != len(spec.dims) or any(
-                want >= 0 and got >= 0 and want != got
-                for want, got in zip(spec.dims, om_dims, strict=True)
-            ):
-                raise ValueError(
-                    f"config {kind} '{spec.name}' has dims {spec.dims} but the OM has "
-                    f"{tensor.shape_text()}"
-                    + (" (the batch dimension is left out of config dims)" if spec.batched else "")
-                )
+    for spec in inputs:
+        tensor = om_inputs.get(spec.name)
+        if tensor is None:
+            raise ValueError(
+                f"config input '{spec.name}' is not an input of the OM (it has {sorted(om_inputs)})"
+            )
+        _check_tensor(spec, tensor, "input")
+    indices, note = map_om_outputs(
+        [t.name for t in session.outputs], [spec.name for spec in outputs]
+    )
+    for spec, index in zip(outputs, indices, strict=True):
+        _check_tensor(spec, session.outputs[index], "output")
     missing = sorted(set(om_inputs) - {s.name for s in inputs})
     if missing:
         raise ValueError(f"the model config does not declare OM input(s) {missing}")
+    return dict(zip((spec.name for spec in outputs), indices, strict=True)), note
 
 
 class TritonPythonModel:
@@ -702,10 +856,16 @@ class TritonPythonModel:
             raise FileNotFoundError(f"OM file {path} not found")
         self.session: OmSession | None = OmSession(path, _device_id(self.config))
         try:
-            check_signature(self.session, self.inputs, self.outputs)
+            indices, note = check_signature(self.session, self.inputs, self.outputs)
         except Exception:
             self.finalize()
             raise
+        #: Config output name -> the OM's name for it (``<op>:<index>:<ONNX name>``).
+        self.om_output_names = {
+            name: self.session.outputs[index].name for name, index in indices.items()
+        }
+        if note:
+            print(f"acl backend: model '{self.model_name}': {note}", flush=True)
 
     def execute(self, requests: list[Any]) -> list[Any]:
         responses: list[Any] = [None] * len(requests)
@@ -785,7 +945,7 @@ class TritonPythonModel:
         for position, (index, _, names) in enumerate(members):
             tensors = []
             for name in names:
-                array = results[name]
+                array = results[self.om_output_names[name]]
                 if sizes is not None:
                     array = array[offset : offset + sizes[position]]
                 array = np.ascontiguousarray(array, dtype=specs[name].dtype)

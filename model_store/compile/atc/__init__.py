@@ -7,8 +7,11 @@ is installed, as a pre-flight compile for ``npu_ge``. This package is the whole
 contract with the tool, one submodule per concern (each imports only those above it):
 
 * :mod:`~model_store.compile.atc.environment`: :func:`cann_status` says whether ATC is
-  there and, if not, what to set; :func:`atc_environment` is the environment CANN's
-  ``set_env.sh`` would give;
+  there (either install layout) and, if not, what to set; :func:`atc_environment` is the
+  environment CANN's ``set_env.sh`` would give, with ATC's own Python (``ATC_PYTHON``)
+  first on ``PATH`` and never the hub's virtualenv;
+* :mod:`~model_store.compile.atc.python`: :data:`PROBE_SCRIPT` / :func:`assess_probe`
+  check that interpreter against CANN's documented version and packages;
 * :mod:`~model_store.compile.atc.options`: :class:`AtcOptions` / :func:`build_atc_command`
   turn the user's choices into an argument list (never a shell string) after checking
   every value;
@@ -18,7 +21,7 @@ contract with the tool, one submodule per concern (each imports only those above
   group, streams its output line by line, honours cancellation and a timeout, and checks
   the ``.om`` was written.
 
-The public names of all four are re-exported here, so ``from model_store.compile.atc import
+The public names of all five are re-exported here, so ``from model_store.compile.atc import
 run_atc`` keeps working; code that patches a name must patch it in the submodule that looks
 it up.
 
@@ -38,11 +41,17 @@ Example:
 from __future__ import annotations
 
 from model_store.compile.atc.environment import (
+    ATC_PYTHON_VAR,
+    DEFAULT_CANN_HOME,
     DEFAULT_TOOLKIT_HOME,
     AtcUnavailable,
     CannStatus,
     atc_environment,
+    atc_python_setting,
+    cann_layout,
     cann_status,
+    default_toolkit_homes,
+    hub_python_dirs,
     require_atc,
 )
 from model_store.compile.atc.messages import (
@@ -70,11 +79,23 @@ from model_store.compile.atc.options import (
     InvalidAtcOptions,
     build_atc_command,
     format_command,
+    gear_problems,
+    parse_gears,
     parse_input_shape,
+)
+from model_store.compile.atc.python import (
+    ATC_PYTHON_PACKAGES,
+    PROBE_SCRIPT,
+    PythonAssessment,
+    assess_probe,
+    parse_probe,
 )
 from model_store.compile.atc.running import AtcFailed, AtcResult, glob_escape, run_atc
 
 __all__ = [
+    "ATC_PYTHON_PACKAGES",
+    "ATC_PYTHON_VAR",
+    "DEFAULT_CANN_HOME",
     "DEFAULT_TOOLKIT_HOME",
     "EXPLANATIONS",
     "FAILURE_PHRASE",
@@ -88,6 +109,7 @@ __all__ = [
     "OP_SELECT_IMPLMODES",
     "PRECISION_MODES",
     "PRECISION_MODES_V2",
+    "PROBE_SCRIPT",
     "START_PHRASE",
     "SUCCESS_PHRASE",
     "AtcFailed",
@@ -98,14 +120,23 @@ __all__ = [
     "CannStatus",
     "InvalidAtcOptions",
     "MessageKind",
+    "PythonAssessment",
+    "assess_probe",
     "atc_environment",
+    "atc_python_setting",
     "build_atc_command",
+    "cann_layout",
     "cann_status",
+    "default_toolkit_homes",
     "explain",
     "format_command",
+    "gear_problems",
     "glob_escape",
+    "hub_python_dirs",
     "parse_atc_line",
+    "parse_gears",
     "parse_input_shape",
+    "parse_probe",
     "require_atc",
     "run_atc",
 ]

@@ -1,9 +1,15 @@
 """Finding ATC and the CANN toolkit, and the environment ATC runs in.
 
 :func:`cann_status` looks where an operator would point (``ATC_PATH``, ``ASCEND_TOOLKIT_HOME``,
-``ASCEND_HOME_PATH``, ``PATH``) and says in plain words what to set when ATC is missing;
-:func:`atc_environment` gives ATC what CANN's ``set_env.sh`` would export. Nothing here runs
-ATC: the diagnostics page and the targets call these to report whether CANN is usable.
+``ASCEND_HOME_PATH``, ``PATH``, then the default installs of both CANN layouts) and says in
+plain words what to set when ATC is missing; :func:`atc_environment` gives ATC what CANN's
+``set_env.sh`` would export, with the Python interpreter ATC is meant to use
+(``ATC_PYTHON``, docs/atc.md#python-environment) first on ``PATH``. Nothing here runs ATC:
+the diagnostics page and the targets call these to report whether CANN is usable.
+
+Two install layouts exist (docs/cann.md#install-layouts): CANN 8.5 and later install into
+``/usr/local/Ascend/cann`` with its own ``set_env.sh``; older releases into
+``/usr/local/Ascend/ascend-toolkit/latest`` with ``set_env.sh`` one level up.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import contextlib
 import os
 import platform
 import shutil
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from model_store.errors import ModelStoreError
 
@@ -26,8 +33,21 @@ class AtcUnavailable(ModelStoreError):
     code = "cann_missing"
 
 
-#: Where ``set_env.sh`` points ASCEND_TOOLKIT_HOME on a default install.
+#: Where CANN and the driver install by default.
+DEFAULT_ASCEND_ROOT = "/usr/local/Ascend"
+#: The toolkit home of a default install before CANN 8.5 (``ascend-toolkit`` layout).
 DEFAULT_TOOLKIT_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
+#: The toolkit home of a default install from CANN 8.5 on (``cann`` layout).
+DEFAULT_CANN_HOME = "/usr/local/Ascend/cann"
+#: The variable naming the Python interpreter ATC should run (docs/atc.md#python-environment).
+ATC_PYTHON_VAR = "ATC_PYTHON"
+
+CannLayout = Literal["cann", "ascend-toolkit"]
+#: How each layout is described to a person.
+LAYOUT_NAMES: dict[str, str] = {
+    "cann": "the CANN 8.5+ layout (<root>/cann, its own set_env.sh)",
+    "ascend-toolkit": "the pre-8.5 layout (<root>/ascend-toolkit/latest)",
+}
 
 # Places of the atc binary inside a toolkit home: current layouts put it in
 # bin/ (a link into compiler/bin/), older ones (CANN 5.x) in atc/bin/.
@@ -35,7 +55,7 @@ _ATC_IN_TOOLKIT = ("bin/atc", "compiler/bin/atc", "atc/bin/atc")
 
 MISSING_HINT = (
     "set ATC_PATH to the atc binary or ASCEND_TOOLKIT_HOME to the CANN toolkit, "
-    f"e.g. {DEFAULT_TOOLKIT_HOME}"
+    f"e.g. {DEFAULT_CANN_HOME} (CANN 8.5 and later) or {DEFAULT_TOOLKIT_HOME}"
 )
 
 
@@ -48,6 +68,9 @@ class CannStatus:
     toolkit_home: str | None
     version: str | None
     reason: str
+    layout: CannLayout | None = None
+    set_env: str | None = None
+    ops_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The status as JSON-ready data (diagnostics page, API)."""
@@ -58,9 +81,23 @@ def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+def default_toolkit_homes(
+    ascend_root: Path | str = DEFAULT_ASCEND_ROOT, user_home: str | None = None
+) -> list[Path]:
+    """The toolkit homes of default installs, newest layout first.
+
+    ``<root>/cann`` (CANN 8.5 and later), then ``<root>/ascend-toolkit/latest``; for a
+    non-root install the same under ``$HOME/Ascend`` (docs/cann.md#install-layouts).
+    """
+    roots = [Path(ascend_root)]
+    if user_home:
+        roots.append(Path(user_home) / "Ascend")
+    return [home for root in roots for home in (root / "cann", root / "ascend-toolkit" / "latest")]
+
+
 def _atc_in_toolkit(root: Path) -> tuple[Path, Path] | None:
-    """``(atc, toolkit_home)`` inside ``root`` or ``root/latest``, or None."""
-    for home in (root, root / "latest"):
+    """``(atc, toolkit_home)`` inside ``root``, ``root/latest``, or either layout under it."""
+    for home in (root, root / "latest", root / "cann", root / "ascend-toolkit" / "latest"):
         for relative in _ATC_IN_TOOLKIT:
             candidate = home / relative
             if _is_executable(candidate):
@@ -82,25 +119,27 @@ def _toolkit_home_of(atc: Path) -> Path | None:
     return None
 
 
-def _version_file(home: Path) -> Path | None:
-    """The toolkit's install-info file, if any.
+def _version_file(home: Path, info: str = "ascend_toolkit_install.info") -> Path | None:
+    """The toolkit's (or ops package's) install-info file, if any.
 
     These are the places public CANN install guides read
     (docs/cann.md#toolkit-version-files): ``<home>/<arch>-linux/ascend_toolkit_install.info``
-    (``version=...``) and ``<home>/compiler/version.info`` (``Version=...``).
+    (``version=...``), ``ascend_ops_install.info`` beside it for the 8.5 ops package, and
+    ``<home>/compiler/version.info`` (``Version=...``) for the toolkit.
     """
-    candidates = [home / f"{platform.machine()}-linux" / "ascend_toolkit_install.info"]
+    candidates = [home / f"{platform.machine()}-linux" / info]
     with contextlib.suppress(OSError):
-        candidates += sorted(home.glob("*-linux/ascend_toolkit_install.info"))
-    candidates.append(home / "compiler" / "version.info")
+        candidates += sorted(home.glob(f"*-linux/{info}"))
+    if info == "ascend_toolkit_install.info":
+        candidates.append(home / "compiler" / "version.info")
     return next((c for c in candidates if c.is_file()), None)
 
 
-def _toolkit_version(home: Path | None) -> str | None:
-    """The ``version=`` value of the toolkit's install-info file, or None."""
+def _toolkit_version(home: Path | None, info: str = "ascend_toolkit_install.info") -> str | None:
+    """The ``version=`` value of the toolkit's (or ops package's) install-info file, or None."""
     if home is None:
         return None
-    path = _version_file(home)
+    path = _version_file(home, info)
     if path is None:
         return None
     try:
@@ -114,8 +153,30 @@ def _toolkit_version(home: Path | None) -> str | None:
     return None
 
 
+def cann_layout(home: Path | str | None) -> tuple[CannLayout | None, Path | None]:
+    """Which install layout ``home`` belongs to, and the ``set_env.sh`` that sets it up.
+
+    ``ascend-toolkit``: ``.../ascend-toolkit/<version or latest>``, ``set_env.sh`` one level
+    up. ``cann``: a home holding its own ``set_env.sh`` (CANN 8.5's ``<root>/cann``).
+    (None, None) when neither is recognisable (a hand-made or partial copy).
+    """
+    if home is None:
+        return None, None
+    path = Path(home)
+    if path.parent.name == "ascend-toolkit":
+        script = path.parent / "set_env.sh"
+        return "ascend-toolkit", script if script.is_file() else None
+    if (path / "set_env.sh").is_file():
+        return "cann", path / "set_env.sh"
+    if path.name == "cann":
+        return "cann", None
+    return None, None
+
+
 def _found(atc: Path, home: Path | None, how: str) -> CannStatus:
     version = _toolkit_version(home)
+    layout, script = cann_layout(home)
+    ops_version = _toolkit_version(home, "ascend_ops_install.info")
     shown = f" (CANN {version})" if version else ""
     return CannStatus(
         available=True,
@@ -123,19 +184,26 @@ def _found(atc: Path, home: Path | None, how: str) -> CannStatus:
         toolkit_home=str(home) if home is not None else None,
         version=version,
         reason=f"ATC found at {atc} via {how}{shown}.",
+        layout=layout,
+        set_env=str(script) if script is not None else None,
+        ops_version=ops_version,
     )
 
 
-def cann_status(env: Mapping[str, str] | None = None) -> CannStatus:
+def cann_status(
+    env: Mapping[str, str] | None = None, default_homes: Sequence[Path] | None = None
+) -> CannStatus:
     """Finds ATC the way the worker will run it.
 
     Order: ``ATC_PATH`` (the binary), then ``ASCEND_TOOLKIT_HOME`` and
-    ``ASCEND_HOME_PATH`` (a toolkit home, or its parent holding ``latest/``),
-    then ``atc`` on ``PATH``. An explicit setting that points at nothing is
-    reported as such rather than silently skipped.
+    ``ASCEND_HOME_PATH`` (a toolkit home, its parent holding ``latest/``, or an install
+    root holding ``cann/`` or ``ascend-toolkit/latest/``), then ``atc`` on ``PATH``, then
+    the default installs (:func:`default_toolkit_homes`). An explicit setting that points
+    at nothing is reported as such rather than silently skipped.
 
     Args:
         env: The environment to look in; ``os.environ`` when None.
+        default_homes: Default installs to try last; :func:`default_toolkit_homes` when None.
 
     Returns:
         A :class:`CannStatus`; when ATC is missing its ``reason`` says what to set.
@@ -179,6 +247,13 @@ def cann_status(env: Mapping[str, str] | None = None) -> CannStatus:
         atc = Path(on_path)
         return _found(atc, _toolkit_home_of(atc), "PATH")
 
+    if default_homes is None:
+        default_homes = default_toolkit_homes(user_home=env.get("HOME") or None)
+    for home in default_homes:
+        for relative in _ATC_IN_TOOLKIT:
+            if _is_executable(home / relative):
+                return _found(home / relative, home, f"the default install {home}")
+
     found_nothing = "; ".join(problems) if problems else "ATC (CANN toolkit) is not installed here"
     return CannStatus(False, None, None, None, f"{found_nothing}; {MISSING_HINT}.")
 
@@ -191,7 +266,60 @@ def require_atc(env: Mapping[str, str] | None = None) -> CannStatus:
     return status
 
 
-def atc_environment(status: CannStatus, base_env: Mapping[str, str]) -> dict[str, str]:
+def hub_python_dirs(base_env: Mapping[str, str]) -> list[str]:
+    """The ``bin`` directories of the hub's own virtualenv (this process's, and VIRTUAL_ENV).
+
+    Empty when the hub does not run from a virtualenv: a system interpreter's directory
+    (``/usr/bin``) holds far more than Python and stays on ATC's PATH.
+    """
+    dirs = []
+    if sys.prefix != sys.base_prefix:
+        dirs.append(str(Path(sys.prefix) / "bin"))
+    venv = base_env.get("VIRTUAL_ENV", "").strip()
+    if venv:
+        dirs.append(str(Path(venv) / "bin"))
+    return list(dict.fromkeys(os.path.normpath(d) for d in dirs))
+
+
+def atc_python_setting(base_env: Mapping[str, str]) -> tuple[Path | None, str | None]:
+    """``ATC_PYTHON`` as ``(interpreter, None)``, ``(None, None)`` when unset, or
+    ``(None, why it is unusable)``.
+
+    ATC runs ``python3 -V`` through the shell and loads the matching ``libpython``
+    (docs/atc.md#python-environment), so what counts is the ``python3`` in the
+    interpreter's directory: it must be there.
+    """
+    raw = base_env.get(ATC_PYTHON_VAR, "").strip()
+    if not raw:
+        return None, None
+    path = Path(raw)
+    fix = (
+        f"point {ATC_PYTHON_VAR} at the python3 of an environment that meets CANN's Python "
+        "requirements (docs/atc.md#python-environment), or unset it"
+    )
+    if not path.is_absolute():
+        return None, f"{ATC_PYTHON_VAR}={raw} is not an absolute path; {fix}."
+    if not _is_executable(path):
+        return None, f"{ATC_PYTHON_VAR}={raw} is not an executable file; {fix}."
+    if not _is_executable(path.parent / "python3"):
+        return None, (
+            f"{ATC_PYTHON_VAR}={raw}: ATC runs `python3` from PATH, and {path.parent} has no "
+            f"python3; {fix}."
+        )
+    return path, None
+
+
+def _without(entries: list[str], dropped: Sequence[str]) -> list[str]:
+    gone = set(dropped)
+    return [e for e in entries if os.path.normpath(e) not in gone]
+
+
+def atc_environment(
+    status: CannStatus,
+    base_env: Mapping[str, str],
+    *,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, str]:
     """The environment ATC runs in: ``base_env`` plus what CANN's ``set_env.sh`` exports.
 
     Derived from ``status.toolkit_home`` (H): ``PATH`` gains H/bin and the
@@ -202,16 +330,32 @@ def atc_environment(status: CannStatus, base_env: Mapping[str, str]) -> dict[str
     ``ASCEND_AICPU_PATH`` (H), ``ASCEND_OPP_PATH`` (H/opp) and
     ``TOOLCHAIN_HOME`` (H/toolkit) are set unless ``base_env`` already sets
     them. Path lists are prepended, as ``set_env.sh`` does, and keep every
-    entry ``base_env`` had.
+    entry ``base_env`` had, except the hub's own virtualenv.
+
+    ATC's operator compiler runs the first ``python3`` on ``PATH``
+    (docs/atc.md#python-environment), never the hub's: with ``ATC_PYTHON`` set, that
+    interpreter's directory comes first on ``PATH``; without it, the hub's virtualenv
+    (:func:`hub_python_dirs`) is taken off ``PATH`` so that the system's ``python3`` is
+    found. ``log`` is told which one ATC will use.
 
     Args:
         status: Where ATC and its toolkit are (from :func:`cann_status`).
         base_env: The environment to start from (usually ``os.environ``).
+        log: Gets one line saying which Python ATC will run.
 
     Returns:
         A new dict; ``base_env`` is not modified.
+
+    Raises:
+        AtcUnavailable: ``ATC_PYTHON`` is set but unusable (the message says why).
     """
+    interpreter, problem = atc_python_setting(base_env)
+    if problem:
+        raise AtcUnavailable(problem)
+    hub_dirs = hub_python_dirs(base_env)
     env = dict(base_env)
+    if hub_dirs and env.get("VIRTUAL_ENV", "").strip():
+        env.pop("VIRTUAL_ENV")  # the hub's; it means nothing to ATC's interpreter
     front: dict[str, list[Path]] = {"PATH": [], "LD_LIBRARY_PATH": [], "PYTHONPATH": []}
     if status.toolkit_home:
         home = Path(status.toolkit_home)
@@ -235,10 +379,40 @@ def atc_environment(status: CannStatus, base_env: Mapping[str, str]) -> dict[str
         front["PYTHONPATH"] += [home / "python" / "site-packages", tbe]
     if status.atc_path:
         front["PATH"].insert(0, Path(status.atc_path).parent)
+    if interpreter is not None:
+        front["PATH"].insert(0, interpreter.parent)
     for key, additions in front.items():
         existing = [p for p in env.get(key, "").split(os.pathsep) if p]
+        if key == "PATH":
+            existing = _without(existing, hub_dirs)
         added = [str(p) for p in additions]
         merged = list(dict.fromkeys([*added, *existing]))
         if merged:
             env[key] = os.pathsep.join(merged)
+        elif key in env:
+            env[key] = ""
+    if log is not None:
+        log(_python_note(interpreter, hub_dirs, env.get("PATH", "")))
     return env
+
+
+def _python_note(interpreter: Path | None, hub_dirs: list[str], path: str) -> str:
+    """The log line saying which ``python3`` ATC's operator compiler will run."""
+    if interpreter is not None:
+        return (
+            f"ATC's Python: {interpreter.parent / 'python3'} ({ATC_PYTHON_VAR}), first on "
+            "ATC's PATH."
+        )
+    found = shutil.which("python3", path=path) or shutil.which("python", path=path)
+    dropped = ""
+    if hub_dirs:
+        dropped = f"; the hub's virtualenv ({', '.join(hub_dirs)}) is kept off ATC's PATH"
+    uses = (
+        f"ATC will use {found}, the first python3 on its PATH"
+        if found
+        else "no python3 is on ATC's PATH, so ATC will fail with E40001"
+    )
+    return (
+        f"ATC's Python: {ATC_PYTHON_VAR} is not set; {uses}{dropped}. Set {ATC_PYTHON_VAR} to "
+        "an interpreter that meets CANN's requirements (docs/atc.md#python-environment)."
+    )

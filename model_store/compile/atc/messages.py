@@ -138,6 +138,45 @@ EXPLANATIONS: dict[str, str] = {
         "usually incomplete: check ASCEND_OPP_PATH and PYTHONPATH (source set_env.sh), that "
         "the ops package matching the chip is installed, and the Python packages CANN needs."
     ),
+    "E10003": (
+        "A gear option does not fit the input shape: each gear of --dynamic_dims needs one "
+        "value per -1 in --input_shape. Give every gear exactly that many values."
+    ),
+    "E10035": (
+        "Too few gears: --dynamic_batch_size, --dynamic_image_size and --dynamic_dims need at "
+        "least 2 (GE refuses a single gear given to an online graph the same way). Add a "
+        "second gear, or fix that one size in the input shape and drop the gears."
+    ),
+    "E10039": (
+        "The same gear is listed twice in --dynamic_batch_size, --dynamic_image_size or "
+        "--dynamic_dims. Remove the repeat; every gear must be different."
+    ),
+    "E40001": (
+        "ATC's operator compiler found no usable Python: neither `python3 -V` nor `python -V` "
+        "ran from PATH, or no libpython3.Y.so.1.0 could be loaded (from python3-config's "
+        "prefix/lib or LD_LIBRARY_PATH). Point ATC_PYTHON at a shared-library Python 3 that "
+        "meets CANN's requirements, check it on the Diagnostics page (ATC's Python), and "
+        "restart the worker."
+    ),
+    "E40002": (
+        "The python3 that ATC found on PATH is older than 3.7, which ATC refuses. Set "
+        "ATC_PYTHON to a Python within the range your CANN release documents (3.7 or later) "
+        "and restart the worker."
+    ),
+    "E40020": (
+        "A Python module failed to import in ATC's operator compiler; the message names the "
+        "module and the Python error. Usually a package CANN needs (numpy, protobuf 3.20.x, "
+        "decorator, sympy, scipy, attrs, psutil, cffi) is missing or the wrong version in "
+        "ATC's Python, or set_env.sh was not sourced (CANN's own modules missing from "
+        "PYTHONPATH). Install it into the interpreter ATC_PYTHON names (the Diagnostics page "
+        "lists what is missing) and restart the worker."
+    ),
+    "EC0010": (
+        "A Python module failed to import (reported by CANN's tuning component; same cause "
+        "as E40020): a package CANN needs is missing or the wrong version in ATC's Python. "
+        "Install it into the interpreter ATC_PYTHON names (the Diagnostics page lists what "
+        "is missing) and restart the worker."
+    ),
     "W11001": (
         "A warning: an operator did not hit the preferred operator library and uses a slower "
         "implementation. The model still compiled; expect lower performance on that operator."

@@ -45,7 +45,9 @@ KNOWN_SOC_VERSIONS = (
 # Chip Name_NPU Name (910_9391).
 _SOC_PATTERN = re.compile(r"Ascend[0-9]{3}[A-Za-z0-9]{0,10}(?:_[0-9]{4})?")
 
-INPUT_FORMATS = ("NCHW", "NHWC", "ND", "NCDHW")
+#: --input_format values ATC takes for an ONNX model; anything else, NHWC included, is E10001
+#: (docs/atc.md#options).
+INPUT_FORMATS = ("NCHW", "ND", "NCDHW")
 PRECISION_MODES = (
     "force_fp16",
     "force_fp32",
@@ -74,7 +76,7 @@ OP_SELECT_IMPLMODES = (
 )
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 ONNX_FRAMEWORK = 5
-#: ATC accepts 2 to 100 batch gears (docs/atc.md#dynamic-batch).
+#: ATC and GE accept 2 to 100 gears: fewer is E10035 (docs/atc.md#dynamic-batch).
 MIN_BATCH_GEARS, MAX_BATCH_GEARS = 2, 100
 #: Our own ceiling on one gear's batch size (ATC states none); larger is a typo.
 MAX_BATCH_GEAR_VALUE = 2048
@@ -129,6 +131,54 @@ def _unsafe_value(value: str) -> str | None:
     return None
 
 
+def parse_gears(text: str) -> list[list[int]]:
+    """``"1,224;2,448"`` (``--dynamic_dims``, ``graph.ge.dynamicDims``) -> ``[[1, 224], [2, 448]]``.
+
+    Gears are separated by ``;`` (a trailing one is dropped, as ATC does), the values of one
+    gear by ``,``.
+
+    Raises:
+        ValueError: With a plain-words reason when a value is not a whole number.
+    """
+    gears = []
+    for chunk in text.rstrip(";").split(";"):
+        values = chunk.split(",")
+        if not all(v.isdigit() for v in values):
+            raise ValueError(f"gear '{chunk}' is not whole numbers separated by ','")
+        gears.append([int(v) for v in values])
+    return gears
+
+
+def gear_problems(gears: Sequence[Sequence[int]], what: str) -> list[str]:
+    """GE's checks on a list of gears, in plain words with the code GE reports.
+
+    The same rules hold for ``--dynamic_batch_size`` and ``--dynamic_dims`` in ATC and for
+    gears given to an online graph (``graph.ge.dynamicDims`` of the GE backend): at least
+    2 gears (``E10035``), at most 100 as documented, every gear with as many values
+    (``E10037``), no gear twice (``E10039``) (``CheckDynamicParams``;
+    docs/atc.md#dynamic-batch).
+
+    Args:
+        gears: One list of values per gear (a batch gear is a one-value list).
+        what: How to name the option in the messages, e.g. ``"dynamic_dims"``.
+    """
+    problems = []
+    if len(gears) < MIN_BATCH_GEARS:
+        problems.append(
+            f"{what} has {len(gears)} gear(s); ATC and GE need at least {MIN_BATCH_GEARS} and "
+            "refuse fewer with E10035 (for one size, fix it in the input shape instead)."
+        )
+    elif len(gears) > MAX_BATCH_GEARS:
+        problems.append(f"{what} has {len(gears)} gear(s); ATC takes at most {MAX_BATCH_GEARS}.")
+    if len({len(g) for g in gears}) > 1:
+        problems.append(f"{what}: every gear needs the same number of values (E10037).")
+    if len({tuple(g) for g in gears}) != len(gears):
+        repeated = sorted({tuple(g) for g in gears if list(gears).count(g) > 1})
+        shown = "; ".join(",".join(map(str, g)) for g in repeated)
+        problems.append(f"{what} lists a gear twice ({shown}); GE refuses that with E10039.")
+    return problems
+
+
 def parse_input_shape(text: str) -> list[tuple[str, list[str]]]:
     """Splits ``"x:1,3,224,224;mask:1,-1"`` into ``[("x", ["1","3","224","224"]), ...]``.
 
@@ -162,7 +212,8 @@ class AtcOptions:
             match the serving machine (``npu-smi info``).
         input_shape: ``"name:n,c,h,w;name2:..."``; ``-1`` marks the batch axis
             with ``dynamic_batch_size``.
-        input_format: ``NCHW`` (ATC's default for ONNX), ``NHWC``, ``ND`` or ``NCDHW``.
+        input_format: ``NCHW`` (ATC's default for ONNX), ``ND`` or ``NCDHW``; ATC refuses
+            ``NHWC`` for ONNX.
         precision_mode: Legacy precision switch (``force_fp16`` is ATC's default).
         precision_mode_v2: Preferred precision switch; exclusive with ``precision_mode``.
         dynamic_batch_size: Batch gears, e.g. ``[1, 2, 4, 8]``.
@@ -171,7 +222,8 @@ class AtcOptions:
             their ``*_for_all`` variants.
         log: ATC's ``--log`` level.
         framework: Always 5 (ONNX) in this product.
-        extra: Further ``--flag=value`` pairs, flag names without dashes.
+        extra: Further ``--flag=value`` pairs, flag names without dashes. A
+            ``dynamic_dims`` here (``"1,224;2,448"``) is checked like ATC checks it.
     """
 
     soc_version: str
@@ -227,8 +279,13 @@ class AtcOptions:
 
     def _check_choices(self) -> list[str]:
         problems = []
+        if self.input_format is not None and self.input_format not in INPUT_FORMATS:
+            problems.append(
+                f"input_format {self.input_format!r} is not accepted for an ONNX model: ATC "
+                f"takes {', '.join(INPUT_FORMATS)} and refuses anything else with E10001. "
+                "Use ND for an input that is not NCHW (an NHWC image input included)."
+            )
         for name, value, allowed in (
-            ("input_format", self.input_format, INPUT_FORMATS),
             ("precision_mode", self.precision_mode, PRECISION_MODES),
             ("precision_mode_v2", self.precision_mode_v2, PRECISION_MODES_V2),
             ("op_select_implmode", self.op_select_implmode, OP_SELECT_IMPLMODES),
@@ -258,22 +315,23 @@ class AtcOptions:
                 entries = parse_input_shape(self.input_shape)
             except ValueError as exc:
                 problems.append(f"input_shape {self.input_shape!r} is malformed: {exc}.")
+        dims_text = self.extra.get("dynamic_dims")
+        if isinstance(dims_text, str) and _unsafe_value(dims_text) is None:
+            problems += self._check_dynamic_dims(dims_text, entries)
         gears = self.dynamic_batch_size
         if gears is None:
             return problems
         if not all(isinstance(g, int) and not isinstance(g, bool) for g in gears):
             return [*problems, "dynamic_batch_size must be a list of whole numbers."]
-        if not MIN_BATCH_GEARS <= len(gears) <= MAX_BATCH_GEARS:
-            problems.append(
-                f"dynamic_batch_size has {len(gears)} gear(s); ATC takes {MIN_BATCH_GEARS} to "
-                f"{MAX_BATCH_GEARS} (for one batch size use a static input_shape instead)."
-            )
+        problems += gear_problems([[g] for g in gears], "dynamic_batch_size")
         if any(g < 1 for g in gears):
             problems.append("dynamic_batch_size gears must be positive.")
         if any(g > MAX_BATCH_GEAR_VALUE for g in gears):
             problems.append(f"dynamic_batch_size gears must be at most {MAX_BATCH_GEAR_VALUE}.")
-        if len(set(gears)) != len(gears):
-            problems.append("dynamic_batch_size lists a gear twice.")
+        if dims_text is not None:
+            problems.append(
+                "dynamic_batch_size and dynamic_dims exclude each other (ATC: E10009); keep one."
+            )
         if self.input_shape is None:
             problems.append(
                 "dynamic_batch_size needs input_shape with -1 as the batch (first) dimension, "
@@ -286,6 +344,30 @@ class AtcOptions:
             )
         elif any("~" in dim for _, dims in entries for dim in dims):
             problems.append("dynamic_batch_size cannot be combined with shape ranges (1~8).")
+        return problems
+
+    def _check_dynamic_dims(self, text: str, entries: list[tuple[str, list[str]]]) -> list[str]:
+        """``--dynamic_dims``: ATC's checks (docs/atc.md#dynamic-batch)."""
+        try:
+            gears = parse_gears(text)
+        except ValueError as exc:
+            return [f"dynamic_dims {text!r} is malformed: {exc}."]
+        problems = gear_problems(gears, "dynamic_dims")
+        if any(v < 1 for gear in gears for v in gear):
+            problems.append("dynamic_dims values must be positive.")
+        slots = sum(dims.count("-1") for _, dims in entries)
+        if self.input_shape is None or not slots:
+            problems.append(
+                "dynamic_dims needs input_shape with -1 for each geared dim, e.g. "
+                "'x:1,-1' with dynamic_dims '4;8;16' (ATC: E10001)."
+            )
+        elif any(len(gear) != slots for gear in gears):
+            problems.append(
+                f"dynamic_dims: each gear needs {slots} value(s), one per -1 in input_shape "
+                "(ATC: E10003)."
+            )
+        if any("~" in dim for _, dims in entries for dim in dims):
+            problems.append("dynamic_dims cannot be combined with shape ranges (1~8).")
         return problems
 
     def _check_extra(self) -> list[str]:

@@ -79,6 +79,11 @@ class TensorDesc:
     dims: list[int]
     dtype: int
     format: int = 2
+    #: The ONNX graph tensor onnxruntime reads or writes (outputs: the OM name differs).
+    onnx_name: str = ""
+
+    def __post_init__(self) -> None:
+        self.onnx_name = self.onnx_name or self.name
 
     @property
     def itemsize(self) -> int:
@@ -239,8 +244,15 @@ def build_model(path: str, device: int) -> Model | int:
     gears = [int(g) for g in header.get("dynamic_batch", [])]
     if gears:
         inputs.append(TensorDesc(MBATCH_INPUT, [1], 9, ACL_FORMATS["ND"]))
+    # Output names are ATC's (<op>:<index>:<onnx name>); onnx_name is the graph output.
     outputs = [
-        TensorDesc(t["name"], list(t["dims"]), int(t["dtype"]), ACL_FORMATS.get(t["format"], 2))
+        TensorDesc(
+            t["name"],
+            list(t["dims"]),
+            int(t["dtype"]),
+            ACL_FORMATS.get(t["format"], 2),
+            onnx_name=t["onnx_name"],
+        )
         for t in header["outputs"]
     ]
     model = Model(path, device, header, session, inputs, outputs, gears)
@@ -252,7 +264,7 @@ def build_model(path: str, device: int) -> Model | int:
             for i, t in enumerate(inputs)
             if t.name != MBATCH_INPUT
         }
-        results = session.run([o.name for o in outputs], feeds)
+        results = session.run([o.onnx_name for o in outputs], feeds)
         dims = [list(r.shape) for r in results]
     model.output_shapes = dims
     return model
@@ -266,7 +278,8 @@ def compute(model: Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
             k: v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v
             for k, v in feeds.items()
         }
-    results = [np.asarray(r) for r in model.session.run([o.name for o in model.outputs], feeds)]
+    names = [o.onnx_name for o in model.outputs]
+    results = [np.asarray(r) for r in model.session.run(names, feeds)]
     noise = float(os.environ.get("FAKE_ACL_NOISE", "0") or 0)
     rng = np.random.default_rng(0)
     out = []

@@ -140,7 +140,14 @@ def get_output_size_by_index(desc: int, index: int) -> int:
     return _size(model.output_shape(i, None), model.outputs[i].itemsize)
 
 
-def _dims(name: str, dims: list[int]) -> dict[str, Any]:
+#: The ``name`` field of the dims getters is a 128-byte buffer (ACL_MAX_TENSOR_NAME_LEN).
+_MAX_DIMS_NAME = 127
+
+
+def _dims(desc: int, kind: str, index: int, name: str, dims: list[int]) -> dict[str, Any]:
+    """The dims dict; a name too long for its buffer is replaced as model_desc.c does."""
+    if len(name) > _MAX_DIMS_NAME:
+        name = f"acl_modelId_{_fake.state().descs.get(desc)}_{kind}_{index}"
     return {"name": name, "dimCount": len(dims), "dims": list(dims)}
 
 
@@ -150,7 +157,8 @@ def get_input_dims(desc: int, index: int) -> tuple[dict[str, Any], int]:
     if found is None:
         return {}, ACL_ERROR_INVALID_PARAM
     model, i = found
-    return _dims(model.inputs[i].name, model.inputs[i].dims), ACL_SUCCESS
+    # -1 only here, in input dims, on the batch axis of a dynamic-batch OM.
+    return _dims(desc, "input", i, model.inputs[i].name, model.inputs[i].dims), ACL_SUCCESS
 
 
 def get_output_dims(desc: int, index: int) -> tuple[dict[str, Any], int]:
@@ -159,10 +167,8 @@ def get_output_dims(desc: int, index: int) -> tuple[dict[str, Any], int]:
     if found is None:
         return {}, ACL_ERROR_INVALID_PARAM
     model, i = found
-    dims = list(model.output_shapes[i])
-    if model.gears and dims:
-        dims[0] = -1
-    return _dims(model.outputs[i].name, dims), ACL_SUCCESS
+    # Output dims never hold -1: a dynamic-batch OM reports its largest gear.
+    return _dims(desc, "output", i, model.outputs[i].name, model.output_shape(i, None)), ACL_SUCCESS
 
 
 def get_cur_output_dims(desc: int, index: int) -> tuple[dict[str, Any], int]:
@@ -171,9 +177,10 @@ def get_cur_output_dims(desc: int, index: int) -> tuple[dict[str, Any], int]:
     if found is None:
         return {}, ACL_ERROR_INVALID_PARAM
     model, i = found
+    # The gear of the last execute; the largest gear before any (or when none was set).
     shapes = model.last_output_shapes
     dims = shapes[i] if shapes else model.output_shape(i, None)
-    return _dims(model.outputs[i].name, dims), ACL_SUCCESS
+    return _dims(desc, "output", i, model.outputs[i].name, dims), ACL_SUCCESS
 
 
 def get_input_name_by_index(desc: int, index: int) -> str:
@@ -183,6 +190,7 @@ def get_input_name_by_index(desc: int, index: int) -> str:
 
 
 def get_output_name_by_index(desc: int, index: int) -> str:
+    """The full name stored in the OM (``<op>:<index>:<ONNX name>``), never shortened."""
     record("mdl.get_output_name_by_index")
     found = _described(desc, index, outputs=True)
     return found[0].outputs[index].name if found else ""
@@ -320,9 +328,8 @@ def execute(model_id: int, inputs: int, outputs: int) -> int:
         return ACL_ERROR_MODEL_INPUT_NOT_MATCH
     if out_buffers is None or len(out_buffers) != len(model.outputs):
         return ACL_ERROR_MODEL_OUTPUT_NOT_MATCH
-    batch = s.dataset_batch.get(inputs)
-    if model.gears and batch is None:
-        return ACL_ERROR_INVALID_PARAM  # dynamic model without set_dynamic_batch_size
+    # No set_dynamic_batch_size on this dataset: the largest gear runs (not an error).
+    batch = s.dataset_batch.get(inputs, max(model.gears) if model.gears else None)
 
     feeds: dict[str, np.ndarray] = {}
     for i, tensor in enumerate(model.inputs):

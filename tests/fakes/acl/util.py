@@ -44,8 +44,11 @@ def _register(view: memoryview) -> int:
     return ptr
 
 
-def bytes_to_ptr(data: bytes | bytearray) -> int:
+def bytes_to_ptr(data: bytes) -> int:
+    """Like pyACL's: a ``bytes`` object only (PyBytes_Check), else ValueError."""
     record("util.bytes_to_ptr")
+    if not isinstance(data, bytes):
+        raise ValueError("needs an byte as argument")
     return _register(memoryview(data).cast("B"))
 
 

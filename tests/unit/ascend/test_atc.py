@@ -28,6 +28,8 @@ from model_store.compile.atc.options import (
     InvalidAtcOptions,
     build_atc_command,
     format_command,
+    gear_problems,
+    parse_gears,
 )
 from model_store.compile.atc.running import AtcFailed, AtcResult, run_atc
 from tests.fakes.cann import FAKE_CANN_VERSION, fake_cann, make_fake_toolkit
@@ -117,7 +119,7 @@ def test_sane_options_have_no_problems() -> None:
     assert _options().validate() == []
     assert (
         _options(
-            input_shape="input:0:-1,3,224,224", dynamic_batch_size=[1, 8], input_format="NHWC"
+            input_shape="input:0:-1,3,224,224", dynamic_batch_size=[1, 8], input_format="NCHW"
         ).validate()
         == []
     )
@@ -652,3 +654,180 @@ def _processes_mentioning(text: str) -> list[str]:
         if text in cmdline and state != "Z":
             found.append(cmdline)
     return found
+
+
+# --------------------------------------------------------------------------- ONNX formats, gears
+
+
+def test_nhwc_is_refused_for_onnx_with_atcs_reason() -> None:
+    problems = _options(input_format="NHWC").validate()
+    assert any("E10001" in p and "NCHW, ND, NCDHW" in p and "Use ND" in p for p in problems)
+    for fmt in ("NCHW", "ND", "NCDHW"):
+        assert _options(input_format=fmt).validate() == []
+
+
+@pytest.mark.parametrize(("gears", "code"), [([4], "E10035"), ([1, 2, 2], "E10039")])
+def test_batch_gear_problems_name_ges_codes(gears: list[int], code: str) -> None:
+    problems = _options(input_shape="x:-1,4", dynamic_batch_size=gears).validate()
+    assert any(code in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("input_shape", "dims", "expected"),
+    [
+        ("x:-1,4", "4", "E10035"),
+        ("x:-1,4", "1;4;4", "E10039"),
+        ("x:-1,-1", "1,2;3", "E10037"),
+        ("x:-1,-1", "1;3", "E10003"),
+        ("x:2,4", "1;2", "needs input_shape with -1"),
+        ("x:-1,4", "1;a", "malformed"),
+        ("x:-1,4", "0;2", "positive"),
+        ("x:1~4,-1", "1;2", "shape ranges"),
+    ],
+)
+def test_dynamic_dims_are_checked_like_atc(input_shape: str, dims: str, expected: str) -> None:
+    problems = _options(input_shape=input_shape, extra={"dynamic_dims": dims}).validate()
+    assert any(expected in p for p in problems), problems
+
+
+def test_dynamic_dims_and_batch_gears_exclude_each_other() -> None:
+    options = _options(
+        input_shape="x:-1,4", dynamic_batch_size=[1, 2], extra={"dynamic_dims": "1;2"}
+    )
+    assert any("E10009" in p for p in options.validate())
+    good = _options(input_shape="x:-1,4", input_format="ND", extra={"dynamic_dims": "1;2;4"})
+    assert good.validate() == []
+
+
+def test_gear_problems_is_one_rule_for_every_gear_option() -> None:
+    assert gear_problems([[1], [2]], "g") == []
+    assert any("E10035" in p for p in gear_problems([[1]], "g"))
+    assert any("at most 100" in p for p in gear_problems([[i] for i in range(101)], "g"))
+    assert any("E10039" in p and "1,2" in p for p in gear_problems([[1, 2], [1, 2]], "g"))
+    assert parse_gears("1,224;2,448;") == [[1, 224], [2, 448]]
+    with pytest.raises(ValueError, match="whole numbers"):
+        parse_gears("1;-2")
+
+
+@pytest.mark.parametrize(
+    "code", ["E10003", "E10035", "E10039", "E40001", "E40002", "E40020", "EC0010"]
+)
+def test_new_codes_are_explained_with_a_next_step(code: str) -> None:
+    text = explain(code)
+    assert text == EXPLANATIONS[code]
+    assert "error code reference" not in text  # not the generic answer
+    if code.startswith(("E400", "EC")):
+        assert "ATC_PYTHON" in text and "restart the worker" in text
+
+
+def test_ec0010_lines_are_read_as_errors() -> None:
+    message = parse_atc_line("EC0010: [PID: 7] Failed to import Python module [sympy].")
+    assert message is not None and message.kind == "error" and message.code == "EC0010"
+    assert "ATC_PYTHON" in (message.explanation or "")
+
+
+# --------------------------------------------------------------------- the fake atc: gears, formats
+
+
+def _run_fake(
+    fake_cann: dict[str, str], model: Path, out: Path, *flags: str, path: str | None = None
+) -> AtcResult:
+    """Runs the fake atc with hand-written flags (bypassing our own option checks)."""
+    status = require_atc(fake_cann)
+    argv = [
+        status.atc_path or "",
+        f"--model={model}",
+        "--framework=5",
+        f"--output={out / 'model'}",
+        "--soc_version=Ascend310P3",
+        *flags,
+    ]
+    base = {**os.environ, "PATH": path} if path is not None else dict(os.environ)
+    base.pop("ATC_PYTHON", None)
+    return run_atc(argv, env=atc_environment(status, base), cwd=out, on_line=lambda _: None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "text"),
+    [
+        (["--input_format=NHWC", "--input_shape=x:2,4"], "E10001", "NCHW, ND or NCDHW in ONNX"),
+        (["--input_shape=x:-1,4", "--dynamic_batch_size=4"], "E10035", "1 profiles"),
+        (["--input_shape=x:-1,4", "--dynamic_batch_size=1,4,4"], "E10039", "duplicate profiles"),
+        (["--input_shape=x:2,4", "--dynamic_batch_size=1,4"], "E10031", "equaling -1"),
+        (["--input_shape=x:-1,4", "--dynamic_dims=4"], "E10035", "1 profiles"),
+        (["--input_shape=x:-1,4", "--dynamic_dims=2;4;2"], "E10039", "duplicate profiles"),
+        (["--input_shape=x:-1,4", "--dynamic_dims=1,2;3,4"], "E10003", "number of -1"),
+        (["--input_shape=x:2,4", "--dynamic_dims=1;2"], "E10001", "At least one dim"),
+        (["--dynamic_dims=1;2"], "E10004", "--input_shape is empty"),
+        (
+            ["--input_shape=x:-1,4", "--dynamic_dims=1;2", "--dynamic_batch_size=1,2"],
+            "E10009",
+            "mutually exclusive",
+        ),
+    ],
+)
+def test_the_fake_refuses_formats_and_gears_as_upstream_does(
+    fake_cann: dict[str, str],
+    onnx_model: Path,
+    tmp_path: Path,
+    flags: list[str],
+    code: str,
+    text: str,
+) -> None:
+    result = _run_fake(fake_cann, onnx_model, tmp_path, *flags)
+    assert not result.success
+    assert [m.code for m in result.errors] == [code]
+    assert text in result.errors[0].text
+
+
+def test_the_fake_compiles_dynamic_dims(
+    fake_cann: dict[str, str], onnx_model: Path, tmp_path: Path
+) -> None:
+    result = _run_fake(
+        fake_cann,
+        onnx_model,
+        tmp_path,
+        "--input_shape=x:-1,4",
+        "--input_format=ND",
+        "--dynamic_dims=1;2;4",
+    )
+    assert result.success, result.summary()
+
+
+def _python3_printing(folder: Path, version_line: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "python3"
+    script.write_text(f"#!/bin/sh\necho '{version_line}'\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_the_fake_needs_python_37_or_later_on_its_path(
+    fake_cann: dict[str, str], onnx_model: Path, tmp_path: Path
+) -> None:
+    old = _python3_printing(tmp_path / "old-bin", "Python 3.6.9")
+    result = _run_fake(fake_cann, onnx_model, tmp_path, "--input_shape=x:2,4", path=str(old.parent))
+    assert [m.code for m in result.errors] == ["E40002"]
+    assert "Python 3.6.9" in result.errors[0].text
+    assert "ATC_PYTHON" in (result.errors[0].explanation or "")
+    empty = tmp_path / "no-python"
+    empty.mkdir()
+    result = _run_fake(fake_cann, onnx_model, tmp_path, "--input_shape=x:2,4", path=str(empty))
+    assert [m.code for m in result.errors] == ["E40001"]
+    assert "python3 -V and python -V" in result.errors[0].text
+
+
+def test_atc_python_puts_its_interpreter_first_for_atc(
+    fake_cann: dict[str, str], onnx_model: Path, tmp_path: Path
+) -> None:
+    old = _python3_printing(tmp_path / "cann-py" / "bin", "Python 3.6.9")
+    status = require_atc(fake_cann)
+    argv = build_atc_command(
+        status.atc_path or "", onnx_model, tmp_path / "model", _options(input_shape="x:2,4")
+    )
+    lines: list[str] = []
+    env = atc_environment(status, {**os.environ, "ATC_PYTHON": str(old)}, log=lines.append)
+    assert env["PATH"].split(os.pathsep)[0] == str(old.parent)
+    assert lines == [f"ATC's Python: {old} (ATC_PYTHON), first on ATC's PATH."]
+    result = run_atc(argv, env=env, cwd=tmp_path, on_line=lambda _: None)
+    assert [m.code for m in result.errors] == ["E40002"]

@@ -20,19 +20,27 @@ import pytest
 from model_store.ascend import om_runner
 from model_store.ascend.om_runner import (
     OmInputMismatch,
+    OmOutputMismatch,
     OmRunFailed,
     PyAclUnavailable,
     acl_available,
+    match_outputs,
     run_om,
 )
 from model_store.backends.acl import model as backend
 from model_store.backends.acl.model import (
+    ACL_BF16,
     AclError,
     OmSession,
+    OmTensor,
+    OutputNameError,
     RequestError,
     TensorSpec,
+    UnsupportedTensorType,
     check_signature,
     finalize_acl,
+    map_om_outputs,
+    onnx_part,
 )
 from model_store.compile.atc.environment import atc_environment, require_atc
 from model_store.compile.atc.options import AtcOptions, build_atc_command
@@ -41,22 +49,31 @@ from tests.fakes.cann import make_fake_toolkit
 from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs
 
 ORIGIN = {"precision_mode_v2": "origin"}
+#: The MLP's output "y" as an OM built from ONNX names it: <op>:<index>:<ONNX name>.
+Y = "Relu_2:0:y"
 BuildOm = Callable[..., Path]
 
 
 @pytest.fixture(scope="module")
 def build_om(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BuildOm]:
-    """Compiles the MLP with the fake ATC: ``build_om(name, **AtcOptions fields) -> Path``."""
+    """Compiles the MLP with the fake ATC: ``build_om(name, **AtcOptions fields) -> Path``.
+
+    ``source=<ONNX bytes>`` compiles another model instead.
+    """
     root = tmp_path_factory.mktemp("om")
     status = require_atc(make_fake_toolkit(root / "Ascend"))
     source = root / "mlp.onnx"
     source.write_bytes(mlp_onnx_bytes())
     env = atc_environment(status, os.environ)
 
-    def build(name: str, **options: object) -> Path:
+    def build(name: str, source_bytes: bytes | None = None, **options: object) -> Path:
+        model = source
+        if source_bytes is not None:
+            model = root / f"{name}.onnx"
+            model.write_bytes(source_bytes)
         argv = build_atc_command(
             status.atc_path or "",
-            source,
+            model,
             root / name,
             AtcOptions(soc_version="Ascend310P3", **options),  # type: ignore[arg-type]
         )
@@ -91,9 +108,9 @@ def test_outputs_equal_onnxruntime_on_the_source(fake_acl: ModuleType, build_om:
     x = _x(2)
     with OmSession(om) as session:
         assert [(t.name, t.dims, t.dtype) for t in session.inputs] == [("x", [2, 4], np.float32)]
-        assert [(t.name, t.dims) for t in session.outputs] == [("y", [2, 3])]
+        assert [(t.name, t.dims) for t in session.outputs] == [(Y, [2, 3])]
         outputs = session.run({"x": x})
-    np.testing.assert_allclose(outputs["y"], reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
+    np.testing.assert_allclose(outputs[Y], reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
 
 
 def test_default_precision_computes_in_fp16_like_the_npu(
@@ -101,7 +118,7 @@ def test_default_precision_computes_in_fp16_like_the_npu(
 ) -> None:
     om = build_om("static_fp16", input_shape="x:2,4")
     x = _x(2)
-    y = run_om(om, {"x": x})["y"]
+    y = run_om(om, {"x": x})[Y]
     reference = reference_outputs(mlp_onnx_bytes(), x)
     np.testing.assert_allclose(y, reference, rtol=1e-2, atol=1e-2)
     assert not np.array_equal(y, reference)
@@ -113,7 +130,7 @@ def test_noise_makes_outputs_drift_for_tolerance_tests(
     om = build_om("noisy", input_shape="x:2,4", **ORIGIN)
     monkeypatch.setenv("FAKE_ACL_NOISE", "0.5")
     x = _x(2)
-    y = run_om(om, {"x": x})["y"]
+    y = run_om(om, {"x": x})[Y]
     assert np.abs(y - reference_outputs(mlp_onnx_bytes(), x)).max() > 0.05
 
 
@@ -124,12 +141,12 @@ def test_a_dynamic_batch_om_pads_to_the_next_gear(fake_acl: ModuleType, build_om
         assert [t.name for t in session.inputs] == ["x"]  # the gear input is internal
         for batch in (1, 3, 8):
             x = _x(batch, seed=batch)
-            y = session.run({"x": x})["y"]
+            y = session.run({"x": x})[Y]
             np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
         with pytest.raises(RequestError, match="larger than the largest compiled batch 8"):
             session.run({"x": _x(9)})
         x = _x(19)
-        y = session.run({"x": x}, split_batch=True)["y"]
+        y = session.run({"x": x}, split_batch=True)[Y]
         np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
     calls = fake_acl._fake.CALLS
     assert calls.count("mdl.set_dynamic_batch_size") == calls.count("mdl.execute")
@@ -142,7 +159,7 @@ def test_a_fixed_batch_om_splits_and_pads_when_asked(
     with OmSession(om) as session:
         assert session.batch_axis_size == 4
         x = _x(10)
-        y = session.run({"x": x}, split_batch=True)["y"]
+        y = session.run({"x": x}, split_batch=True)[Y]
     np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
     assert fake_acl._fake.CALLS.count("mdl.execute") == 3  # 4 + 4 + 2 padded to 4
 
@@ -153,7 +170,7 @@ def test_runs_from_another_thread_make_the_context_current(
     om = build_om("threads", input_shape="x:2,4", **ORIGIN)
     results: list[np.ndarray] = []
     with OmSession(om) as session:
-        worker = threading.Thread(target=lambda: results.append(session.run({"x": _x(2)})["y"]))
+        worker = threading.Thread(target=lambda: results.append(session.run({"x": _x(2)})[Y]))
         worker.start()
         worker.join()
     assert len(results) == 1
@@ -292,13 +309,181 @@ def test_config_and_om_must_agree(fake_acl: ModuleType, build_om: BuildOm) -> No
         return [TensorSpec({"name": name, "data_type": data_type, "dims": dims}, batched=True)]
 
     with OmSession(om) as session:
-        check_signature(session, specs([4]), specs([3], name="y"))
+        assert [t.name for t in session.outputs] == [Y]
+        assert check_signature(session, specs([4]), specs([3], name="y")) == ({"y": 0}, "")
         check_signature(session, specs([-1]), specs([3], name="y"))
         with pytest.raises(ValueError, match=r"dims \[5\] but the OM has \[batch, 4\]"):
             check_signature(session, specs([5]), specs([3], name="y"))
-        with pytest.raises(ValueError, match="TYPE_FP16 but the OM has float32"):
+        with pytest.raises(ValueError, match="TYPE_FP16 but the OM input 'x' is float32"):
             check_signature(session, specs([4], "TYPE_FP16"), specs([3], name="y"))
-        with pytest.raises(ValueError, match="'logits' is not an output of the OM"):
+        with pytest.raises(ValueError, match=f"the OM output '{Y}' is float32"):
+            check_signature(session, specs([4]), specs([3], "TYPE_FP16", name="y"))
+        with pytest.raises(ValueError, match=r"dims \[5\] but the OM has \[4, 3\]"):
+            check_signature(session, specs([4]), specs([5], name="y"))
+        with pytest.raises(
+            OutputNameError,
+            match=rf"config output\(s\) \['logits'\] are not outputs of the OM: "
+            rf"its outputs are \['{Y}'\] and the config declares \['logits'\]",
+        ):
             check_signature(session, specs([4]), specs([3], name="logits"))
         with pytest.raises(ValueError, match=r"does not declare OM input\(s\) \['x'\]"):
             check_signature(session, [], specs([3], name="y"))
+
+
+# --------------------------------------------------------------------------- output names
+
+
+@pytest.mark.parametrize(
+    ("om_name", "part"),
+    [
+        ("Relu_2:0:y", "y"),
+        ("Conv_1:1:scores:0", "scores:0"),  # an ONNX name may itself contain ':'
+        ("Relu_2:0", None),  # --out_nodes: no ONNX part
+        ("y", None),
+        ("Relu_2:x:y", None),
+        ("Relu_2:0:", None),
+    ],
+)
+def test_the_onnx_part_is_the_rest_after_two_colons(om_name: str, part: str | None) -> None:
+    assert onnx_part(om_name) == part
+
+
+def test_om_outputs_map_to_config_outputs_by_their_onnx_part() -> None:
+    om = ["Conv_1:0:scores:0", "Add_3:1:boxes"]
+    assert map_om_outputs(om, ["boxes", "scores:0"]) == ([1, 0], "")
+    assert map_om_outputs(om, ["boxes"]) == ([1], "")  # a config may declare fewer
+    assert map_om_outputs(["y"], ["y"]) == ([0], "")  # a plain name equal to the config's
+    with pytest.raises(
+        OutputNameError, match=r"'y' matches several OM outputs \['a:0:y', 'b:1:y'\]"
+    ):
+        map_om_outputs(["a:0:y", "b:1:y"], ["y"])
+    with pytest.raises(OutputNameError, match=r"\['logits'\] are not outputs of the OM"):
+        map_om_outputs(["Relu_2:0:y"], ["logits"])
+
+
+def test_names_without_an_onnx_part_fall_back_to_position_only_when_counts_match() -> None:
+    indices, note = map_om_outputs(["Relu_2:0", "Softmax_4:0"], ["y", "z"])
+    assert indices == [0, 1]
+    assert "matched to the config's ['y', 'z'] by position" in note
+    with pytest.raises(OutputNameError, match=r"its outputs are \['Relu_2:0'\]"):
+        map_om_outputs(["Relu_2:0"], ["y", "z"])
+    with pytest.raises(OutputNameError, match="are not outputs of the OM"):
+        map_om_outputs(["Relu_2:0", "Add_1:0:q"], ["y", "z"])  # one name has an ONNX part
+
+
+def test_a_long_output_name_is_shortened_in_dims_only(
+    fake_acl: ModuleType, build_om: BuildOm
+) -> None:
+    long = "probabilities:" + "p" * 130  # longer than the 127-character dims field
+    source = mlp_onnx_bytes(output_name=long)
+    om = build_om("long", source_bytes=source, input_shape="x:2,4", **ORIGIN)
+    with OmSession(om) as session:
+        assert [t.name for t in session.outputs] == [f"Relu_2:0:{long}"]
+        info, ret = fake_acl.mdl.get_output_dims(session.desc, 0)
+        assert ret == 0 and info["name"].startswith("acl_modelId_")
+        spec = [TensorSpec({"name": long, "dims": [2, 3]}, batched=False)]
+        indices, _ = check_signature(
+            session, [TensorSpec({"name": "x", "dims": [2, 4]}, False)], spec
+        )
+        assert indices == {long: 0}
+    x = _x(2)
+    outputs, note = match_outputs([long], run_om(om, {"x": x}))
+    assert note == ""
+    np.testing.assert_allclose(outputs[long], reference_outputs(source, x), rtol=1e-6)
+
+
+def test_an_om_built_with_out_nodes_maps_by_position_and_says_so(
+    fake_acl: ModuleType, build_om: BuildOm
+) -> None:
+    om = build_om("out_nodes", input_shape="x:2,4", out_nodes="y", **ORIGIN)
+    with OmSession(om) as session:
+        assert [t.name for t in session.outputs] == ["Relu_2:0"]
+        indices, note = check_signature(
+            session,
+            [TensorSpec({"name": "x", "dims": [2, 4]}, False)],
+            [TensorSpec({"name": "y", "dims": [2, 3]}, False)],
+        )
+    assert indices == {"y": 0}
+    assert "by position" in note
+    with pytest.raises(
+        OmOutputMismatch, match=r"\['y', 'z'\] are not outputs.*only when the counts agree"
+    ) as info:
+        match_outputs(["y", "z"], run_om(om, {"x": _x(2)}))
+    assert info.value.code == "om_output_mismatch"
+
+
+# --------------------------------------------------------------------------- dynamic batch
+
+
+def test_the_fake_reports_the_largest_gear_as_upstream_documents(
+    fake_acl: ModuleType, build_om: BuildOm
+) -> None:
+    om = build_om("gears", input_shape="x:-1,4", dynamic_batch_size=[2, 4, 8], **ORIGIN)
+    mdl = fake_acl.mdl
+    with OmSession(om) as session:
+        assert mdl.get_input_dims(session.desc, 0)[0]["dims"] == [-1, 4]  # -1 in inputs only
+        assert mdl.get_output_dims(session.desc, 0)[0]["dims"] == [8, 3]
+        assert [t.dims for t in session.outputs] == [[8, 3]]
+        assert mdl.get_output_size_by_index(session.desc, 0) == 8 * 3 * 4
+        # An execute with no gear set is not refused: it runs the largest gear.
+        assert fake_acl.rt.set_context(session.context) == 0
+        assert mdl.execute(session.model_id, session._input_ds, session._output_ds) == 0
+        assert mdl.get_cur_output_dims(session.desc, 0)[0]["dims"] == [8, 3]
+
+
+def test_a_request_smaller_than_the_largest_gear_runs_the_next_gear(
+    fake_acl: ModuleType, build_om: BuildOm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    om = build_om("small", input_shape="x:-1,4", dynamic_batch_size=[2, 4, 8], **ORIGIN)
+    batches: list[int] = []
+    real_set = fake_acl.mdl.set_dynamic_batch_size
+
+    def set_batch(model_id: int, dataset: int, index: int, batch: int) -> int:
+        batches.append(batch)
+        return int(real_set(model_id, dataset, index, batch))
+
+    monkeypatch.setattr(fake_acl.mdl, "set_dynamic_batch_size", set_batch)
+    with OmSession(om) as session:
+        for rows in (3, 1, 8, 4):
+            x = _x(rows, seed=rows)
+            y = session.run({"x": x})[Y]
+            assert y.shape == (rows, 3)
+            np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
+        assert batches == [4, 2, 8, 4]
+        assert fake_acl.mdl.get_cur_output_dims(session.desc, 0)[0]["dims"] == [4, 3]
+        # Without get_cur_output_dims (older pyACL) the gear set gives the batch axis.
+        monkeypatch.delattr(fake_acl.mdl, "get_cur_output_dims")
+        x = _x(3, seed=30)
+        y = session.run({"x": x})[Y]
+        assert y.shape == (3, 3)
+        np.testing.assert_allclose(y, reference_outputs(mlp_onnx_bytes(), x), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- types and buffers
+
+
+def test_bytes_to_ptr_takes_bytes_only_like_pyacl(fake_acl: ModuleType) -> None:
+    assert fake_acl.util.bytes_to_ptr(b"\x00" * 8) > 0
+    for other in (bytearray(8), memoryview(b"\x00" * 8), np.zeros(2, np.float32)):
+        with pytest.raises(ValueError, match="needs an byte as argument"):
+            fake_acl.util.bytes_to_ptr(other)
+
+
+def test_inputs_reach_the_device_as_bytes(fake_acl: ModuleType, build_om: BuildOm) -> None:
+    om = build_om("bytes", input_shape="x:2,4", **ORIGIN)
+    run_om(om, {"x": _x(2)})
+    assert "util.bytes_to_ptr" in fake_acl._fake.CALLS  # the strict fake accepted what we passed
+
+
+def test_a_bfloat16_tensor_is_refused_at_load_with_the_reason(
+    fake_acl: ModuleType, build_om: BuildOm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(UnsupportedTensorType, match=r"ACL data type 27 \(ACL_BF16\).*bfloat16"):
+        OmTensor(0, "y", [2, 3], ACL_BF16, 12)
+    om = build_om("bf16", input_shape="x:2,4", **ORIGIN)
+    monkeypatch.setattr(fake_acl.mdl, "get_output_data_type", lambda desc, index: ACL_BF16)
+    with pytest.raises(AclError, match=f"OM tensor '{Y}' has ACL data type 27"):
+        OmSession(om)
+    assert fake_acl._fake.leaks() == {"initialized": 1}
+    with pytest.raises(OmRunFailed, match="rebuild the OM with float16 or float32"):
+        run_om(om, {"x": _x(2)})

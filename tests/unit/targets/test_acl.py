@@ -47,7 +47,10 @@ def mlp_path(tmp_path: Path) -> Path:
             {**SOC, "precision_mode": "force_fp16", "precision_mode_v2": "fp16"},
             "cannot both be set",
         ),
-        ({**SOC, "dynamic_batch_size": [8]}, "has 1 gear"),
+        ({**SOC, "dynamic_batch_size": [8]}, "has 1 gear.*E10035"),
+        ({**SOC, "dynamic_batch_size": "8,8"}, "has 1 gear.*repeats count once"),
+        ({**SOC, "input_format": "NHWC"}, "NCHW, ND, NCDHW and refuses anything else with E10001"),
+        ({**SOC, "input_format": "CHWN"}, "Use ND for an input that is not NCHW"),
         ({**SOC, "dynamic_batching": True}, "needs batch gears"),
         ({**SOC, "input_shape": "x:1,-1"}, "only the batch axis"),
         ({**SOC, "input_shape": "x:-1,16"}, "dynamic batch \\(-1\\) but no gears"),
@@ -87,6 +90,19 @@ def test_gears_make_the_batch_dynamic(mlp_path: Path) -> None:
     assert resolved["input_shape"] == {"x": [-1, 16]}
     assert resolved["input_format"] == "ND"
     assert resolved["dynamic_batching"] is True
+
+
+def test_input_format_offers_only_what_atc_takes_for_onnx() -> None:
+    spec = next(s for s in ACL.option_specs() if s.name == "input_format")
+    assert [value for value, _ in spec.choices or []] == ["NCHW", "ND", "NCDHW"]
+    assert ACL.parse_options({**SOC, "input_format": "NCDHW"})["input_format"] == "NCDHW"
+
+
+def test_a_repeated_gear_is_refused_as_ge_refuses_it() -> None:
+    # Parsing merges repeats; the check itself refuses one that reaches it.
+    options = ACL.parse_options({**SOC, "dynamic_batch_size": [1, 8]})
+    with pytest.raises(InvalidOptions, match=r"twice.*E10039"):
+        ACL.check_options({**options, "dynamic_batch_size": [1, 8, 8]})
 
 
 # Model checks -----------------------------------------------------------------------------

@@ -174,6 +174,20 @@ def test_gear_rules(tmp_path: Path) -> None:
     assert "gears_without_dynamic_dims" in _codes(none_dynamic)
 
 
+def test_gears_follow_ges_own_checks(tmp_path: Path) -> None:
+    # GE checks an online graph's gears as ATC does: at least 2 (E10035), none twice (E10039).
+    single = _check(mlp14(), tmp_path, dynamic_dims="4")
+    too_few = [f for f in single if f.code == "too_few_gears"]
+    assert too_few and too_few[0].level == "error" and "E10035" in too_few[0].message
+    repeated = _check(mlp14(), tmp_path, dynamic_dims="1;4;4")
+    twice = [f for f in repeated if f.code == "repeated_gear"]
+    assert twice and twice[0].level == "error" and "E10039" in twice[0].message
+    assert "4" in twice[0].message
+    # Gears together with batching stay allowed when they cover every batch size.
+    batched = _check(mlp14(), tmp_path, dynamic_dims="1;2;3;4", max_batch_size=4)
+    assert [f for f in batched if f.level == "error"] == []
+
+
 # Build ----------------------------------------------------------------------------------
 
 
@@ -224,6 +238,18 @@ def test_preflight_runs_atc_where_cann_is_present(
     assert command in lines
     assert "ATC pre-flight compile succeeded (the OM was discarded)." in result.notes
     assert sorted(p.name for p in result.artifact.parent.iterdir()) == ["model.onnx"]
+
+
+def test_preflight_compiles_the_gears_with_dynamic_dims(
+    build: Build, tmp_path: Path, fake_cann: dict[str, str]
+) -> None:
+    source = models.save(mlp14(), tmp_path / "src" / "m.onnx")
+    options = {"soc_version": "Ascend310P3", "dynamic_dims": "1;2;4"}
+    result, lines = build(GE, source, options, env=fake_cann)
+    (command,) = result.commands
+    assert "--input_format=ND" in command and "'--dynamic_dims=1;2;4'" in command
+    assert "ATC pre-flight compile succeeded (the OM was discarded)." in result.notes
+    assert any(line.startswith("ATC's Python:") for line in lines)
 
 
 def test_preflight_without_soc_is_skipped_with_a_note(

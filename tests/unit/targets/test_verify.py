@@ -101,17 +101,31 @@ def test_om_without_pyacl_is_not_run_and_never_passes(mlp_path: Path, without_ac
     assert report.to_dict()["outputs"] == []
 
 
-def test_om_runner_output_is_matched_by_name_or_position(mlp_path: Path) -> None:
+def test_om_runner_output_is_matched_as_the_acl_backend_matches_it(mlp_path: Path) -> None:
     run = _reference(mlp_path)
     calls: list[Path] = []
 
     def renamed(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         calls.append(path)
-        return {"Gemm_7:0:output": run(inputs)["y"].astype(np.float16)}
+        return {"Gemm_7:0:y": run(inputs)["y"].astype(np.float16)}  # <op>:<index>:<ONNX name>
 
     report = verify(mlp_path, Path("m.om"), "om", precision="fp16", runner_for_om=renamed)
     assert report.status == "passed", report.reason
     assert calls == [Path("m.om")] * 4
+
+    def out_nodes(_path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"Gemm_7:0": run(inputs)["y"]}  # no ONNX part: matched by position
+
+    report = verify(mlp_path, Path("m.om"), "om", precision="fp16", runner_for_om=out_nodes)
+    assert report.status == "passed", report.reason
+
+    def other(_path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {"Gemm_7:0:output": run(inputs)["y"]}  # the backend would refuse it at load
+
+    report = verify(mlp_path, Path("m.om"), "om", precision="fp16", runner_for_om=other)
+    assert report.status == "failed"
+    assert "source model output(s) ['y'] are not outputs of the OM" in report.reason
+    assert "['Gemm_7:0:output']" in report.reason
 
 
 def test_noisy_outputs_fail_with_the_reason(mlp_path: Path) -> None:

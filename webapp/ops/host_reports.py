@@ -1,0 +1,90 @@
+"""The stored probe reports of the hosts that run Triton and the workers.
+
+A worker probes its own host (``model_store.host_report``) when it starts and every
+``HOST_PROBE_SECONDS`` (beat), and records the result here; the Server page, the devices API,
+the memory estimate and the targets' availability read the newest report and say how old it is.
+The web process never runs ``npu-smi`` or looks for CANN itself: in a compose deployment it has
+neither, and the answer would be about the wrong machine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+
+from model_store.host_report import build_host_report
+from model_store.targets import get_target
+from webapp.ops.models import HostReport
+
+#: The node a single-machine deployment is (the embedded stack, or one compose stack).
+LOCAL_NODE = "local"
+
+
+def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
+    """Probe this host (a worker's) and store the report; returns it."""
+    report = build_host_report(dict(os.environ))
+    record(report, node=node)
+    return report
+
+
+def record(report: dict[str, Any], *, node: str = LOCAL_NODE) -> None:
+    made_at = datetime.fromtimestamp(float(report["made_at"]), tz=UTC)
+    HostReport.objects.update_or_create(node=node, defaults={"made_at": made_at, "data": report})
+
+
+def latest(node: str = LOCAL_NODE) -> dict[str, Any] | None:
+    """The newest report of ``node`` with ``age_s`` and ``stale``, or None if it never reported."""
+    row = HostReport.objects.filter(node=node).first()
+    if row is None:
+        return None
+    age = max(0.0, time.time() - row.made_at.timestamp())
+    return {**row.data, "age_s": round(age, 1), "stale": age > stale_after_s()}
+
+
+def stale_after_s() -> float:
+    return 3 * settings.HOST_PROBE_SECONDS + 10
+
+
+def not_reported_reason() -> str:
+    return (
+        "no worker has reported this host yet (a worker probes its host when it starts and "
+        f"every {settings.HOST_PROBE_SECONDS} s)"
+    )
+
+
+def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
+    """The NPUs of the newest report, with ``reported_at``, ``age_s`` and ``host``."""
+    report = latest(node)
+    if report is None:
+        return {"available": False, "reason": not_reported_reason(), "npus": [], "age_s": None}
+    found = dict(report["devices"])
+    found.setdefault("reason", "")
+    found |= {
+        "host": report["host"],
+        "reported_at": datetime.fromtimestamp(report["made_at"], tz=UTC).isoformat(),
+        "age_s": report["age_s"],
+        "stale": report["stale"],
+    }
+    return found
+
+
+def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:
+    """``{"available", "reason"}`` for building ``name`` where the workers run.
+
+    A target that needs nothing beyond this project's own packages (the CPU target) is
+    available wherever a worker runs; the others are as the newest report says.
+    """
+    target = get_target(name)
+    if not target.needs_cann:
+        return {"available": True, "reason": target.status({}).reason}
+    report = latest(node)
+    if report is None:
+        return {"available": False, "reason": not_reported_reason()}
+    status = report["targets"].get(name)
+    if status is None:
+        return {"available": False, "reason": f"The last report does not mention {name}."}
+    return {"available": bool(status["available"]), "reason": str(status["reason"])}
