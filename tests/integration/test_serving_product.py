@@ -143,13 +143,14 @@ def test_a_worker_killed_mid_switch_does_not_hold_the_lock_and_reconcile_repairs
     from django.core.management import call_command
 
     from webapp.registry import serving
+    from webapp.registry.actions.serving import request_switch
 
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)
     add_version(api, celery_worker, 2)
     assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
     model = Model.objects.get(name="mlp")
-    job = serving.request_switch(model=model, number=2, user=model.created_by)
+    job = request_switch(model=model, number=2, user=model.created_by)
     wait_until(
         lambda: Job.objects.get(pk=job.pk).state == Job.State.RUNNING, 30, interval=0.02,
         message="the switch never started",

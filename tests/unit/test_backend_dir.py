@@ -10,14 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model_store.runtime import embedded
-from model_store.runtime.embedded import (
-    OUR_BACKENDS_SRC,
-    free_port,
-    free_ports,
-    our_backends,
-    prepare_backend_dir,
-)
+from model_store.runtime import triton_wheel
+from model_store.runtime.embedded import free_port, free_ports
+from model_store.runtime.errors import TritonStartError
+from model_store.runtime.triton_wheel import OUR_BACKENDS_SRC, our_backends, prepare_backend_dir
 
 STUB = "triton_python_backend_stub"
 
@@ -61,7 +57,7 @@ def test_layout_for_the_running_python(tmp_path: Path, backends_src: Path) -> No
     assert os.access(stub, os.X_OK)
     major, minor = sys.version_info[:2]
     shipped = (
-        embedded._pytriton_root() / "tritonserver" / "python_backend_stubs" / f"{major}.{minor}"
+        triton_wheel._pytriton_root() / "tritonserver" / "python_backend_stubs" / f"{major}.{minor}"
     )
     assert stub.read_bytes() == (shipped / STUB).read_bytes()
     assert (out / "alpha" / "model.py").read_text() == "# backend alpha\n"
@@ -84,7 +80,7 @@ def test_changed_files_are_refreshed_and_others_kept(tmp_path: Path, backends_sr
     prepare_backend_dir(out, backends_src)
 
     assert (out / "alpha" / "model.py").read_text() == "# backend alpha, v2\n"
-    utils = embedded._python_backend_src() / "triton_python_backend_utils.py"
+    utils = triton_wheel._python_backend_src() / "triton_python_backend_utils.py"
     assert (out / "python" / "triton_python_backend_utils.py").read_bytes() == utils.read_bytes()
     assert _snapshot(out / "beta") == beta_before
     # Replacement goes through temporary files; none may be left behind.
@@ -111,8 +107,8 @@ def test_our_shipped_backends_are_found() -> None:
 def test_missing_stub_for_this_python_is_a_clear_error(
     tmp_path: Path, backends_src: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(embedded.sys, "version_info", (3, 99, 0, "final", 0))
-    with pytest.raises(embedded.TritonStartError, match=r"no Python backend stub for Python 3\.99"):
+    monkeypatch.setattr(triton_wheel.sys, "version_info", (3, 99, 0, "final", 0))
+    with pytest.raises(TritonStartError, match=r"no Python backend stub for Python 3\.99"):
         prepare_backend_dir(tmp_path / "backends", backends_src)
 
 

@@ -136,7 +136,7 @@ def test_a_job_that_could_not_be_sent_is_sent_again(model, operator, monkeypatch
     version = _version(model, status="queued")
     job = Job.objects.create(kind=Job.Kind.COMPILE, model=model, version=version,
                              steps=jobs.initial_steps(jobs.COMPILE_STEPS))  # fmt: skip
-    from webapp.registry.versions import _enqueue_compile
+    from webapp.registry.actions.versions import _enqueue_compile
 
     _enqueue_compile(job)  # no exception: the request that created the job still answers
     assert Job.objects.get(pk=job.pk).params.get("unsent") is True

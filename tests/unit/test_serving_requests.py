@@ -14,6 +14,8 @@ from django.utils import timezone
 from tests.fixtures.users import token_for
 from webapp.errors import HubError
 from webapp.registry import serving
+from webapp.registry.actions import serving as serving_actions
+from webapp.registry.actions import versions as version_actions
 from webapp.registry.models import Event, Job, Model, Version
 
 SIG_V1 = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
@@ -39,23 +41,23 @@ def make_version(
 def test_a_version_that_failed_verification_cannot_serve(model, operator) -> None:
     make_version(model, 1, verification="failed")
     with pytest.raises(HubError, match="verification failed") as info:
-        serving.request_switch(model=model, number=1, user=operator)
+        serving_actions.request_switch(model=model, number=1, user=operator)
     assert info.value.code == "not_publishable"
 
 
 def test_an_unpackaged_version_cannot_serve(model, operator) -> None:
     make_version(model, 1, status="compiling")
     with pytest.raises(HubError, match="status is compiling"):
-        serving.request_switch(model=model, number=1, user=operator)
+        serving_actions.request_switch(model=model, number=1, user=operator)
 
 
 def test_a_second_switch_is_refused_while_the_first_holds_the_lock(model, operator) -> None:
     make_version(model, 1)
     make_version(model, 2)
-    first = serving.request_switch(model=model, number=1, user=operator)
+    first = serving_actions.request_switch(model=model, number=1, user=operator)
     assert first.kind == Job.Kind.SERVE
     with pytest.raises(HubError, match="in progress") as info:
-        serving.request_switch(model=model, number=2, user=operator)
+        serving_actions.request_switch(model=model, number=2, user=operator)
     assert info.value.status == 409 and info.value.code == "switch_in_progress"
     assert Job.objects.count() == 1
 
@@ -65,7 +67,7 @@ def test_an_expired_lock_can_be_taken_over(model, operator) -> None:
     Model.objects.filter(pk=model.pk).update(
         lock_holder="dead-worker", lock_expires=timezone.now() - timedelta(seconds=1)
     )
-    job = serving.request_switch(model=model, number=1, user=operator)
+    job = serving_actions.request_switch(model=model, number=1, user=operator)
     model.refresh_from_db()
     assert model.lock_holder == job.uuid.hex
 
@@ -87,15 +89,17 @@ def test_a_breaking_interface_change_needs_confirmation(model, operator) -> None
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     model.refresh_from_db()
     with pytest.raises(HubError) as info:
-        serving.request_switch(model=model, number=2, user=operator)
+        serving_actions.request_switch(model=model, number=2, user=operator)
     assert info.value.code == "breaking_change" and "x" in info.value.message
-    job = serving.request_switch(model=model, number=2, user=operator, confirm_breaking=True)
+    job = serving_actions.request_switch(
+        model=model, number=2, user=operator, confirm_breaking=True
+    )
     assert any(c["kind"] == "breaking" for c in job.params["changes"])
 
 
 def test_rollback_needs_an_earlier_version(model, operator) -> None:
     with pytest.raises(HubError, match="no earlier serving version"):
-        serving.request_rollback(model=model, user=operator)
+        serving_actions.request_rollback(model=model, user=operator)
 
 
 def test_the_serving_version_cannot_be_deleted_but_others_can(model, operator, tmp_path) -> None:
@@ -103,11 +107,11 @@ def test_the_serving_version_cannot_be_deleted_but_others_can(model, operator, t
     v2 = make_version(model, 2)
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     with pytest.raises(HubError, match="is serving"):
-        serving.delete_version(version=Version.objects.get(number=1), user=operator)
+        version_actions.delete_version(version=Version.objects.get(number=1), user=operator)
     source = tmp_path / "store" / "sources" / "mlp" / "2"
     source.mkdir(parents=True)
     (source / "model.onnx").write_bytes(b"x")
-    serving.delete_version(version=v2, user=operator)
+    version_actions.delete_version(version=v2, user=operator)
     assert not Version.objects.filter(number=2).exists()
     assert not source.exists()
     assert Event.objects.filter(kind="version.deleted", data__version=2).exists()
@@ -155,7 +159,7 @@ def test_compare_obeys_the_publish_gate(model, operator, verification) -> None:
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     model.refresh_from_db()
     with pytest.raises(HubError, match=f"verification {verification}") as info:
-        serving.request_compare(model=model, number=2, user=operator)
+        serving_actions.request_compare(model=model, number=2, user=operator)
     assert info.value.code == "not_publishable"
     assert not Job.objects.exists()
 
@@ -180,7 +184,7 @@ def test_a_reload_of_a_serving_version_whose_override_was_withdrawn_is_refused(
     Model.objects.filter(pk=model.pk).update(serving_version=1)
     model.refresh_from_db()
     with pytest.raises(HubError) as info:
-        serving.request_load(model=model, user=operator)
+        serving_actions.request_load(model=model, user=operator)
     assert info.value.code == "not_publishable"
 
 
@@ -190,7 +194,7 @@ def test_the_worker_checks_the_gate_again_when_the_job_runs(model, operator) -> 
         verification_override={"by": "ada", "reason": "checked by hand"}
     )
     version.refresh_from_db()
-    job = serving.request_switch(model=model, number=2, user=operator)
+    job = serving_actions.request_switch(model=model, number=2, user=operator)
     Version.objects.filter(pk=version.pk).update(verification_override=None)  # withdrawn
     serving.run_job(job.pk)
     job.refresh_from_db()
@@ -262,7 +266,7 @@ def test_wait_true_keeps_the_blocking_answer_and_is_bounded(model, operator, set
 
 def test_a_job_delivered_twice_runs_once(model, operator, monkeypatch) -> None:
     make_version(model, 1)
-    job = serving.request_switch(model=model, number=1, user=operator)
+    job = serving_actions.request_switch(model=model, number=1, user=operator)
     runs: list[int] = []
     monkeypatch.setattr(serving, "_run_switch", lambda j: runs.append(j.pk) or jobs_succeed(j))
     serving.run_job(job.pk)
@@ -282,9 +286,9 @@ def test_queued_jobs_whose_message_may_be_lost_are_sent_again(model, operator, m
     from django.utils import timezone
 
     make_version(model, 1)
-    job = serving.request_switch(model=model, number=1, user=operator)
+    job = serving_actions.request_switch(model=model, number=1, user=operator)
     sent: list[int] = []
-    monkeypatch.setattr(serving, "_enqueue", lambda j: sent.append(j.pk))
+    monkeypatch.setattr(serving_actions, "_enqueue", lambda j: sent.append(j.pk))
     assert serving.requeue_stalled_jobs() == []  # too fresh: its message is still on its way
     later = timezone.now() + timedelta(seconds=10)
     assert serving.requeue_stalled_jobs(now=later) == [str(job.uuid)]

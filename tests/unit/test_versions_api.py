@@ -188,3 +188,43 @@ def test_pages_show_versions_jobs_and_the_upload_form(api, operator) -> None:
     assert client.get("/models/mlp/versions/1/download/source/").status_code == 200
     assert client.get("/models/mlp/versions/1/download/artifact/").status_code == 404
     assert client.get("/jobs/nope/").status_code == 404
+
+
+def _page_create(client: Client, body: dict):
+    """The upload form's last step, as upload.js posts it (the form's default options)."""
+    return client.post("/models/mlp/versions/new/", body)
+
+
+def test_the_upload_form_and_the_api_make_a_version_the_same_way(api, operator) -> None:
+    client = Client()
+    client.force_login(operator)
+    payload = mlp_onnx_bytes()
+    sha = hashlib.sha256(payload).hexdigest()
+    page = _page_create(client, {"upload_id": chunked(api, payload), "sha256": sha})
+    assert page.status_code == 201, page.content
+    assert page.json()["version"] == 1 and page.json()["job_url"].startswith("/jobs/")
+    assert Event.objects.filter(kind="version.uploaded", version__number=1).exists()
+    again = _page_create(client, {"upload_id": chunked(api, payload)})
+    assert again.status_code == 409 and again.json()["code"] == "duplicate"
+    forced = _page_create(client, {"upload_id": chunked(api, payload), "allow_duplicate": "1"})
+    assert forced.status_code == 201 and forced.json()["version"] == 2
+
+
+def test_the_upload_form_refuses_what_the_api_refuses(api, operator, admin_user) -> None:
+    client = Client()
+    client.force_login(operator)
+    corrupt = _page_create(
+        client, {"upload_id": chunked(api, mlp_onnx_bytes()), "sha256": "0" * 64}
+    )
+    assert corrupt.status_code == 400
+    assert corrupt.json()["code"] == "upload_corrupt" and corrupt.json()["upload_spent"] is True
+    # Another person's upload is not there for you, on the page as in the API.
+    other = Client()
+    other.force_login(admin_user)
+    theirs = other.post("/models/mlp/versions/new/", {"upload_id": chunked(api, b"x" * 10)})
+    assert theirs.status_code == 404 and theirs.json()["code"] == "upload_not_found"
+    assert (
+        create(api, {"upload_id": "0" * 32}).json()["code"]
+        == _page_create(client, {"upload_id": "0" * 32}).json()["code"]
+    )
+    assert not Version.objects.exists()

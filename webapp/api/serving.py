@@ -19,7 +19,7 @@ from webapp import slow_requests
 from webapp.api import types
 from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
-from webapp.registry import serving
+from webapp.registry.actions import serving
 from webapp.registry.models import Event, Job, Model
 
 router = Router(tags=["serving"], exclude_unset=True)

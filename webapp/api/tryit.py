@@ -9,16 +9,17 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 
-from model_store.inference import Preprocess, parse_labels
 from webapp import slow_requests
-from webapp.accounts.roles import Role, role_of
 from webapp.api import types
 from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
 from webapp.registry import demo, inference
 from webapp.registry import examples as saved_examples
-from webapp.registry import sweeps as sweeps_module
+from webapp.registry.actions import demo as demo_actions
+from webapp.registry.actions import examples as example_actions
+from webapp.registry.actions import sweeps as sweep_actions
+from webapp.registry.actions import try_it as try_actions
 from webapp.registry.models import Model
 
 router = Router(tags=["try it"], exclude_unset=True)
@@ -100,7 +101,7 @@ def example_create(request: HttpRequest, name: str, data: types.ExampleIn) -> An
     label = data.name.strip()
     if not label:
         raise HubError("Give the example a name.", "invalid_field")
-    example = saved_examples.save(
+    example = example_actions.save_example(
         model=model,
         user=request.user,  # type: ignore[arg-type]
         name=label,
@@ -126,14 +127,7 @@ def example_detail(request: HttpRequest, name: str, example_id: int) -> Any:
     summary="Delete it (whoever saved it, or an operator)",
 )
 def example_delete(request: HttpRequest, name: str, example_id: int) -> Any:
-    example = _example(name, example_id)
-    if example.created_by_id != request.user.pk and role_of(request.user) < Role.OPERATOR:
-        raise HubError(
-            "Only the person who saved an example, or an operator, may delete it.",
-            "forbidden",
-            403,
-        )
-    example.delete()
+    example_actions.delete_example(example=_example(name, example_id), user=request.user)  # type: ignore[arg-type]
     return HttpResponse(status=204)
 
 
@@ -179,8 +173,8 @@ def labels_put(request: HttpRequest, name: str) -> Any:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError:
         raise HubError("The labels file must be UTF-8 text.", "bad_labels") from None
-    model.labels = parse_labels(text)  # an InferenceInputError is answered like any store error
-    model.save(update_fields=["labels", "updated"])
+    # An InferenceInputError (no usable labels) is answered like any store error.
+    try_actions.set_labels(model=model, text=text, user=request.user)  # type: ignore[arg-type]
     return {"model": model.name, "count": len(model.labels), "labels": model.labels}
 
 
@@ -203,17 +197,16 @@ def try_settings(request: HttpRequest, name: str) -> Any:
 )
 def try_settings_put(request: HttpRequest, name: str, data: types.TrySettingsIn) -> Any:
     model = model_or_404(name)
-    settings_: dict[str, Any] = dict(model.try_settings or {})
+    changes: dict[str, Any] = {}
     if "preprocess" in data.model_fields_set:
         if data.preprocess is None:
             raise HubError("The field 'preprocess' must be a dict.", "invalid_field")
-        settings_["preprocess"] = Preprocess.from_dict(data.preprocess).to_dict()
+        changes["preprocess"] = data.preprocess
     if "image_inputs" in data.model_fields_set:
         if data.image_inputs is None:
             raise HubError("'image_inputs' must be a list of input names.", "invalid_field")
-        settings_["image_inputs"] = data.image_inputs
-    model.try_settings = settings_
-    model.save(update_fields=["try_settings", "updated"])
+        changes["image_inputs"] = data.image_inputs
+    try_actions.save_try_settings(model=model, changes=changes, user=request.user)  # type: ignore[arg-type]
     return {"model": model.name, **_effective_settings(model)}
 
 
@@ -247,7 +240,7 @@ def sweeps(request: HttpRequest, name: str) -> Any:
 )
 def sweep_create(request: HttpRequest, name: str, data: types.SweepIn) -> Any:
     model = model_or_404(name)
-    run = sweeps_module.request_sweep(
+    run = sweep_actions.request_sweep(
         model=model,
         user=request.user,  # type: ignore[arg-type]
         max_concurrency=data.max_concurrency,
@@ -295,7 +288,7 @@ def demo_model(request: HttpRequest) -> Any:
     "and serve (operator); 201 {model, version, job}",
 )
 def demo_add(request: HttpRequest) -> Any:
-    added = demo.add_demo_model(request.user)  # type: ignore[arg-type]
+    added = demo_actions.add_demo_model(request.user)  # type: ignore[arg-type]
     body = {
         "model": added.model.name,
         "version": added.version.number,

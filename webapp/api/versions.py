@@ -19,15 +19,14 @@ from ninja import Router, Status
 
 from model_store.errors import ModelStoreError
 from model_store.targets import all_targets, options_json_schema
-from model_store.uploads import FinishedUpload, Upload, UploadStore
+from model_store.uploads import Upload, UploadStore
 from webapp.accounts.roles import Role, require_role
 from webapp.api import types
 from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, parse_body
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
 from webapp.ops import host_reports
-from webapp.registry import serving
-from webapp.registry import versions as version_actions
+from webapp.registry.actions import versions as version_actions
 from webapp.registry.jobs import full_log_download
 from webapp.registry.models import Job
 from webapp.registry.storage import get_uploads
@@ -255,17 +254,26 @@ NEW_VERSION_BODY = {
 )
 def version_create(request: HttpRequest, name: str) -> Any:
     model = model_or_404(name)
-    upload_id, finished, raw_options, allow_duplicate, sample = _received_file(request)
-    options = version_actions.parse_options(model, raw_options)
-    version, job = version_actions.create_version(
-        model=model,
-        upload=finished,
-        options=options,
-        user=request.user,  # type: ignore[arg-type]
-        allow_duplicate=allow_duplicate,
-        sample=sample,
-    )
-    get_uploads().cancel(upload_id)  # stored as the version's source: the upload is spent
+    if request.content_type == "multipart/form-data":
+        version, job = version_actions.create_version_from_upload(
+            model=model,
+            upload_id=_upload_from_file(request),
+            user=request.user,  # type: ignore[arg-type]
+            options=_options_from(request.POST.get("options")),
+            allow_duplicate=request.POST.get("allow_duplicate", "").lower() in ("1", "true", "yes"),
+            sample=_sample_from(request.POST.get("sample")),
+        )
+    else:
+        data = parse_body(request, types.NewVersionIn)
+        version, job = version_actions.create_version_from_upload(
+            model=model,
+            upload_id=data.upload_id,
+            user=request.user,  # type: ignore[arg-type]
+            options=_options_from(data.options),
+            sha256=data.sha256,
+            allow_duplicate=data.allow_duplicate,
+            sample=_sample_from(data.sample),
+        )
     body = {"version": version.number, "job": str(job.uuid), "status": version.status}
     return Status(201, body)
 
@@ -287,39 +295,22 @@ def _sample_from(value: Any) -> dict[str, Any] | None:
     return value
 
 
-def _received_file(
-    request: HttpRequest,
-) -> tuple[str, FinishedUpload, Any, bool, dict[str, Any] | None]:
-    """The new version's file: a finished chunked upload, or one multipart ``file`` field."""
+def _upload_from_file(request: HttpRequest) -> str:
+    """One multipart ``file`` field, stored as a finished upload of the user's; its id."""
+    file = request.FILES.get("file")
+    if file is None:
+        raise HubError("Send the model as the multipart field 'file'.", "missing_file")
     uploads = get_uploads()
-    if request.content_type == "multipart/form-data":
-        file = request.FILES.get("file")
-        if file is None:
-            raise HubError("Send the model as the multipart field 'file'.", "missing_file")
-        upload = uploads.create(
-            filename=browser_filename(file.name or ""), size=file.size or 0, owner=_owner(request)
-        )
-        try:
-            uploads.write_chunk(upload.id, 0, file, file.size or 0)  # type: ignore[arg-type]
-            finished = uploads.finish(upload.id)
-        except ModelStoreError:
-            uploads.cancel(upload.id)
-            raise
-        allow = request.POST.get("allow_duplicate", "").lower() in ("1", "true", "yes")
-        options = _options_from(request.POST.get("options"))
-        return upload.id, finished, options, allow, _sample_from(request.POST.get("sample"))
-    data = parse_body(request, types.NewVersionIn)
-    _own_upload(request, data.upload_id)
-    finished = uploads.finish(data.upload_id)
-    client_sha = data.sha256.lower()
-    if client_sha and client_sha != finished.sha256:
-        uploads.cancel(data.upload_id)
-        raise HubError(
-            "The file changed in transit: your sha256 does not match what arrived. Upload again.",
-            "upload_corrupt",
-        )
-    sample = _sample_from(data.sample)
-    return data.upload_id, finished, _options_from(data.options), data.allow_duplicate, sample
+    upload = uploads.create(
+        filename=browser_filename(file.name or ""), size=file.size or 0, owner=_owner(request)
+    )
+    try:
+        uploads.write_chunk(upload.id, 0, file, file.size or 0)  # type: ignore[arg-type]
+        uploads.finish(upload.id)
+    except ModelStoreError:
+        uploads.cancel(upload.id)
+        raise
+    return upload.id
 
 
 @router.get(
@@ -340,7 +331,7 @@ def version_detail(request: HttpRequest, name: str, number: int) -> Any:
 )
 def version_delete(request: HttpRequest, name: str, number: int) -> Any:
     version = version_or_404(name, number)
-    serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
+    version_actions.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
     return HttpResponse(status=204)
 
 

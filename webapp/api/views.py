@@ -17,7 +17,7 @@ from webapp.api.lookups import model_or_404
 from webapp.errors import json_error
 from webapp.ops.health import run_checks
 from webapp.ops.server_state import devices_summary, triton_summary
-from webapp.registry import actions
+from webapp.registry.actions.models import create_model
 from webapp.registry.models import Model
 
 router = Router(tags=["server"], exclude_unset=True)
@@ -87,7 +87,7 @@ def models(request: HttpRequest) -> Any:
     summary="Create a model (operator)",
 )
 def model_create(request: HttpRequest, data: types.ModelIn) -> Any:
-    model = actions.create_model(
+    model = create_model(
         name=data.name,
         target=data.target,
         description=data.description,

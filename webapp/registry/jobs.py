@@ -220,13 +220,14 @@ def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
     for step in job.steps:
         if step["state"] == "running":
             step |= {"state": "cancelled" if cancelled else "failed", "message": error[:500]}
-    _save(job, "state", "error", "error_code", "finished", "steps")
     # Only a failed build fails its version: a switch or a sweep that failed (Triton down, a
-    # restart) leaves a packaged version packaged, so that it can be served again.
+    # restart) leaves a packaged version packaged, so that it can be served again. The version
+    # is written first: whoever sees the job finished must see its version's outcome too.
     version_id = job.version_id
     if version_id and job.kind == Job.Kind.COMPILE:
         status = Version.Status.CANCELLED if cancelled else Version.Status.FAILED
         retrying(lambda: Version.objects.filter(pk=version_id).update(status=status, error=error))
+    _save(job, "state", "error", "error_code", "finished", "steps")
     retrying(
         lambda: Event.objects.create(
             model_id=job.model_id,

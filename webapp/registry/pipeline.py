@@ -354,12 +354,12 @@ def run_package(job: Job) -> None:
 def _serve_now(job: Job, version: Version) -> None:
     """Queue the switch a compile job was asked to end with; say why when it cannot."""
     from webapp.errors import HubError
-    from webapp.registry import serving
+    from webapp.registry.actions.serving import request_switch
 
     if job.created_by is None:
         return
     try:
-        switch = serving.request_switch(
+        switch = request_switch(
             model=job.model,
             number=version.number,
             user=job.created_by,

@@ -1,10 +1,11 @@
-"""Serving: switch which version a model serves, roll back, load/unload, delete, reconcile.
+"""Serving, the workers' side: the switch lock, the publish gate, switch jobs and reconcile.
 
 The web process checks and records the request, takes the model's switch lock and enqueues a
-job; a worker does the switch with ``model_store.serving`` and releases the lock. The lock is
-two columns on the model row, taken with a conditional UPDATE, so it holds across processes
-and hosts; it expires (``SWITCH_LOCK_TTL_SECONDS``), so a worker killed mid-switch cannot
-keep it forever, and the next reconcile puts files and Triton back in line with the database.
+job (``webapp.registry.actions.serving``); a worker does the switch with
+``model_store.serving`` and releases the lock. The lock is two columns on the model row, taken
+with a conditional UPDATE, so it holds across processes and hosts; it expires
+(``SWITCH_LOCK_TTL_SECONDS``), so a worker killed mid-switch cannot keep it forever, and the
+next reconcile puts files and Triton back in line with the database.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import User
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -27,12 +26,10 @@ from model_store.serving import (
     load_alongside,
     load_serving,
     repository_state,
-    signature_changes,
     switch_version,
     unload_model,
 )
-from model_store.targets import get_target
-from webapp import dispatch, live
+from webapp import live
 from webapp.errors import HubError
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
@@ -66,7 +63,7 @@ def release_lock(model: Model, holder: str) -> None:
     Model.objects.filter(pk=model.pk, lock_holder=holder).update(lock_holder="", lock_expires=None)
 
 
-def _lock_busy_error(model: Model) -> HubError:
+def lock_busy_error(model: Model) -> HubError:
     model.refresh_from_db(fields=["lock_holder", "lock_expires"])
     holder = _as_uuid(model.lock_holder)
     job = Job.objects.filter(uuid=holder).first() if holder else None
@@ -109,217 +106,6 @@ def ensure_may_answer(version: Version) -> None:
     why = refusal(version)
     if why is not None:
         raise HubError(f"Version {version.number} cannot serve: {why}.", "not_publishable", 409)
-
-
-# --------------------------------------------------------------------------- requests (web)
-
-
-def request_switch(
-    *,
-    model: Model,
-    number: int,
-    user: User,
-    reason: str = "",
-    kind: str = Job.Kind.SERVE,
-    confirm_breaking: bool = False,
-) -> Job:
-    """Check a serve/rollback request, take the lock and queue the switch job."""
-    version = model.versions.filter(number=number).first()
-    if version is None:
-        raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
-    ensure_may_answer(version)
-    changes: list[dict[str, str]] = []
-    current = (
-        model.versions.filter(number=model.serving_version).first()
-        if model.serving_version is not None
-        else None
-    )
-    if current is not None and current.number != number:
-        changes = [vars(c) for c in signature_changes(current.signature, version.signature)]
-        breaking = [c for c in changes if c["kind"] == "breaking"]
-        if breaking and not confirm_breaking:
-            raise HubError(
-                f"Version {number} changes the model's interface: "
-                + "; ".join(c["message"] for c in breaking)
-                + ". Clients may break. Confirm to switch anyway.",
-                "breaking_change",
-                409,
-            )
-    return _queue(model, kind, user, version=version, reason=reason, changes=changes)
-
-
-def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
-    if model.previous_version is None:
-        raise HubError(
-            f"{model.name} has no earlier serving version to roll back to.", "no_previous", 409
-        )
-    return request_switch(
-        model=model,
-        number=model.previous_version,
-        user=user,
-        reason=reason,
-        kind=Job.Kind.ROLLBACK,
-        confirm_breaking=True,  # going back to what served before is the safe direction
-    )
-
-
-def request_unload(*, model: Model, user: User, reason: str = "") -> Job:
-    return _queue(model, Job.Kind.UNLOAD, user, reason=reason)
-
-
-def request_load(*, model: Model, user: User, reason: str = "") -> Job:
-    if model.serving_version is None:
-        raise HubError(f"{model.name} has no serving version; serve one first.", "not_served", 409)
-    serving = model.versions.filter(number=model.serving_version).first()
-    if serving is not None:
-        ensure_may_answer(serving)
-    return _queue(model, Job.Kind.LOAD, user, reason=reason)
-
-
-def request_compare(*, model: Model, number: int | None, user: User) -> Job:
-    """Load version ``number`` beside the serving one (None: unload the extra one again)."""
-    if model.serving_version is None:
-        raise HubError(f"{model.name} is not served; serve a version first.", "not_served", 409)
-    if not get_target(model.target).versions_side_by_side:
-        raise HubError(
-            f"{model.target} models hold one version in Triton (its backend runs the first "
-            "model file it finds), so two versions cannot answer side by side.",
-            "not_supported",
-            409,
-        )
-    version = None
-    if number is not None:
-        version = model.versions.filter(number=number).first()
-        if version is None:
-            raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
-        ensure_may_answer(version)
-        if number == model.serving_version:
-            raise HubError(f"v{number} is the serving version already.", "serving", 409)
-    return _queue(model, Job.Kind.LOAD, user, version=version, extra={"compare": number})
-
-
-def _queue(
-    model: Model,
-    kind: str,
-    user: User,
-    *,
-    version: Version | None = None,
-    reason: str = "",
-    changes: list[dict[str, str]] | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Job:
-    job_uuid = uuid.uuid4()
-    if not acquire_lock(model, job_uuid.hex):
-        raise _lock_busy_error(model)
-    try:
-        with transaction.atomic():
-            job = Job.objects.create(
-                uuid=job_uuid,
-                kind=kind,
-                model=model,
-                version=version,
-                steps=jobs.initial_steps((kind,)),
-                params={
-                    "from": model.serving_version,
-                    "to": version.number if version else model.serving_version,
-                    "reason": reason[:500],
-                    "changes": changes or [],
-                    **(extra or {}),
-                },
-                created_by=user,
-            )
-            Event.objects.create(
-                model=model,
-                version=version,
-                job=job,
-                kind=f"{kind}.requested",
-                actor=user,
-                message=_describe(job, user),
-                data=job.params,
-            )
-            transaction.on_commit(lambda: _enqueue(job))
-    except Exception:
-        release_lock(model, job_uuid.hex)
-        raise
-    return job
-
-
-def _enqueue(job: Job) -> None:
-    try:
-        dispatch.serving_job(job.pk)
-    except Exception:
-        # Redis (the broker) does not answer: the job stays queued and is sent again once it
-        # is back (requeue_stalled_jobs, at every reconcile); the request still gets its job.
-        log.warning("serving job %s could not be queued yet", job.uuid, exc_info=True)
-
-
-def _describe(job: Job, user: User) -> str:
-    p = job.params
-    name = job.model.name
-    if job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
-        verb = "roll back" if job.kind == Job.Kind.ROLLBACK else "serve"
-        origin = f" (from v{p['from']})" if p.get("from") else ""
-        text = f"{user.get_username()} asked to {verb} {name} v{p['to']}{origin}"
-    elif "compare" in p:
-        text = (
-            f"{user.get_username()} asked to load {name} v{p['compare']} beside v{p['from']}"
-            if p["compare"] is not None
-            else f"{user.get_username()} asked to stop comparing versions of {name}"
-        )
-    else:
-        text = f"{user.get_username()} asked to {job.kind} {name}"
-    return text + (f": {p['reason']}" if p.get("reason") else ".")
-
-
-def wait_for(job: Job, timeout_s: float = SWITCH_TIMEOUT_S + 30) -> Job:
-    """Block until a job ends (the API's serve call returns when READY or failed)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job.refresh_from_db()
-        if job.is_finished:
-            return job
-        time.sleep(0.1)
-    return job
-
-
-def delete_version(*, version: Version, user: User) -> None:
-    model = version.model
-    if model.serving_version == version.number:
-        raise HubError(
-            f"Version {version.number} is serving; serve another version first.", "serving", 409
-        )
-    if model.compare_version == version.number:
-        raise HubError(
-            f"Version {version.number} is loaded beside the serving one for a comparison; "
-            "stop comparing first.",
-            "comparing",
-            409,
-        )
-    if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
-        raise HubError("A job for this version is still running.", "busy", 409)
-    holder = uuid.uuid4().hex
-    if not acquire_lock(model, holder):
-        raise _lock_busy_error(model)
-    try:
-        store = get_store()
-        number = version.number
-        side_by_side = get_target(model.target).versions_side_by_side
-        if side_by_side and store.version_dir(model.name, number).exists():
-            store.remove_version(model.name, number)
-        store.remove_source(model.name, number)
-        Event.objects.create(
-            model=model,
-            kind="version.deleted",
-            actor=user,
-            message=f"{user.get_username()} deleted version {number} of {model.name}.",
-            data={"version": number, "sha256": version.source_sha256},
-        )
-        if model.previous_version == number:
-            Model.objects.filter(pk=model.pk).update(previous_version=None)
-        version.delete()
-    finally:
-        release_lock(model, holder)
-    live.publish("models", {"model": model.name})
 
 
 # --------------------------------------------------------------------------- the work (worker)
@@ -631,15 +417,16 @@ def requeue_stalled_jobs(now: Any = None) -> list[str]:
     stalled = list(
         Job.objects.filter(kind__in=SERVING_KINDS, state=Job.State.QUEUED, created__lt=cutoff)
     )
+    from webapp.registry.actions.serving import _enqueue
+    from webapp.registry.actions.versions import _enqueue_compile
+
     for job in stalled:
         _enqueue(job)
     # Compile jobs are sent again only when their first sending failed (a chain sent twice
-    # would build twice): versions._enqueue_compile marked them.
+    # would build twice): actions.versions._enqueue_compile marked them.
     unsent = list(Job.objects.filter(kind=Job.Kind.COMPILE, state=Job.State.QUEUED,
                                      params__unsent=True))  # fmt: skip
     for job in unsent:
-        from webapp.registry.versions import _enqueue_compile
-
         job.params = {k: v for k, v in job.params.items() if k != "unsent"}
         Job.objects.filter(pk=job.pk).update(params=job.params)
         _enqueue_compile(job)

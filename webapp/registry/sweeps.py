@@ -1,4 +1,4 @@
-"""Performance sweeps: queue one from the page or the API, run it in a worker, keep the result.
+"""Performance sweeps, the workers' side: run one (queued by ``actions.sweeps``), keep the result.
 
 A sweep drives the serving version at rising concurrency (model_store/perf) and is bounded in
 time (levels x seconds per level, capped) and in load (SWEEP_MAX_CONCURRENCY). It is a job like
@@ -8,15 +8,11 @@ runs compare only when their config hashes match.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from typing import Any
 
 import numpy as np
-from django.conf import settings
-from django.contrib.auth.models import User
-from django.db import transaction
 
 from model_store.config import parse_pbtxt
 from model_store.errors import ModelStoreError
@@ -27,12 +23,12 @@ from model_store.inference import (
 )
 from model_store.perf import SweepPlan, best_level, run_sweep
 from model_store.targets import get_target
-from webapp import dispatch, live
+from webapp import live
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_calls
 from webapp.registry import jobs
 from webapp.registry.inference import input_specs, limits, saved_preprocess
-from webapp.registry.models import Event, Job, Model, PerfRun, TryExample
+from webapp.registry.models import Job, PerfRun, TryExample
 
 log = logging.getLogger(__name__)
 
@@ -49,91 +45,6 @@ def config_summary(config_pbtxt: str) -> dict[str, Any]:
         "instance_kind": cfg.instance_kind,
         "dynamic_batching": cfg.dynamic_batching is not None,
     }
-
-
-def make_plan(max_concurrency: int, step_seconds: float) -> SweepPlan:
-    if not 1 <= max_concurrency <= settings.SWEEP_MAX_CONCURRENCY:
-        raise HubError(
-            f"Concurrency goes from 1 to {settings.SWEEP_MAX_CONCURRENCY} here "
-            "(SWEEP_MAX_CONCURRENCY).",
-            "invalid_field",
-        )
-    if not 1 <= step_seconds <= 30:
-        raise HubError("Seconds per level must be between 1 and 30.", "invalid_field")
-    try:
-        return SweepPlan.doubling(max_concurrency, step_seconds=step_seconds)
-    except ValueError as exc:
-        raise HubError(str(exc), "invalid_plan") from None
-
-
-def request_sweep(
-    *,
-    model: Model,
-    user: User,
-    max_concurrency: int = 8,
-    step_seconds: float | None = None,
-    example_id: int | None = None,
-) -> PerfRun:
-    """Check the request and queue the sweep job; the serving version is what gets measured."""
-    if model.serving_version is None:
-        raise HubError(
-            f"{model.name} is not served; serve a version before measuring it.", "not_served", 409
-        )
-    version = model.versions.get(number=model.serving_version)
-    plan = make_plan(max_concurrency, float(step_seconds or settings.SWEEP_STEP_SECONDS))
-    if example_id is not None and not model.examples.filter(pk=example_id).exists():
-        raise HubError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
-    busy = Job.objects.filter(
-        model=model, kind=Job.Kind.SWEEP, state__in=[Job.State.QUEUED, Job.State.RUNNING]
-    ).first()
-    if busy is not None:
-        raise HubError(
-            "A sweep of this model is running already; wait for it or cancel it.",
-            "sweep_running",
-            409,
-        )
-    with transaction.atomic():
-        job = Job.objects.create(
-            kind=Job.Kind.SWEEP,
-            model=model,
-            version=version,
-            steps=jobs.initial_steps(jobs.SWEEP_STEPS),
-            params={"example_id": example_id},
-            created_by=user,
-        )
-        run = PerfRun.objects.create(
-            model=model,
-            version=version,
-            job=job,
-            config_sha256=hashlib.sha256(version.config_pbtxt.encode()).hexdigest(),
-            config_summary=config_summary(version.config_pbtxt),
-            plan=_plan_dict(plan),
-        )
-        Event.objects.create(
-            model=model,
-            version=version,
-            job=job,
-            kind="perf.sweep_requested",
-            actor=user,
-            message=f"{user.get_username()} started a performance sweep of v{version.number} "
-            f"(concurrency up to {max_concurrency}).",
-        )
-        transaction.on_commit(lambda: _enqueue(job))
-    return run
-
-
-def _plan_dict(plan: SweepPlan) -> dict[str, Any]:
-    return {
-        "levels": list(plan.levels),
-        "step_seconds": plan.step_seconds,
-        "warmup_seconds": plan.warmup_seconds,
-        "max_total_seconds": plan.max_total_seconds,
-    }
-
-
-def _enqueue(job: Job) -> None:
-    dispatch.sweep_job(job.pk)
-    live.publish("sweeps", {"model": job.model.name, "job": str(job.uuid)})
 
 
 def _inputs_for(run: PerfRun, example_id: int | None) -> dict[str, np.ndarray]:

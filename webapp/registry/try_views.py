@@ -33,6 +33,9 @@ from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
 from webapp.registry import demo, inference, try_form
 from webapp.registry import examples as saved_examples
+from webapp.registry.actions import demo as demo_actions
+from webapp.registry.actions import examples as example_actions
+from webapp.registry.actions import sweeps as sweep_actions
 from webapp.registry.models import Job, Model, TryExample, Version
 from webapp.registry.state import state_of
 
@@ -335,7 +338,7 @@ def model_try_example_save(request: HubRequest, name: str) -> HttpResponse:
                 "too_large",
                 413,
             )
-        saved_examples.save(
+        example_actions.save_example(
             model=model,
             user=request.user,  # type: ignore[arg-type]
             name=label,
@@ -357,14 +360,10 @@ def model_try_example_delete(request: HubRequest, name: str, example_id: int) ->
         return _examples_partial(
             request, model, error="That example was already deleted.", status=404
         )
-    if example.created_by_id != request.user.pk and role_of(request.user) < Role.OPERATOR:
-        return _examples_partial(
-            request,
-            model,
-            error="Only the person who saved an example, or an operator, may delete it.",
-            status=403,
-        )
-    example.delete()
+    try:
+        example_actions.delete_example(example=example, user=request.user)  # type: ignore[arg-type]
+    except HubError as exc:
+        return _examples_partial(request, model, error=exc.message, status=exc.status)
     return _examples_partial(request, model)
 
 
@@ -401,13 +400,11 @@ def model_perf(request: HubRequest, name: str) -> HttpResponse:
 
 @require_POST
 def model_sweep(request: HubRequest, name: str) -> HttpResponse:
-    from webapp.registry.sweeps import request_sweep
-
     require_role(request.user, Role.OPERATOR)
     model = get_object_or_404(Model, name=name)
     try:
         example = request.POST.get("example_id") or None
-        request_sweep(
+        sweep_actions.request_sweep(
             model=model,
             user=request.user,  # type: ignore[arg-type]
             max_concurrency=int(request.POST.get("max_concurrency", "8")),
@@ -426,7 +423,7 @@ def model_sweep(request: HubRequest, name: str) -> HttpResponse:
 def demo_add(request: HubRequest) -> HttpResponse:
     require_role(request.user, Role.OPERATOR)
     try:
-        added = demo.add_demo_model(request.user)  # type: ignore[arg-type]
+        added = demo_actions.add_demo_model(request.user)  # type: ignore[arg-type]
     except HubError as exc:
         show_error(request, exc)
         existing = demo.existing_demo()

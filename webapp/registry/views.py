@@ -13,17 +13,20 @@ from django.views.decorators.http import require_POST
 from model_store.errors import ModelStoreError
 from model_store.targets import get_target
 from webapp.accounts.roles import Role, require_role
+from webapp.api.app import store_error
 from webapp.errors import HubError, error_json, show_error
 from webapp.http import HubRequest
 from webapp.ops import host_reports
-from webapp.registry import actions, demo, jobs, serving
-from webapp.registry import versions as version_actions
+from webapp.registry import demo, jobs
+from webapp.registry.actions import serving as serving_actions
+from webapp.registry.actions import versions as version_actions
+from webapp.registry.actions.models import create_model
 from webapp.registry.forms import NewModelForm
 from webapp.registry.memory import memory_estimate
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
 from webapp.registry.state import state_of, triton_states
-from webapp.registry.storage import get_store, get_uploads
+from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ def model_new(request: HubRequest) -> HttpResponse:
     form = NewModelForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            model = actions.create_model(user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+            model = create_model(user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
         except HubError as exc:
             form.add_error("name" if exc.code == "name_taken" else None, exc.message)
         else:
@@ -108,40 +111,25 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
             for k, v in form.errors.items()
             if k in form.fields
         )
-        return JsonResponse({"error": f"Check the options: {problems}"}, status=400)
-    upload_id = request.POST.get("upload_id", "")
-    uploads = get_uploads()
+        return error_json(HubError(f"Check the options: {problems}", "invalid_options"))
     try:
-        upload = uploads.status(upload_id)
-        if upload.owner != str(request.user.pk):
-            raise Http404
-        finished = uploads.finish(upload_id)
-        client_sha = request.POST.get("sha256", "").strip().lower()
-        if client_sha and client_sha != finished.sha256:
-            uploads.cancel(upload_id)
-            return JsonResponse(
-                {
-                    "error": "The file changed in transit: the browser's SHA-256 does not match "
-                    "the server's. Upload it again.",
-                    "upload_spent": True,
-                },
-                status=400,
-            )
-        options = version_actions.parse_options(model, form.options())
-        version, job = version_actions.create_version(
+        version, job = version_actions.create_version_from_upload(
             model=model,
-            upload=finished,
-            options=options,
+            upload_id=request.POST.get("upload_id", ""),
             user=request.user,  # type: ignore[arg-type]
+            options=form.options(),
+            sha256=request.POST.get("sha256", ""),
             allow_duplicate=request.POST.get("allow_duplicate") == "1",
         )
-        uploads.cancel(upload_id)  # stored as the version's source: the upload is spent
-    except HubError as exc:
-        return error_json(exc)
     except ModelStoreError as exc:
-        return JsonResponse(
-            {"error": str(exc), "code": getattr(exc, "code", "invalid")}, status=400
-        )
+        return error_json(store_error(exc))
+    except HubError as exc:
+        response = error_json(exc)
+        if exc.code == "upload_corrupt":  # upload.js forgets the upload it would resume
+            response = JsonResponse(
+                {"error": exc.message, "code": exc.code, "upload_spent": True}, status=exc.status
+            )
+        return response
     return JsonResponse({"version": version.number, "job_url": f"/jobs/{job.uuid}/"}, status=201)
 
 
@@ -270,7 +258,7 @@ def model_serve(request: HubRequest, name: str) -> HttpResponse:
     return _switch_response(
         request,
         model,
-        lambda: serving.request_switch(
+        lambda: serving_actions.request_switch(
             model=model,
             number=number,
             user=request.user,  # type: ignore[arg-type]
@@ -287,7 +275,7 @@ def model_rollback(request: HubRequest, name: str) -> HttpResponse:
     return _switch_response(
         request,
         model,
-        lambda: serving.request_rollback(model=model, user=request.user, reason=reason),  # type: ignore[arg-type]
+        lambda: serving_actions.request_rollback(model=model, user=request.user, reason=reason),  # type: ignore[arg-type]
     )
 
 
@@ -297,7 +285,7 @@ def model_unload(request: HubRequest, name: str) -> HttpResponse:
     return _switch_response(
         request,
         model,
-        lambda: serving.request_unload(model=model, user=request.user),  # type: ignore[arg-type]
+        lambda: serving_actions.request_unload(model=model, user=request.user),  # type: ignore[arg-type]
     )
 
 
@@ -307,7 +295,7 @@ def model_load(request: HubRequest, name: str) -> HttpResponse:
     return _switch_response(
         request,
         model,
-        lambda: serving.request_load(model=model, user=request.user),  # type: ignore[arg-type]
+        lambda: serving_actions.request_load(model=model, user=request.user),  # type: ignore[arg-type]
     )
 
 
@@ -318,7 +306,7 @@ def version_delete(request: HubRequest, name: str, number: int) -> HttpResponse:
         Version.objects.select_related("model"), model__name=name, number=number
     )
     try:
-        serving.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
+        version_actions.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
         messages.success(request, f"Version {number} deleted (files and record).")
     except HubError as exc:
         show_error(request, exc)

@@ -1,17 +1,22 @@
-"""Creating versions and their compile jobs; cancelling jobs; overriding verification.
+"""Versions: a new one from an upload, delete one, override its verification, cancel a job.
 
-Every change here is also an Event (the audit trail) and is pushed to open pages.
+The page's upload form (``registry.views.version_new``) and the API
+(``POST /api/v1/models/{name}/versions``) both end in :func:`create_version_from_upload`, so
+they refuse the same things with the same codes. Every change here is also an Event (the
+audit trail) and is pushed to open pages.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from model_store.errors import ModelStoreError
 from model_store.targets import get_target
@@ -21,7 +26,8 @@ from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
 from webapp.registry.jobs import COMPILE_STEPS, initial_steps
 from webapp.registry.models import Event, Job, Model, Version
-from webapp.registry.storage import get_store
+from webapp.registry.serving import acquire_lock, lock_busy_error, release_lock
+from webapp.registry.storage import get_store, get_uploads
 
 SOURCE_NAMES = {".onnx": "model.onnx", ".zip": "bundle.zip"}
 log = logging.getLogger(__name__)
@@ -44,6 +50,49 @@ def find_duplicate(model: Model, sha256: str) -> Version | None:
         .exclude(status__in=[Version.Status.FAILED, Version.Status.CANCELLED])
         .first()
     )
+
+
+def create_version_from_upload(
+    *,
+    model: Model,
+    upload_id: str,
+    user: User,
+    options: object,
+    sha256: str = "",
+    allow_duplicate: bool = False,
+    sample: dict[str, Any] | None = None,
+) -> tuple[Version, Job]:
+    """A finished upload of ``user``'s becomes the next version; the upload is spent.
+
+    ``sha256`` is the client's digest of the file, when it computed one; ``options`` the raw
+    options object (checked against the model's target here).
+
+    Raises:
+        HubError: Not the user's upload (404 ``upload_not_found``), the digest differs (400
+            ``upload_corrupt``, the upload is deleted), bad options, a duplicate (409).
+        ModelStoreError: The upload is unknown or incomplete.
+    """
+    uploads = get_uploads()
+    if uploads.status(upload_id).owner != str(user.pk):
+        raise HubError("There is no such upload.", "upload_not_found", 404)
+    finished = uploads.finish(upload_id)
+    client_sha = sha256.strip().lower()
+    if client_sha and client_sha != finished.sha256:
+        uploads.cancel(upload_id)
+        raise HubError(
+            "The file changed in transit: your sha256 does not match what arrived. Upload again.",
+            "upload_corrupt",
+        )
+    version, job = create_version(
+        model=model,
+        upload=finished,
+        options=parse_options(model, options),
+        user=user,
+        allow_duplicate=allow_duplicate,
+        sample=sample,
+    )
+    uploads.cancel(upload_id)  # stored as the version's source: the upload is spent
+    return version, job
 
 
 def create_version(
@@ -155,8 +204,6 @@ def override_verification(version: Version, user: User, reason: str) -> Version:
     reason = reason.strip()
     if not 5 <= len(reason) <= 1000:
         raise HubError("Say why, in 5 to 1000 characters.", "invalid_reason")
-    from django.utils import timezone
-
     version.verification_override = {
         "by": user.get_username(),
         "at": timezone.now().isoformat(),
@@ -174,3 +221,44 @@ def override_verification(version: Version, user: User, reason: str) -> Version:
         data=version.verification_override,
     )
     return version
+
+
+def delete_version(*, version: Version, user: User) -> None:
+    """Remove a version that neither serves nor is compared, nor has a running job."""
+    model = version.model
+    if model.serving_version == version.number:
+        raise HubError(
+            f"Version {version.number} is serving; serve another version first.", "serving", 409
+        )
+    if model.compare_version == version.number:
+        raise HubError(
+            f"Version {version.number} is loaded beside the serving one for a comparison; "
+            "stop comparing first.",
+            "comparing",
+            409,
+        )
+    if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
+        raise HubError("A job for this version is still running.", "busy", 409)
+    holder = uuid.uuid4().hex
+    if not acquire_lock(model, holder):
+        raise lock_busy_error(model)
+    try:
+        store = get_store()
+        number = version.number
+        side_by_side = get_target(model.target).versions_side_by_side
+        if side_by_side and store.version_dir(model.name, number).exists():
+            store.remove_version(model.name, number)
+        store.remove_source(model.name, number)
+        Event.objects.create(
+            model=model,
+            kind="version.deleted",
+            actor=user,
+            message=f"{user.get_username()} deleted version {number} of {model.name}.",
+            data={"version": number, "sha256": version.source_sha256},
+        )
+        if model.previous_version == number:
+            Model.objects.filter(pk=model.pk).update(previous_version=None)
+        version.delete()
+    finally:
+        release_lock(model, holder)
+    live.publish("models", {"model": model.name})

@@ -1,4 +1,4 @@
-"""Every state change of the registry goes through here (views, API and tasks call these)."""
+"""Creating a model."""
 
 from __future__ import annotations
 

@@ -1,0 +1,193 @@
+"""Run npu-smi and describe the NPUs of this host as one JSON-ready dict (Django-free).
+
+:func:`read_devices` runs ``npu-smi info`` and reads its table
+(:mod:`~model_store.devices.info_table`); when the table prints no device id it asks
+``npu-smi info -m`` (:mod:`~model_store.devices.mapping`), and it asks ``-t usages`` for each
+chip in parallel (:mod:`~model_store.devices.usages`). npu-smi missing, failing or timing out
+makes the report say why; a failure of the extra calls is a warning. The command runner is a
+parameter, so tests pass a fake instead of starting npu-smi.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+from model_store import spawn
+from model_store.devices.info_table import parse_npu_smi_info
+from model_store.devices.mapping import parse_npu_smi_mapping
+from model_store.devices.memory import device_memory
+from model_store.devices.usages import merge_usages, parse_npu_smi_usages
+
+__all__ = ["read_devices"]
+
+
+def _first_line(text: str | bytes | None) -> str:
+    """Return the first non-empty line of a command's output, or ``""``."""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def read_devices(
+    runner: Callable[..., Any] = spawn.run,
+    which: Callable[[str], str | None] = shutil.which,
+    timeout: float = 5,
+    *,
+    usages: bool = True,
+    mapping: bool = True,
+) -> dict[str, Any]:
+    """Run ``npu-smi info`` and describe the NPUs of this host as a JSON-ready dict.
+
+    Args:
+        runner: Function with the signature of :func:`subprocess.run` (replaced in tests).
+        which: Function with the signature of :func:`shutil.which`.
+        timeout: Seconds to wait for npu-smi.
+        usages: Also run ``npu-smi info -t usages -i N -c C`` per chip (in parallel) and
+            merge it (:func:`merge_usages`); a failure there is a warning, not an error.
+        mapping: When the table prints no device id for some chip (the HBM layout of 910
+            and 910B), run ``npu-smi info -m`` and take it from the ``Chip Logic ID``
+            column (:func:`parse_npu_smi_mapping`); a failure there is a warning.
+
+    Returns:
+        ``{"available": False, "reason": ..., "npus": []}`` when npu-smi is missing,
+        fails or times out; otherwise ``{"available": True, "npus": [...],
+        "processes": [...], "warnings": [...], "version": ...}`` with one dict per chip.
+        Each chip dict also has ``device_memory`` (:func:`device_memory`) and, with
+        ``usages``, ``usages`` (raw) and ``usage`` (known figures by short name).
+    """
+    path = which("npu-smi")
+    if not path:
+        return {
+            "available": False,
+            "reason": "no Ascend NPU on this host (npu-smi not found)",
+            "npus": [],
+        }
+    try:
+        done = runner(
+            [path, "info"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {
+            "available": False,
+            "reason": f"npu-smi info did not answer within {timeout:g} s",
+            "npus": [],
+        }
+    except OSError as exc:
+        return {
+            "available": False,
+            "reason": f"npu-smi could not be started: {exc}",
+            "npus": [],
+        }
+    code = getattr(done, "returncode", 1)
+    if code != 0:
+        detail = _first_line(getattr(done, "stderr", None)) or _first_line(
+            getattr(done, "stdout", None)
+        )
+        reason = f"npu-smi info failed with exit code {code}"
+        if detail:
+            reason += f": {detail}"
+        return {"available": False, "reason": reason, "npus": []}
+    stdout = getattr(done, "stdout", "") or ""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    report = parse_npu_smi_info(stdout)
+    npus = [asdict(chip) for chip in report.chips]
+    warnings = list(report.warnings)
+    if mapping and any(npu["device_id"] is None for npu in npus):
+        _add_device_ids(npus, warnings, path, runner, timeout)
+    if usages and npus:
+        _add_usages(npus, warnings, path, runner, timeout)
+    for npu in npus:
+        npu["device_memory"] = device_memory(npu)
+    return {
+        "available": True,
+        "version": report.version,
+        "npus": npus,
+        "processes": [asdict(proc) for proc in report.processes],
+        "warnings": warnings,
+    }
+
+
+def _usages_command(path: str, npu: Mapping[str, Any]) -> list[str]:
+    args = [path, "info", "-t", "usages", "-i", str(npu["npu_id"])]
+    if npu.get("chip_id") is not None:
+        args += ["-c", str(npu["chip_id"])]
+    return args
+
+
+def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, str]:
+    """``(stdout, problem)``: the output, or why there is none (never raises)."""
+    try:
+        done = runner(args, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return "", f"did not answer within {timeout:g} s"
+    except OSError as exc:
+        return "", f"could not be started: {exc}"
+    code = getattr(done, "returncode", 1)
+    stdout = getattr(done, "stdout", "") or ""
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    if code != 0:
+        detail = _first_line(getattr(done, "stderr", None)) or _first_line(stdout)
+        return "", f"failed with exit code {code}" + (f": {detail}" if detail else "")
+    return stdout, ""
+
+
+def _add_device_ids(
+    npus: list[dict[str, Any]],
+    warnings: list[str],
+    path: str,
+    runner: Callable[..., Any],
+    timeout: float,
+) -> None:
+    """Fill the missing ``device_id`` of each chip from ``npu-smi info -m``."""
+    stdout, problem = _run_npu_smi(runner, [path, "info", "-m"], timeout)
+    if problem:
+        warnings.append(f"npu-smi info -m {problem}; the device ids are not known.")
+        return
+    logical = parse_npu_smi_mapping(stdout)
+    missing = []
+    for npu in npus:
+        if npu["device_id"] is None:
+            npu["device_id"] = logical.get((npu["npu_id"], npu["chip_id"]))
+            if npu["device_id"] is None:
+                missing.append(f"NPU {npu['npu_id']} chip {npu['chip_id']}")
+    if missing:
+        warnings.append(
+            f"npu-smi info -m gave no Chip Logic ID for {', '.join(missing)}; "
+            "its device id is not known."
+        )
+
+
+def _add_usages(
+    npus: list[dict[str, Any]],
+    warnings: list[str],
+    path: str,
+    runner: Callable[..., Any],
+    timeout: float,
+) -> None:
+    """Run ``-t usages`` for every chip (in parallel: one npu-smi call each) and merge."""
+    commands = [_usages_command(path, npu) for npu in npus]
+    with ThreadPoolExecutor(max_workers=min(8, len(npus))) as pool:
+        results = list(pool.map(lambda args: _run_npu_smi(runner, args, timeout), commands))
+    for npu, args, (stdout, problem) in zip(npus, commands, results, strict=True):
+        shown = " ".join(["npu-smi", *args[1:]])
+        if problem:
+            warnings.append(f"{shown} {problem}; usage rates are not shown.")
+            npu["usages"], npu["usage"] = {}, {}
+        elif not merge_usages(npu, parse_npu_smi_usages(stdout)):
+            warnings.append(f"{shown} printed no usage figures that the hub knows.")

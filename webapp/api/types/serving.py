@@ -1,0 +1,101 @@
+"""Types of the serving endpoints: serve, roll back, compare, unload, and the event history.
+
+A switch answers 202 at once (:class:`Accepted`) or, with ``?wait=true`` (:class:`WaitQuery`),
+the job's outcome (:class:`Finished`, 409 :class:`FailedSwitch`). :class:`History` and
+:class:`Audit` list the events (:class:`EventOut`) of one model and of the whole hub.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from ninja import Schema
+from pydantic import Field
+
+from webapp.api.types.common import DateTime, In, Out
+
+__all__ = [
+    "Accepted",
+    "Audit",
+    "CompareIn",
+    "EventOut",
+    "FailedSwitch",
+    "Finished",
+    "History",
+    "Reason",
+    "ServeIn",
+    "WaitQuery",
+]
+
+
+class Reason(In):
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class ServeIn(In):
+    version: int
+    reason: Annotated[str, Field(max_length=500)] = ""
+    confirm_breaking: bool = False
+
+
+class CompareIn(In):
+    version: int | None = Field(
+        None, description="The version to load beside the serving one; null unloads it"
+    )
+
+
+class WaitQuery(Schema):
+    wait: str = Field(
+        "",
+        description="true: answer when the job finished (200 READY, 409 failed) or after "
+        "SERVE_WAIT_SECONDS (202, code pending), instead of 202 at once",
+    )
+
+
+class Accepted(Out):
+    """202 at once: the job is queued; follow it at ``url`` (also in ``Location``)."""
+
+    job: str
+    state: str
+    url: str
+    kind: str | None = None
+    serving_version: int | None = None
+    previous_version: int | None = None
+    log: list[str] | None = None
+    error: str | None = Field(None, description="With ?wait=true past the wait: still running")
+    code: str | None = Field(None, description="pending, with ?wait=true past the wait")
+
+
+class Finished(Out):
+    """``?wait=true``: the job's outcome (200 succeeded; 409 with ``error`` and ``code``)."""
+
+    job: str
+    state: str
+    url: str
+    serving_version: int | None
+    previous_version: int | None
+    log: list[str]
+
+
+class FailedSwitch(Finished):
+    error: str
+    code: str
+
+
+class EventOut(Out):
+    kind: str
+    model: str | None
+    version: int | None
+    actor: str | None
+    message: str
+    data: Any
+    time: DateTime
+
+
+class History(Out):
+    model: str
+    events: list[EventOut]
+
+
+class Audit(Out):
+    events: list[EventOut]

@@ -1,0 +1,161 @@
+"""Types of the Try it endpoints: inference, saved examples, labels, settings, sweeps, demo.
+
+:class:`InferIn` is checked by the inference code itself, which names the input at fault
+(:data:`TENSOR_DOC` lists the input forms); :class:`Preprocess` is the image preprocessing
+a request or the saved settings may carry. Sweeps (:class:`SweepIn`, :class:`SweepOut`) step
+the load up level by level; the demo endpoints add the example model.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, WithJsonSchema
+
+from webapp.api.types.common import DateTime, In, Number, Out
+
+__all__ = [
+    "TENSOR_DOC",
+    "DemoAdded",
+    "DemoState",
+    "ExampleDetail",
+    "ExampleIn",
+    "ExampleList",
+    "ExampleOut",
+    "InferIn",
+    "InferOut",
+    "LabelsOut",
+    "Preprocess",
+    "SweepIn",
+    "SweepList",
+    "SweepOut",
+    "TrySettingsIn",
+    "TrySettingsOut",
+]
+
+
+TENSOR_DOC = (
+    "One input: a nested JSON array; {data, shape}; {b64 (raw little-endian bytes of the "
+    "input's dtype), shape}; {npy_b64 (a .npy file)}; or, for image inputs (rank-4 float, 1 or "
+    "3 channels), {image_b64 (PNG/JPEG/WebP/GIF/BMP/TIFF), preprocess?}"
+)
+
+
+class Preprocess(Schema):
+    preset: Literal["efficientnet", "imagenet", "unit", "raw"] | None = None
+    resize_short: int | None = None
+    crop: int | None = None
+    mean: Annotated[list[Number], Field(min_length=3, max_length=3)] | None = None
+    std: Annotated[list[Number], Field(min_length=3, max_length=3)] | None = None
+    color: Literal["RGB", "BGR"] | None = None
+    layout: Literal["NCHW", "NHWC"] | None = None
+
+
+class InferIn(Schema):
+    """Checked by the inference code itself (it names the input at fault)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    inputs: dict[str, Any] = Field(description=TENSOR_DOC)
+    version: Any = Field(None, description="A version number; default: the serving one")
+    top_k: Any = Field(None, description="1 to 50 (default 5)")
+    preprocess: Annotated[Any, WithJsonSchema(Preprocess.model_json_schema())] = None
+    snippets: Any = Field(None, description="true: the same request as curl and tritonclient")
+
+    def as_body(self) -> dict[str, Any]:
+        """The body as it came (only the keys the client sent)."""
+        return self.model_dump(exclude_unset=True)
+
+
+class InferOut(Out):
+    """Outputs (values; top_k with labels and probabilities for classifiers), input shapes,
+    latency {triton_ms, hub_ms}; with snippets=true, curl and tritonclient code."""
+
+    model: str
+    version: int
+    outputs: Any
+    serving: bool | None = None
+    inputs: dict[str, Any] | None = None
+    latency: dict[str, Number] | None = None
+
+
+class ExampleIn(In):
+    name: Annotated[str, Field(max_length=80)]
+    inputs: dict[str, Any]
+
+
+class ExampleOut(Out):
+    id: int
+    name: str
+    created: DateTime
+    created_by: str | None
+
+
+class ExampleDetail(ExampleOut):
+    inputs: dict[str, Any]
+
+
+class ExampleList(Out):
+    examples: list[ExampleOut]
+
+
+class LabelsOut(Out):
+    model: str
+    count: int
+    labels: Any = Field(description="A list of class names, or an object of index -> name")
+
+
+class TrySettingsIn(In):
+    preprocess: Annotated[dict[str, Any] | None, WithJsonSchema(Preprocess.model_json_schema())] = (
+        None
+    )
+    image_inputs: list[Annotated[str, Field(max_length=256)]] | None = None
+
+
+class TrySettingsOut(Out):
+    model: str
+    preprocess: dict[str, Any]
+    image_inputs: list[str] | None
+    saved: dict[str, Any]
+
+
+class SweepIn(In):
+    max_concurrency: int = Field(8, description="Up to SWEEP_MAX_CONCURRENCY")
+    step_seconds: int | None = Field(None, description="Seconds per level, 1 to 30")
+    example_id: int | None = Field(None, description="A saved example as the request")
+
+
+class SweepOut(Out):
+    id: int
+    job: str
+    state: str
+    model: str
+    version: int
+    config_sha256: str
+    config: dict[str, Any]
+    plan: dict[str, Any]
+    levels: list[Any] = Field(
+        description="Per level: throughput, p50/p90/p99, failures and Triton's queue/compute "
+        "split (null when the backend reports no statistics)"
+    )
+    stopped: str | None
+    server_stats: bool
+    created: DateTime
+
+
+class SweepList(Out):
+    sweeps: list[SweepOut]
+
+
+class DemoState(Out):
+    available: bool
+    model: str | None
+    name: str
+
+
+class DemoAdded(Out):
+    model: str
+    version: int
+    job: str
+    job_url: str

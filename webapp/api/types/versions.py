@@ -1,0 +1,161 @@
+"""Types of the version, target, upload and job endpoints.
+
+A version as listed (:class:`VersionOut`) and in full (:class:`VersionDetail`); the targets
+with their options' JSON schema; a new version from a finished upload (:class:`NewVersionIn`)
+and a verification override; the chunked upload session (:class:`UploadIn`,
+:class:`UploadOut`, :class:`ChunkOut`); and the jobs that build, verify and serve versions,
+with their logs (:class:`JobOut`, :class:`JobDetail`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from webapp.api.types.common import DateTime, In, Number, Out, TargetName
+
+__all__ = [
+    "ChunkOut",
+    "JobDetail",
+    "JobList",
+    "JobOut",
+    "LogLine",
+    "NewVersion",
+    "NewVersionIn",
+    "OverrideIn",
+    "Source",
+    "TargetList",
+    "TargetOut",
+    "UploadIn",
+    "UploadOut",
+    "VersionDetail",
+    "VersionList",
+    "VersionOut",
+]
+
+
+class Source(Out):
+    filename: str
+    sha256: str
+    size: int
+
+
+class VersionOut(Out):
+    version: int
+    status: str
+    source: Source
+    verification: str | None
+    verification_override: dict[str, Any] | None
+    publishable: bool
+    created: DateTime
+    created_by: str | None
+    error: str
+
+
+class VersionDetail(VersionOut):
+    options: dict[str, Any]
+    signature: dict[str, Any]
+    onnx: dict[str, Any]
+    findings: list[Any]
+    verification_report: dict[str, Any] | None
+    config: str
+    artifact: dict[str, Any]
+    jobs: list[str]
+
+
+class VersionList(Out):
+    versions: list[VersionOut]
+
+
+class TargetOut(Out):
+    name: TargetName
+    label: str
+    needs_cann: bool
+    hardware_verified: bool
+    status: dict[str, Any]
+    options_schema: dict[str, Any] = Field(description="JSON schema of the options object")
+
+
+class TargetList(Out):
+    targets: list[TargetOut]
+
+
+class NewVersionIn(In):
+    """A new version from a finished chunked upload (JSON), or one multipart ``file`` field
+    with ``options``, ``sample`` (JSON text) and ``allow_duplicate`` beside it."""
+
+    upload_id: Annotated[str, Field(max_length=64)]
+    sha256: Annotated[str, Field(max_length=64)] = ""
+    options: Any = Field(None, description="The target's options: a JSON object")
+    allow_duplicate: bool = False
+    sample: Any = Field(
+        None, description='A verification input: {input name: nested list}, e.g. {"x": [[0.1]]}'
+    )
+
+
+class NewVersion(Out):
+    version: int
+    job: str
+    status: str
+
+
+class OverrideIn(In):
+    reason: Annotated[str, Field(max_length=1000)]
+
+
+class UploadIn(In):
+    filename: Annotated[str, Field(max_length=300)]
+    size: int
+    sha256: Annotated[str, Field(max_length=64)] | None = None
+
+
+class UploadOut(Out):
+    id: str
+    filename: str
+    size: int
+    offset: int = Field(description="Bytes received: the offset to resume from")
+    state: str
+    chunk_bytes: int
+    max_bytes: int
+
+
+class ChunkOut(Out):
+    id: str
+    offset: int
+    size: int
+
+
+class LogLine(Out):
+    seq: int
+    time: DateTime
+    level: str
+    text: str
+
+
+class JobOut(Out):
+    id: str
+    kind: str
+    model: str
+    version: int | None
+    state: str
+    step: str
+    progress: Number
+    steps: Any
+    commands: Any
+    error: str
+    error_code: str
+    cancel_requested: bool
+    created: DateTime
+    started: DateTime | None
+    finished: DateTime | None
+
+
+class JobDetail(JobOut):
+    log: list[LogLine] = Field(description="Its first JOB_LOG_MAX_LINES lines")
+    log_lines_more: int = Field(description="Lines beyond those; log_url serves all")
+    log_url: str
+
+
+class JobList(Out):
+    jobs: list[JobOut]

@@ -1,0 +1,203 @@
+"""Asking for a serve, rollback, load, unload or comparison of versions.
+
+Each request is checked (the publish gate, the interface change, the target's rules), takes
+the model's switch lock, is recorded as a job and an Event, and is sent to a worker after
+commit; the worker's side is ``webapp.registry.serving``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from model_store.serving import signature_changes
+from model_store.targets import get_target
+from webapp import dispatch
+from webapp.errors import HubError
+from webapp.registry import jobs
+from webapp.registry.models import Event, Job, Model, Version
+from webapp.registry.serving import (
+    SWITCH_TIMEOUT_S,
+    acquire_lock,
+    ensure_may_answer,
+    lock_busy_error,
+    release_lock,
+)
+
+log = logging.getLogger(__name__)
+
+
+def request_switch(
+    *,
+    model: Model,
+    number: int,
+    user: User,
+    reason: str = "",
+    kind: str = Job.Kind.SERVE,
+    confirm_breaking: bool = False,
+) -> Job:
+    """Check a serve/rollback request, take the lock and queue the switch job."""
+    version = model.versions.filter(number=number).first()
+    if version is None:
+        raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
+    ensure_may_answer(version)
+    changes: list[dict[str, str]] = []
+    current = (
+        model.versions.filter(number=model.serving_version).first()
+        if model.serving_version is not None
+        else None
+    )
+    if current is not None and current.number != number:
+        changes = [vars(c) for c in signature_changes(current.signature, version.signature)]
+        breaking = [c for c in changes if c["kind"] == "breaking"]
+        if breaking and not confirm_breaking:
+            raise HubError(
+                f"Version {number} changes the model's interface: "
+                + "; ".join(c["message"] for c in breaking)
+                + ". Clients may break. Confirm to switch anyway.",
+                "breaking_change",
+                409,
+            )
+    return _queue(model, kind, user, version=version, reason=reason, changes=changes)
+
+
+def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
+    if model.previous_version is None:
+        raise HubError(
+            f"{model.name} has no earlier serving version to roll back to.", "no_previous", 409
+        )
+    return request_switch(
+        model=model,
+        number=model.previous_version,
+        user=user,
+        reason=reason,
+        kind=Job.Kind.ROLLBACK,
+        confirm_breaking=True,  # going back to what served before is the safe direction
+    )
+
+
+def request_unload(*, model: Model, user: User, reason: str = "") -> Job:
+    return _queue(model, Job.Kind.UNLOAD, user, reason=reason)
+
+
+def request_load(*, model: Model, user: User, reason: str = "") -> Job:
+    if model.serving_version is None:
+        raise HubError(f"{model.name} has no serving version; serve one first.", "not_served", 409)
+    serving = model.versions.filter(number=model.serving_version).first()
+    if serving is not None:
+        ensure_may_answer(serving)
+    return _queue(model, Job.Kind.LOAD, user, reason=reason)
+
+
+def request_compare(*, model: Model, number: int | None, user: User) -> Job:
+    """Load version ``number`` beside the serving one (None: unload the extra one again)."""
+    if model.serving_version is None:
+        raise HubError(f"{model.name} is not served; serve a version first.", "not_served", 409)
+    if not get_target(model.target).versions_side_by_side:
+        raise HubError(
+            f"{model.target} models hold one version in Triton (its backend runs the first "
+            "model file it finds), so two versions cannot answer side by side.",
+            "not_supported",
+            409,
+        )
+    version = None
+    if number is not None:
+        version = model.versions.filter(number=number).first()
+        if version is None:
+            raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
+        ensure_may_answer(version)
+        if number == model.serving_version:
+            raise HubError(f"v{number} is the serving version already.", "serving", 409)
+    return _queue(model, Job.Kind.LOAD, user, version=version, extra={"compare": number})
+
+
+def _queue(
+    model: Model,
+    kind: str,
+    user: User,
+    *,
+    version: Version | None = None,
+    reason: str = "",
+    changes: list[dict[str, str]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Job:
+    job_uuid = uuid.uuid4()
+    if not acquire_lock(model, job_uuid.hex):
+        raise lock_busy_error(model)
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                uuid=job_uuid,
+                kind=kind,
+                model=model,
+                version=version,
+                steps=jobs.initial_steps((kind,)),
+                params={
+                    "from": model.serving_version,
+                    "to": version.number if version else model.serving_version,
+                    "reason": reason[:500],
+                    "changes": changes or [],
+                    **(extra or {}),
+                },
+                created_by=user,
+            )
+            Event.objects.create(
+                model=model,
+                version=version,
+                job=job,
+                kind=f"{kind}.requested",
+                actor=user,
+                message=_describe(job, user),
+                data=job.params,
+            )
+            transaction.on_commit(lambda: _enqueue(job))
+    except Exception:
+        release_lock(model, job_uuid.hex)
+        raise
+    return job
+
+
+def _enqueue(job: Job) -> None:
+    try:
+        dispatch.serving_job(job.pk)
+    except Exception:
+        # Redis (the broker) does not answer: the job stays queued and is sent again once it
+        # is back (requeue_stalled_jobs, at every reconcile); the request still gets its job.
+        log.warning("serving job %s could not be queued yet", job.uuid, exc_info=True)
+
+
+def _describe(job: Job, user: User) -> str:
+    p = job.params
+    name = job.model.name
+    if job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
+        verb = "roll back" if job.kind == Job.Kind.ROLLBACK else "serve"
+        origin = f" (from v{p['from']})" if p.get("from") else ""
+        text = f"{user.get_username()} asked to {verb} {name} v{p['to']}{origin}"
+    elif "compare" in p:
+        text = (
+            f"{user.get_username()} asked to load {name} v{p['compare']} beside v{p['from']}"
+            if p["compare"] is not None
+            else f"{user.get_username()} asked to stop comparing versions of {name}"
+        )
+    else:
+        text = f"{user.get_username()} asked to {job.kind} {name}"
+    return text + (f": {p['reason']}" if p.get("reason") else ".")
+
+
+def wait_for(job: Job, timeout_s: float = SWITCH_TIMEOUT_S + 30) -> Job:
+    """Block until a job ends (the API's serve call returns when READY or failed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        # The worker marks the job finished, then releases the model's switch lock: answer
+        # once both happened, so that a client's next switch is not refused as "in progress".
+        holding = Model.objects.filter(pk=job.model_id, lock_holder=job.uuid.hex).exists()
+        if job.is_finished and not holding:
+            return job
+        time.sleep(0.1)
+    return job
