@@ -28,14 +28,22 @@ ENV PATH=/opt/venv/bin:$PATH
 COPY requirements.txt constraints.txt /tmp/deps/
 RUN pip install -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt
 
-# ATC runs Python operator-compilation helpers with whatever `python3` is first on PATH (this
-# venv, in the worker). Some CANN releases want extra modules there (the CANN install guide for
-# your version lists them, e.g. decorator, scipy, cloudpickle). Name them here at build time:
-#   docker compose build --build-arg EXTRA_PIP_PACKAGES="decorator scipy"
-# The lock still applies to anything it already pins.
-ARG EXTRA_PIP_PACKAGES=""
-RUN if [ -n "$EXTRA_PIP_PACKAGES" ]; then \
-        pip install -c /tmp/deps/constraints.txt $EXTRA_PIP_PACKAGES; \
+# ATC's own Python (docs/atc.md#python-environment): ATC's operator compiler runs the first
+# `python3` on its PATH and embeds it, and CANN documents packages and versions that differ from
+# the hub's (protobuf 3.20 against our 6.x, numpy capped below 2.0). So it gets an environment
+# of its own, never the hub's: a venv of this image's Python 3.11 (a shared-library build with
+# python3-config, which ATC uses to load libpython3.11.so.1.0), with the packages CANN's install
+# guides list, pinned in deploy/atc-python-requirements.txt. The worker runs ATC with it through
+# ATC_PYTHON=/opt/atc-python/bin/python3 (docker-compose.yml); the Diagnostics page checks it.
+# Packages a particular CANN release wants on top go in at build time:
+#   docker compose build --build-arg ATC_EXTRA_PIP_PACKAGES="cloudpickle tornado"
+COPY deploy/atc-python-requirements.txt /tmp/deps/
+RUN /usr/local/bin/python3 -m venv /opt/atc-python \
+    && /opt/atc-python/bin/pip install -r /tmp/deps/atc-python-requirements.txt
+ARG ATC_EXTRA_PIP_PACKAGES=""
+RUN if [ -n "$ATC_EXTRA_PIP_PACKAGES" ]; then \
+        /opt/atc-python/bin/pip install -c /tmp/deps/atc-python-requirements.txt \
+            $ATC_EXTRA_PIP_PACKAGES; \
     fi
 
 # ---- runtime ----------------------------------------------------------------------------------
@@ -64,6 +72,8 @@ RUN groupadd --system --gid 10001 hub \
     && chown hub:hub /var/lib/hub /models
 
 COPY --from=build /opt/venv /opt/venv
+# Same base image, so its python3.11 (which the venv links to) is at the same path here.
+COPY --from=build /opt/atc-python /opt/atc-python
 
 WORKDIR /app
 COPY . /app

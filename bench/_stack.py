@@ -37,23 +37,17 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
-# Variables that would make the stack use (or write to) something outside its temp dir.
-FOREIGN_VARS = (
-    "DATABASE_URL",
-    "REDIS_URL",
-    "TRITON_URL",
-    "TRITON_GRPC_URL",
-    "TRITON_METRICS_URL",
-    "MODEL_STORE_ROOT",
-    "STATIC_ROOT",
-    "SECRET_KEY_FILE",
-)
 
 if str(ROOT) not in sys.path:  # the benchmarks import model_store, like the workers do
     sys.path.insert(0, str(ROOT))
 
 from model_store import spawn  # noqa: E402
 from model_store.runtime.access import new_api_key  # noqa: E402
+
+# The stack's environment is the one the tests build for `make run` (one place for both);
+# FOREIGN_VARS is re-exported for metrics_scrape.
+from tests.fixtures.stack import FOREIGN_VARS as FOREIGN_VARS  # noqa: E402
+from tests.fixtures.stack import fresh_machine_env  # noqa: E402
 
 
 def say(text: str) -> None:
@@ -95,17 +89,6 @@ MIB = 1024 * 1024
 # --------------------------------------------------------------------------- the stack
 
 
-def free_ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
 @dataclass
 class LocalStack:
     """``python -m webapp.stack`` in ``var_dir`` on free ports; use as a context manager."""
@@ -137,17 +120,11 @@ class LocalStack:
 
     def start(self) -> None:
         self.var_dir.mkdir(parents=True, exist_ok=True)
-        web, http_port, grpc, metrics = free_ports(4)
-        env = {k: v for k, v in os.environ.items() if k not in FOREIGN_VARS}
+        env = fresh_machine_env(self.var_dir, worker_concurrency=self.worker_concurrency)
+        web = int(env["HUB_PORT"])
         env |= {
             "HUB_HOST": "127.0.0.1",
-            "HUB_VAR_DIR": str(self.var_dir),
-            "HUB_PORT": str(web),
-            "HUB_TRITON_HTTP_PORT": str(http_port),
-            "HUB_TRITON_GRPC_PORT": str(grpc),
-            "HUB_TRITON_METRICS_PORT": str(metrics),
-            "HUB_ADMIN_PASSWORD": "bench-admin-password",
-            "HUB_WORKER_CONCURRENCY": str(self.worker_concurrency),
+            "HUB_ADMIN_PASSWORD": "bench-admin-password",  # bench/load.py's --password default
             "PYTHONUNBUFFERED": "1",
             # Chosen here, not by the stack, so that a benchmark can load and unload too.
             "TRITON_API_KEY": new_api_key(),

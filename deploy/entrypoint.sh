@@ -3,9 +3,25 @@
 # the command compose gave us, so that it runs as PID 1's direct child and gets the signals.
 set -euo pipefail
 
-# CANN: the worker runs ATC from a toolkit mounted read-only from the host. ATC needs the
-# variables that the toolkit's set_env.sh exports (library paths, operator package paths, its
-# Python modules on PYTHONPATH). Compose sets ASCEND_SET_ENV only where ATC runs.
+# CANN: the worker runs ATC from CANN mounted read-only from the host under ASCEND_ROOT (the
+# same path as on the host, which CANN's scripts and symlinks name). ATC needs the variables
+# that CANN's set_env.sh exports (library paths, operator package paths, its Python modules on
+# PYTHONPATH). Compose sets ASCEND_ROOT only where CANN is needed. ASCEND_SET_ENV names the
+# script; without it, the one of the layout installed under ASCEND_ROOT is used: <root>/cann
+# (CANN 8.5 and later) first, then <root>/ascend-toolkit (docs/cann.md#install-layouts).
+if [[ -n "${ASCEND_ROOT:-}" && -z "${ASCEND_SET_ENV:-}" ]]; then
+    for candidate in "${ASCEND_ROOT}/cann/set_env.sh" "${ASCEND_ROOT}/ascend-toolkit/set_env.sh"; do
+        if [[ -r "${candidate}" ]]; then
+            ASCEND_SET_ENV="${candidate}"
+            break
+        fi
+    done
+    if [[ -z "${ASCEND_SET_ENV:-}" ]]; then
+        # Not fatal: the host report says "needs CANN" and the Diagnostics page what is missing.
+        echo "hub-entrypoint: no CANN set_env.sh under ASCEND_ROOT=${ASCEND_ROOT}" \
+            "(looked for cann/set_env.sh and ascend-toolkit/set_env.sh)" >&2
+    fi
+fi
 if [[ -n "${ASCEND_SET_ENV:-}" ]]; then
     if [[ -r "${ASCEND_SET_ENV}" ]]; then
         # Values given explicitly in .env win over what set_env.sh derives.
@@ -22,6 +38,18 @@ if [[ -n "${ASCEND_SET_ENV:-}" ]]; then
         echo "hub-entrypoint: ASCEND_SET_ENV=${ASCEND_SET_ENV} is not readable;" \
             "ATC will not be usable in this container" >&2
     fi
+fi
+
+# The NPU driver's libraries, for npu-smi, DCMI and pyACL: its lib64 directories (the GE
+# backend's guide puts lib64/driver on LD_LIBRARY_PATH; docs/cann.md#compose-mounts) and DCMI's,
+# where the host has them.
+if [[ -n "${ASCEND_ROOT:-}" ]]; then
+    for dir in "${ASCEND_ROOT}/driver/lib64/driver" "${ASCEND_ROOT}/driver/lib64/common" \
+        "${ASCEND_ROOT}/driver/lib64" /usr/local/dcmi; do
+        if [[ -d "${dir}" && ":${LD_LIBRARY_PATH:-}:" != *":${dir}:"* ]]; then
+            export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH}:}${dir}"
+        fi
+    done
 fi
 
 if [[ $# -eq 0 ]]; then

@@ -1,4 +1,6 @@
-"""What one host can do, as seen on that host: its NPUs and which targets can build there.
+"""What one host can do, as seen on that host: its NPUs, its CANN, which targets can build there
+and the host-bound diagnostics checks (CANN, ATC and its Python, the npu_ge library, device
+nodes, npu-smi).
 
 The report is made by a worker on the host that has the hardware (never by the web process,
 which in a compose deployment runs in a container without NPUs or CANN) and stored by the hub
@@ -9,7 +11,7 @@ without Django, so that a node's worker without database access can make it too
 Example:
     >>> report = build_host_report(dict(os.environ))
     >>> sorted(report)
-    ['devices', 'host', 'made_at', 'protocol', 'targets']
+    ['cann', 'devices', 'diagnostics', 'host', 'made_at', 'protocol', 'targets']
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from model_store.compile.atc.environment import cann_status, default_toolkit_homes
 from model_store.devices import read_devices
+from model_store.diagnostics.host_checks import ascend_root, run_host_checks
 from model_store.targets import all_targets
 
-#: Bumped when the report's shape changes in a way an older hub cannot read.
+#: Bumped when the report's shape changes in a way an older hub cannot read. Adding keys is
+#: not such a change (readers use ``.get``): ``cann`` and ``diagnostics`` came without a bump.
 PROTOCOL = 1
 
 
@@ -31,26 +37,57 @@ def build_host_report(
     *,
     devices: Callable[[], dict[str, Any]] = read_devices,
     now: Callable[[], float] = time.time,
+    backends_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Probe this host: ``npu-smi`` (docs/npu-smi.md) and each target's toolchain.
+    """Probe this host: ``npu-smi`` (docs/npu-smi.md), CANN, each target's toolchain, the checks.
 
     Args:
-        env: The environment the host's workers build with (CANN is found through it).
+        env: The environment the host's workers build with (CANN is found through it,
+            ``ASCEND_ROOT`` names its install root).
         devices: Reads the NPUs (:func:`model_store.devices.read_devices`).
         now: The clock, for the report's time.
+        backends_dir: Triton's ``--backend-directory`` as this host sees it (for the npu_ge
+            check), or None when Triton's files are not visible here.
 
     Returns:
-        ``{"protocol", "host", "made_at", "devices", "targets"}``; ``targets`` maps each
-        target's name to ``{"available": bool, "reason": str}``.
+        ``{"protocol", "host", "made_at", "devices", "targets", "cann", "diagnostics"}``;
+        ``targets`` maps each target's name to ``{"available": bool, "reason": str}``,
+        ``cann`` is :func:`cann_summary`, ``diagnostics`` the host-bound checks as dicts
+        (``id``, ``title``, ``state``, ``found``, ``advice``, ``details``).
     """
     targets = {}
     for target in all_targets():
         status = target.status(env)
         targets[target.name] = {"available": status.available, "reason": status.reason}
+    found_devices = devices()
     return {
         "protocol": PROTOCOL,
         "host": socket.gethostname(),
-        "made_at": now(),
-        "devices": devices(),
+        "devices": found_devices,
         "targets": targets,
+        "cann": cann_summary(env),
+        "diagnostics": run_host_checks(env, devices=found_devices, backends_dir=backends_dir),
+        "made_at": now(),
+    }
+
+
+def cann_summary(env: Mapping[str, str]) -> dict[str, Any]:
+    """The CANN toolkit this host's workers would run ATC from, as plain data.
+
+    ``{"available", "version", "ops_version", "layout", "toolkit_home", "atc_path", "reason",
+    "ascend_root"}``: found the way the worker finds ATC (``ATC_PATH``, ``ASCEND_TOOLKIT_HOME``,
+    ``PATH``, then both default layouts under ``ASCEND_ROOT``; docs/cann.md#install-layouts).
+    Readers compare ``version`` with the CANN an OM was built with; it is None when unknown.
+    """
+    root = ascend_root(env)
+    status = cann_status(env, default_homes=default_toolkit_homes(root, env.get("HOME") or None))
+    return {
+        "available": status.available,
+        "version": status.version,
+        "ops_version": status.ops_version,
+        "layout": status.layout,
+        "toolkit_home": status.toolkit_home,
+        "atc_path": status.atc_path,
+        "reason": status.reason,
+        "ascend_root": str(root),
     }

@@ -4,9 +4,12 @@
 the same inputs and compares every output: largest absolute and relative
 error, cosine similarity and, for classifier-like outputs, top-1/top-k
 agreement. Pass or fail follows :data:`TOLERANCES` for the precision the
-artifact was built in. An OM is run through pyACL when this worker has it;
-otherwise the report says "not_run" and why. It never reports a pass it did
-not measure.
+artifact was built in. An OM is run through pyACL when this worker has it and an
+NPU; otherwise the report says "not_run" and why (never "failed": the artifact
+was not at fault). :func:`verify_with` compares any other way of running the
+artifact on the same inputs with the same rules, e.g. through the Triton that
+will serve it (``webapp.registry.verify_triton``). It never reports a pass it
+did not measure; ``via`` in the report says where the artifact ran.
 
 Example:
     >>> report = verify(Path("src.onnx"), Path("work/model.onnx"), "onnx", precision="fp32")
@@ -25,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.verification_inputs import (
     Sample,
@@ -35,6 +39,20 @@ from model_store.verification_inputs import (
 
 Precision = Literal["fp32", "fp16", "mixed"]
 OmRunner = Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]]
+#: Runs the artifact on one sample; outputs keyed by the source's output names (or in order).
+ArtifactRunner = Callable[[Sample], dict[str, np.ndarray]]
+
+#: Where the artifact ran, for the report's ``via``.
+VIA_CPU = "worker_cpu"  # ONNX Runtime on the worker
+VIA_NPU = "worker_npu"  # pyACL on the worker's NPU
+VIA_TRITON = "triton"  # a temporary model on the Triton that will serve the version
+
+
+class ArtifactNotRunnable(ModelStoreError):
+    """The artifact cannot be executed here (no pyACL, no NPU): verification is "not run"."""
+
+    code = "artifact_not_runnable"
+
 
 #: Pass criteria per precision. An output passes when every criterion that is
 #: not None holds:
@@ -139,6 +157,8 @@ class VerificationReport:
         outputs: One comparison per output of the source.
         reason: One sentence: why it passed, failed or did not run.
         duration_s: Wall time of the whole verification.
+        via: Where the artifact ran (:data:`VIA_CPU`, :data:`VIA_NPU`, :data:`VIA_TRITON`),
+            "" when it did not run.
     """
 
     status: Literal["passed", "failed", "not_run"]
@@ -148,6 +168,7 @@ class VerificationReport:
     outputs: list[OutputComparison] = field(default_factory=list)
     reason: str = ""
     duration_s: float = 0.0
+    via: str = ""
 
     @property
     def passed(self) -> bool:
@@ -164,6 +185,7 @@ class VerificationReport:
             "outputs": [o.to_dict() for o in self.outputs],
             "reason": self.reason,
             "duration_s": round(self.duration_s, 3),
+            "via": self.via,
         }
 
 
@@ -212,7 +234,8 @@ def verify(
 
     Returns:
         The report. Slow for big models: both models are loaded and run
-        ``samples_used`` times.
+        ``samples_used`` times. "not_run" (with the reason) when an OM cannot be
+        executed here: no pyACL, or pyACL cannot use an NPU.
 
     Raises:
         VerificationInputError: If samples do not fit the signature, a random
@@ -220,6 +243,65 @@ def verify(
             is unknown, or the source model itself fails on the inputs.
     """
     started = time.monotonic()
+    run_artifact: ArtifactRunner
+    if artifact_kind == "om":
+        runner, why_not = _om_runner(runner_for_om)
+        if runner is None:
+            return verify_with(
+                source, _not_runnable(why_not), precision=precision, samples=samples,
+                random_samples=random_samples, seed=seed, batch=batch, top_k=top_k,
+                input_shapes=input_shapes, dim_sizes=dim_sizes, via=VIA_NPU, started=started,
+            )  # fmt: skip
+        run_artifact = _om_sample_runner(Path(source), Path(artifact), runner)
+        via = VIA_NPU
+    elif artifact_kind == "onnx":
+        via = VIA_CPU
+        try:
+            run_artifact = _onnx_runner(Path(artifact), optimised=True)
+        except Exception as exc:  # the artifact is what is under test: a load failure fails it
+            if precision not in TOLERANCES:
+                raise VerificationInputError(
+                    f"Unknown precision {precision!r}; use one of {', '.join(TOLERANCES)}."
+                ) from None
+            return VerificationReport(
+                "failed",
+                precision,
+                dict(TOLERANCES[precision]),
+                reason=f"The artifact cannot be loaded: {_plain(exc)}",
+                duration_s=time.monotonic() - started,
+            )
+    else:
+        raise VerificationInputError(f"Unknown artifact kind {artifact_kind!r}; use onnx or om.")
+    return verify_with(
+        source, run_artifact, precision=precision, samples=samples,
+        random_samples=random_samples, seed=seed, batch=batch, top_k=top_k,
+        input_shapes=input_shapes, dim_sizes=dim_sizes, via=via, started=started,
+    )  # fmt: skip
+
+
+def verify_with(
+    source: Path,
+    run_artifact: ArtifactRunner,
+    *,
+    precision: Precision,
+    via: str,
+    samples: list[dict[str, np.ndarray]] | None = None,
+    random_samples: int = 4,
+    seed: int = 0,
+    batch: int = 1,
+    top_k: int = 5,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dim_sizes: Mapping[str, int] | None = None,
+    started: float | None = None,
+) -> VerificationReport:
+    """:func:`verify` with the artifact run by ``run_artifact`` (one sample in, outputs out).
+
+    The inputs (same seed, same shapes) and the pass rules are those of :func:`verify`, so a
+    report says the same thing whichever way the artifact ran. ``run_artifact`` raising
+    :class:`ArtifactNotRunnable` makes the report "not_run" with its message; any other
+    exception fails it. ``via`` goes into the report (:data:`VIA_TRITON`, ...).
+    """
+    started = time.monotonic() if started is None else started
     if precision not in TOLERANCES:
         raise VerificationInputError(
             f"Unknown precision {precision!r}; use one of {', '.join(TOLERANCES)}."
@@ -241,51 +323,18 @@ def verify(
             tolerances,
             reason=reason,
             duration_s=time.monotonic() - started,
+            via=via if status != "not_run" else "",
             **kw,
         )
 
-    run_artifact: Callable[[Sample], dict[str, np.ndarray]]
-    if artifact_kind == "om":
-        runner, why_not = _om_runner(runner_for_om)
-        if runner is None:
-            return report("not_run", why_not)
-        om_runner = runner
-
-        def run_artifact(sample: Sample) -> dict[str, np.ndarray]:
-            from model_store.ascend.om_runner import match_outputs
-
-            # OM outputs are named <op>:<index>:<ONNX name>: mapped as the acl backend does.
-            outputs = om_runner(Path(artifact), dict(sample))
-            return match_outputs([t.name for t in info.outputs], outputs)[0]
-
-    elif artifact_kind == "onnx":
-        try:
-            run_artifact = _onnx_runner(Path(artifact), optimised=True)
-        except Exception as exc:  # the artifact is what is under test: a load failure fails it
-            return report("failed", f"The artifact cannot be loaded: {_plain(exc)}")
-    else:
-        raise VerificationInputError(f"Unknown artifact kind {artifact_kind!r}; use onnx or om.")
-
-    try:
-        run_source = _onnx_runner(Path(source), optimised=False)
-    except Exception as exc:
-        raise VerificationInputError(
-            f"ONNX Runtime cannot load the source model: {_plain(exc)}"
-        ) from exc
     names = [t.name for t in info.outputs]
-    expected: list[dict[str, np.ndarray]] = []
-    for index, sample in enumerate(inputs):
-        try:
-            expected.append(run_source(sample))
-        except Exception as exc:
-            raise VerificationInputError(
-                f"The source model itself fails on sample {index + 1}: {_plain(exc)}. Give "
-                "samples with realistic values (or dim_sizes for its dynamic dims)."
-            ) from exc
+    expected = _reference_outputs(Path(source), inputs)
     got: list[dict[str, np.ndarray]] = []
     for index, sample in enumerate(inputs):
         try:
             got.append(_match_outputs(names, run_artifact(sample)))
+        except ArtifactNotRunnable as exc:
+            return report("not_run", exc.message)
         except Exception as exc:
             return report(
                 "failed",
@@ -313,6 +362,26 @@ def verify(
         samples_used=len(inputs),
         outputs=outputs,
     )
+
+
+def _reference_outputs(source: Path, inputs: list[Sample]) -> list[dict[str, np.ndarray]]:
+    """What the source model computes (ONNX Runtime, CPU) for every sample."""
+    try:
+        run_source = _onnx_runner(source, optimised=False)
+    except Exception as exc:
+        raise VerificationInputError(
+            f"ONNX Runtime cannot load the source model: {_plain(exc)}"
+        ) from exc
+    expected: list[dict[str, np.ndarray]] = []
+    for index, sample in enumerate(inputs):
+        try:
+            expected.append(run_source(sample))
+        except Exception as exc:
+            raise VerificationInputError(
+                f"The source model itself fails on sample {index + 1}: {_plain(exc)}. Give "
+                "samples with realistic values (or dim_sizes for its dynamic dims)."
+            ) from exc
+    return expected
 
 
 # Runners ------------------------------------------------------------------------------
@@ -344,6 +413,32 @@ def _onnx_runner(path: Path, *, optimised: bool) -> Callable[[Sample], dict[str,
     def run(sample: Sample) -> dict[str, np.ndarray]:
         feed = {k: v for k, v in sample.items() if k in wanted}
         return dict(zip(names, session.run(names, feed), strict=True))
+
+    return run
+
+
+def _not_runnable(reason: str) -> ArtifactRunner:
+    def run(sample: Sample) -> dict[str, np.ndarray]:
+        raise ArtifactNotRunnable(reason)
+
+    return run
+
+
+def _om_sample_runner(source: Path, artifact: Path, runner: OmRunner) -> ArtifactRunner:
+    """An OM runner as an :data:`ArtifactRunner`: outputs keyed by ONNX name, no NPU -> not run."""
+    from model_store.ascend.om_runner import NpuUnavailable, PyAclUnavailable, match_outputs
+
+    wanted = [t.name for t in inspect_onnx(source).outputs]
+
+    def run(sample: Sample) -> dict[str, np.ndarray]:
+        try:
+            outputs = runner(artifact, dict(sample))
+        except (NpuUnavailable, PyAclUnavailable) as exc:
+            raise ArtifactNotRunnable(
+                f"The OM was not executed on this worker: {exc.message}"
+            ) from exc
+        # OM outputs are named <op>:<index>:<ONNX name>: mapped as the acl backend does.
+        return match_outputs(wanted, outputs)[0]
 
     return run
 

@@ -16,7 +16,8 @@ The limits: the one-shot multipart upload of a version (``UPLOAD_MAX_BYTES``), t
 API, saved examples and the Try it tab's forms (``INFER_MAX_REQUEST_BYTES``), a labels file
 (4 MiB), a chunk of a chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows),
 and everything else ``REQUEST_MAX_BYTES``. The streamed chunk ``PUT``
-(``webapp.api.stream_upload``) runs this same check before it reads past its first pipe.
+(``webapp.api.stream_upload``) runs this same check before it reads past its first pipe,
+and the views that take inference inputs call :func:`require_infer_body_within_cap`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from webapp.accounts.auth import is_api_request
-from webapp.errors import json_error
+from webapp.errors import HubError, json_error
 
 #: Pages that take a form from someone not yet signed in (the bodies are a few hundred bytes).
 PUBLIC_FORMS = ("/login/", "/admin/login/")
@@ -68,6 +69,28 @@ def declared_length(request: HttpRequest) -> int | None:
         return max(0, int(meta.get("CONTENT_LENGTH") or 0))
     except ValueError:
         return None
+
+
+def require_infer_body_within_cap(request: HttpRequest) -> None:
+    """Raise 413 ``too_large`` for a body over ``INFER_MAX_REQUEST_BYTES``, from its declared
+    length, before reading a byte of it.
+
+    :class:`RequestBodyGuard` refuses such a body first (:func:`body_limit` gives the infer,
+    examples and Try it paths this cap); the views that take inference inputs call this too so
+    that each is safe on its own.
+    """
+    cap = settings.INFER_MAX_REQUEST_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > cap:
+        raise HubError(
+            f"The request is {declared:,} bytes; the limit is {cap:,} "
+            "(INFER_MAX_REQUEST_BYTES). Send a smaller image or tensor.",
+            "too_large",
+            413,
+        )
 
 
 def refusal(request: HttpRequest) -> HttpResponse | None:

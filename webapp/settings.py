@@ -252,6 +252,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 << 20
 # --- Ascend toolchain (absent on most machines; the UI says "needs CANN") ----------------------
 ATC_PATH = env_str("ATC_PATH")
 ASCEND_TOOLKIT_HOME = env_str("ASCEND_TOOLKIT_HOME")
+# Where CANN and the driver are installed (default /usr/local/Ascend); the worker's host report
+# and ATC's discovery read it from the environment (model_store.host_report).
+ASCEND_ROOT = env_str("ASCEND_ROOT")
 # The python3 ATC's operator compiler runs (CANN's Python and packages, not the hub's
 # virtualenv); the worker's ATC reads it from its environment (model_store.compile.atc).
 ATC_PYTHON = env_str("ATC_PYTHON")

@@ -23,7 +23,13 @@ prepend_path_var() { # NAME DIR: put DIR first in the colon list NAME unless alr
 }
 
 # --- CANN toolkit inside the image (GE, ACL, and pyACL for our `acl` backend) -----------------
-set_env=${ASCEND_SET_ENV:-/usr/local/Ascend/ascend-toolkit/set_env.sh}
+# ASCEND_SET_ENV if given, else the image's install of either layout: /usr/local/Ascend/cann
+# (CANN 8.5 and later) first, then /usr/local/Ascend/ascend-toolkit (docs/cann.md#install-layouts).
+set_env=${ASCEND_SET_ENV:-}
+if [[ -z $set_env ]]; then
+    set_env=/usr/local/Ascend/ascend-toolkit/set_env.sh
+    [[ -r /usr/local/Ascend/cann/set_env.sh ]] && set_env=/usr/local/Ascend/cann/set_env.sh
+fi
 if [[ -r $set_env ]]; then
     set +eu
     # shellcheck disable=SC1090

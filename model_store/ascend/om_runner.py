@@ -60,6 +60,19 @@ class OmRunFailed(ModelStoreError):
     code = "om_run_failed"
 
 
+class NpuUnavailable(OmRunFailed):
+    """pyACL is here but cannot use an NPU (no device, or the runtime does not start).
+
+    Not a fault of the OM: verification reports "not run" for it, never "failed".
+    """
+
+    code = "npu_unavailable"
+
+
+#: pyACL calls whose failure means "no usable NPU runtime in this process", not "bad OM".
+_ENVIRONMENT_CALLS = ("acl.init", "acl.rt.set_device", "acl.rt.create_context")
+
+
 def acl_available() -> tuple[bool, str]:
     """Whether pyACL can be imported here, and a plain-words reason.
 
@@ -96,8 +109,9 @@ def run_om(
 
     Raises:
         PyAclUnavailable: pyACL is not importable.
+        NpuUnavailable: pyACL could not start or set NPU ``device_id`` (no NPU here).
         OmInputMismatch: The inputs do not fit the OM.
-        OmRunFailed: pyACL failed to set the device, load or run the OM.
+        OmRunFailed: pyACL failed to load or run the OM.
     """
     try:
         with OmSession(path, device_id) as session:
@@ -107,6 +121,8 @@ def run_om(
     except RequestError as exc:
         raise OmInputMismatch(f"The inputs do not fit {Path(path).name}: {exc}.") from exc
     except AclError as exc:
+        if str(getattr(exc, "call", "")).startswith(_ENVIRONMENT_CALLS):
+            raise NpuUnavailable(f"NPU {device_id} cannot be used here: {exc}.") from exc
         raise OmRunFailed(f"Running {Path(path).name} on NPU {device_id} failed: {exc}.") from exc
 
 

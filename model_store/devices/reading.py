@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from model_store import spawn
@@ -107,10 +107,11 @@ def read_devices(
     report = parse_npu_smi_info(stdout)
     npus = [asdict(chip) for chip in report.chips]
     warnings = list(report.warnings)
+    more = _MoreCalls(path, runner, timeout, warnings)
     if mapping and any(npu["device_id"] is None for npu in npus):
-        _add_device_ids(npus, warnings, path, runner, timeout)
+        more.add_device_ids(npus)
     if usages and npus:
-        _add_usages(npus, warnings, path, runner, timeout)
+        more.add_usages(npus)
     for npu in npus:
         npu["device_memory"] = device_memory(npu)
     return {
@@ -147,47 +148,50 @@ def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) ->
     return stdout, ""
 
 
-def _add_device_ids(
-    npus: list[dict[str, Any]],
-    warnings: list[str],
-    path: str,
-    runner: Callable[..., Any],
-    timeout: float,
-) -> None:
-    """Fill the missing ``device_id`` of each chip from ``npu-smi info -m``."""
-    stdout, problem = _run_npu_smi(runner, [path, "info", "-m"], timeout)
-    if problem:
-        warnings.append(f"npu-smi info -m {problem}; the device ids are not known.")
-        return
-    logical = parse_npu_smi_mapping(stdout)
-    missing = []
-    for npu in npus:
-        if npu["device_id"] is None:
-            npu["device_id"] = logical.get((npu["npu_id"], npu["chip_id"]))
-            if npu["device_id"] is None:
-                missing.append(f"NPU {npu['npu_id']} chip {npu['chip_id']}")
-    if missing:
-        warnings.append(
-            f"npu-smi info -m gave no Chip Logic ID for {', '.join(missing)}; "
-            "its device id is not known."
-        )
+@dataclass(frozen=True)
+class _MoreCalls:
+    """The npu-smi calls that fill in what the table left out; a failed call is a warning."""
 
+    path: str
+    runner: Callable[..., Any]
+    timeout: float
+    warnings: list[str]
 
-def _add_usages(
-    npus: list[dict[str, Any]],
-    warnings: list[str],
-    path: str,
-    runner: Callable[..., Any],
-    timeout: float,
-) -> None:
-    """Run ``-t usages`` for every chip (in parallel: one npu-smi call each) and merge."""
-    commands = [_usages_command(path, npu) for npu in npus]
-    with ThreadPoolExecutor(max_workers=min(8, len(npus))) as pool:
-        results = list(pool.map(lambda args: _run_npu_smi(runner, args, timeout), commands))
-    for npu, args, (stdout, problem) in zip(npus, commands, results, strict=True):
-        shown = " ".join(["npu-smi", *args[1:]])
+    def ask(self, commands: list[list[str]]) -> list[tuple[str, str, str]]:
+        """``(command as shown, stdout, problem)`` per command, in order. The calls run in
+        parallel (one thread each, at most 8): a ``-t usages`` call answers for one chip."""
+        with ThreadPoolExecutor(max_workers=min(8, len(commands))) as pool:
+            results = pool.map(lambda args: _run_npu_smi(self.runner, args, self.timeout), commands)
+            return [
+                (" ".join(["npu-smi", *args[1:]]), stdout, problem)
+                for args, (stdout, problem) in zip(commands, results, strict=True)
+            ]
+
+    def add_device_ids(self, npus: list[dict[str, Any]]) -> None:
+        """Fill the missing ``device_id`` of each chip from ``npu-smi info -m``."""
+        [(shown, stdout, problem)] = self.ask([[self.path, "info", "-m"]])
         if problem:
-            warnings.append(f"{shown} {problem}; usage rates are not shown.")
-            npu["usages"], npu["usage"] = {}, {}
-        elif not merge_usages(npu, parse_npu_smi_usages(stdout)):
-            warnings.append(f"{shown} printed no usage figures that the hub knows.")
+            self.warnings.append(f"{shown} {problem}; the device ids are not known.")
+            return
+        logical = parse_npu_smi_mapping(stdout)
+        missing = []
+        for npu in npus:
+            if npu["device_id"] is None:
+                npu["device_id"] = logical.get((npu["npu_id"], npu["chip_id"]))
+                if npu["device_id"] is None:
+                    missing.append(f"NPU {npu['npu_id']} chip {npu['chip_id']}")
+        if missing:
+            self.warnings.append(
+                f"{shown} gave no Chip Logic ID for {', '.join(missing)}; "
+                "its device id is not known."
+            )
+
+    def add_usages(self, npus: list[dict[str, Any]]) -> None:
+        """Run ``-t usages`` for every chip (one npu-smi call each) and merge."""
+        answers = self.ask([_usages_command(self.path, npu) for npu in npus])
+        for npu, (shown, stdout, problem) in zip(npus, answers, strict=True):
+            if problem:
+                self.warnings.append(f"{shown} {problem}; usage rates are not shown.")
+                npu["usages"], npu["usage"] = {}, {}
+            elif not merge_usages(npu, parse_npu_smi_usages(stdout)):
+                self.warnings.append(f"{shown} printed no usage figures that the hub knows.")

@@ -376,10 +376,12 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "npu_ge_backend",
             absent_state,
-            "Triton's backend directory is not known here (not the embedded Triton, and "
-            f"TRITON_HOME_PATH is not set), so the npu_ge backend cannot be inspected.{no_npu}",
-            "Open this page where Triton runs, or set TRITON_HOME_PATH to its install "
-            "(the backend lives in $TRITON_HOME_PATH/backends/npu_ge)."
+            "Triton's backend directory is not visible to the worker on this host (not the "
+            "embedded Triton, and TRITON_HOME_PATH is not set), so the npu_ge backend cannot be "
+            f"inspected.{no_npu}",
+            "Set TRITON_HOME_PATH in the worker's environment to Triton's install as the worker "
+            "sees it (the backend lives in $TRITON_HOME_PATH/backends/npu_ge). In the compose "
+            "stack Triton's own container refuses to start without it (HUB_REQUIRED_BACKENDS)."
             if npus
             else "",
         )

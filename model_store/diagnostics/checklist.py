@@ -1,5 +1,9 @@
 """The checklist: every check in the order a person would work through it, and its summary.
 
+The checks fall in two groups by where they must run: :data:`HOST_CHECKS` on the host with the
+NPUs and CANN (a worker there, in its host report), :data:`HUB_CHECKS` where the hub's requests
+to Triton start (the web process).
+
 :func:`run_checks` runs them one after the other (a check that raises becomes a failing
 check, never a crash); :func:`summarize` and :func:`summary_line` count the results by state
 for the page, the API and the logs.
@@ -7,7 +11,8 @@ for the page, the API and the logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from model_store.diagnostics.cann_checks import (
     check_atc,
@@ -26,19 +31,28 @@ from model_store.diagnostics.triton_checks import (
 
 CheckFn = Callable[[DiagnosticsContext], Check]
 
-#: The checklist, in the order a person would work through it.
-CHECKS: list[tuple[str, CheckFn]] = [
+#: Checks of the host with the NPUs, CANN and Triton's backends. They must run on that host:
+#: a worker there runs them as part of its host report (model_store/host_report.py), and the
+#: web process shows the stored result (in compose it has none of these things itself).
+HOST_CHECKS: list[tuple[str, CheckFn]] = [
     ("cann_env", check_cann_env),
     ("atc", check_atc),
     ("atc_python", check_atc_python),
     ("npu_ge_backend", check_npu_ge_backend),
     ("davinci_devices", check_davinci_devices),
     ("npu_smi", check_npu_smi),
+]
+#: Checks of what the hub reaches over the network (Triton's API and its log); the web process
+#: runs them itself, from where the hub's requests start.
+HUB_CHECKS: list[tuple[str, CheckFn]] = [
     ("triton_reachable", check_triton_reachable),
     ("triton_access", check_triton_access),
     ("stuck_loading", check_stuck_loading),
     ("load_failures", check_load_failures),
 ]
+#: The whole checklist, in the order a person would work through it.
+CHECKS: list[tuple[str, CheckFn]] = HOST_CHECKS + HUB_CHECKS
+HOST_CHECK_IDS: frozenset[str] = frozenset(cid for cid, _ in HOST_CHECKS)
 
 
 def run_checks(
@@ -67,15 +81,18 @@ def run_checks(
     return results
 
 
-def summarize(checks: Sequence[Check]) -> dict[str, int]:
-    """How many checks are in each state (every state present, zeros included)."""
+def summarize(checks: Sequence[Check | Mapping[str, Any]]) -> dict[str, int]:
+    """How many checks are in each state (every state present, zeros included).
+
+    Takes :class:`Check` objects or their dicts (as a stored host report holds them).
+    """
     counts: dict[str, int] = dict.fromkeys(STATES, 0)
     for check in checks:
-        counts[check.state] += 1
+        counts[check["state"] if isinstance(check, Mapping) else check.state] += 1
     return counts
 
 
-def summary_line(checks: Sequence[Check]) -> str:
+def summary_line(checks: Sequence[Check | Mapping[str, Any]]) -> str:
     """E.g. ``"8 checks: 4 ok, 1 failing, 3 not applicable"`` (zero counts left out)."""
     counts = summarize(checks)
     parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in STATES if counts[s]]

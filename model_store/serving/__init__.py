@@ -10,6 +10,8 @@ The submodules, from the bottom up (each imports only those above it in this lis
 * :mod:`~model_store.serving.switching`: switching versions, restoring the previous one on
   failure.
 * :mod:`~model_store.serving.state`: what the files and Triton say, for the reconcile page.
+* :mod:`~model_store.serving.trial`: a candidate loaded under a temporary name beside the
+  serving model (verification through Triton), and removal of trials a crash left behind.
 
 This package re-exports their public names, so ``from model_store.serving import
 switch_version`` keeps working; code that patches a name must patch it in the submodule that
@@ -45,13 +47,27 @@ from model_store.serving.switching import (
     SwitchResult,
     switch_version,
 )
-from model_store.serving.triton_index import READY, UNAVAILABLE, ServingRuntime, plain_reason
+from model_store.serving.trial import (
+    TrialLoadFailed,
+    remove_stale_trials,
+    trial_model,
+    trial_name,
+)
+from model_store.serving.triton_index import (
+    READY,
+    TRIAL_PREFIX,
+    UNAVAILABLE,
+    ServingRuntime,
+    is_trial_name,
+    plain_reason,
+)
 
 __all__ = [
     "DEFAULT_STALE_AFTER_S",
     "READY",
     "RETIRED_ROOT",
     "STAGING_ROOT",
+    "TRIAL_PREFIX",
     "UNAVAILABLE",
     "Change",
     "ChangeKind",
@@ -61,13 +77,18 @@ __all__ = [
     "ServingRuntime",
     "ServingTimeout",
     "SwitchResult",
+    "TrialLoadFailed",
     "TritonVersionState",
+    "is_trial_name",
     "load_alongside",
     "load_serving",
     "plain_reason",
+    "remove_stale_trials",
     "repository_state",
     "serving_config",
     "signature_changes",
     "switch_version",
+    "trial_model",
+    "trial_name",
     "unload_model",
 ]

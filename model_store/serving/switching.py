@@ -24,8 +24,10 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from model_store.config import ModelConfig, render_pbtxt
@@ -155,6 +157,24 @@ class _Switch:
             self.on_log(f"Version {shown} did not come back: {reason}")
         return ok, reason
 
+    def put_back(
+        self,
+        undo: Callable[[], None],
+        undone: str,
+        *,
+        had_files: bool,
+        reason: str,
+        timed_out: bool,
+    ) -> SwitchResult:
+        """After a failed load: the previous files back (``undo``, then the line ``undone``),
+        what served before reloaded, and the failure reported."""
+        began = time.monotonic()
+        undo()
+        self.on_log(undone)
+        restored, problem = self.reload_previous(timed_out, had_files=had_files)
+        self.phase("restore", began)
+        return self.failure(reason, restored, problem)
+
     def result(self, ok: bool, reason: str = "", restored: bool = False) -> SwitchResult:
         duration = time.monotonic() - self.started
         verdict = "done" if ok else "failed"
@@ -267,29 +287,33 @@ def _switch_side_by_side(switch: _Switch, cfg: ModelConfig, files: list[Path]) -
     except FileNotFoundError:
         previous = None
     store.write_config(name, render_pbtxt(cfg))
-    try:
+    undo = partial(_restore_config, config_path, previous)
+    with _undone_on_crash(undo):
         switch.on_log(f"Wrote config.pbtxt: version_policy specific [{to_version}].")
         switch.phase("prepare", began)
         # Triton re-reads config.pbtxt: it loads the new version first and unloads the old
         # one only once the new one is READY, so requests in flight are served throughout.
         ok, reason, timed_out = switch.load_target()
-    except BaseException:
-        # A crash of ours (or Ctrl-C), not a failed load: put the old config back anyway.
-        _restore_config(config_path, previous)
-        raise
     if ok:
         return switch.result(True)
-
-    began = time.monotonic()
-    _restore_config(config_path, previous)
-    switch.on_log(
+    had_files = previous is not None
+    undone = (
         "Restored the previous config.pbtxt."
-        if previous is not None
+        if had_files
         else "Removed config.pbtxt (there was none before)."
     )
-    restored, problem = switch.reload_previous(timed_out, had_files=previous is not None)
-    switch.phase("restore", began)
-    return switch.failure(reason, restored, problem)
+    return switch.put_back(undo, undone, had_files=had_files, reason=reason, timed_out=timed_out)
+
+
+@contextmanager
+def _undone_on_crash(undo: Callable[[], None]) -> Iterator[None]:
+    """Runs ``undo`` if the block raises: a crash of ours (or Ctrl-C), not a failed load, must
+    leave the previous files, not a half-done switch, in the repository."""
+    try:
+        yield
+    except BaseException:
+        undo()
+        raise
 
 
 def _restore_config(path: Path, previous: bytes | None) -> None:
@@ -317,7 +341,8 @@ def _switch_single(switch: _Switch, cfg: ModelConfig, files: list[Path]) -> Swit
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    try:
+    undo = partial(swap_back, store, name, model_dir, previous)
+    with _undone_on_crash(undo):
         fsync_dir(model_dir.parent)
         switch.on_log(
             f"Swapped in a model directory holding only version {to_version}"
@@ -325,25 +350,16 @@ def _switch_single(switch: _Switch, cfg: ModelConfig, files: list[Path]) -> Swit
         )
         switch.phase("prepare", began)
         ok, reason, timed_out = switch.load_target()
-    except BaseException:
-        # Not a failed load but a crash of ours (or Ctrl-C): leave the previous files, not
-        # a half-done switch, in the repository.
-        swap_back(store, name, model_dir, previous)
-        raise
-
-    began = time.monotonic()
     if ok:
+        began = time.monotonic()
         if previous is not None:
             shutil.rmtree(previous, ignore_errors=True)
         switch.phase("cleanup", began)
         return switch.result(True)
-
-    swap_back(store, name, model_dir, previous)
-    switch.on_log(
+    had_files = previous is not None
+    undone = (
         "Put the previous model directory back."
-        if previous is not None
+        if had_files
         else "Removed the model directory (there was none before)."
     )
-    restored, problem = switch.reload_previous(timed_out, had_files=previous is not None)
-    switch.phase("restore", began)
-    return switch.failure(reason, restored, problem)
+    return switch.put_back(undo, undone, had_files=had_files, reason=reason, timed_out=timed_out)

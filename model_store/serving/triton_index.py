@@ -14,6 +14,16 @@ from typing import Any, Protocol
 READY = "READY"
 UNAVAILABLE = "UNAVAILABLE"
 
+#: Names of temporary models loaded beside the serving ones (:mod:`model_store.serving.trial`).
+#: Hub model names start with a letter or digit (:mod:`model_store.names`), so no hub model
+#: ever has this prefix.
+TRIAL_PREFIX = "_trial-"
+
+
+def is_trial_name(name: str) -> bool:
+    """Whether ``name`` is a temporary trial model, which repository and index readers skip."""
+    return name.startswith(TRIAL_PREFIX)
+
 
 class ServingRuntime(Protocol):
     """What the serving modules need from :class:`model_store.runtime.client.TritonRuntime`."""

@@ -1,34 +1,23 @@
 """Chunked, resumable uploads streamed to disk, and ``.zip`` model bundles.
 
-An upload lives in its own directory under the store's ``uploads/``::
+Each submodule's docstring tells its part; from the bottom up (each imports only those above
+it):
 
-    uploads/<id>/meta.json    what the client declared (file name, size, sha256), owner, state
-    uploads/<id>/data.part    the bytes received so far; its size is the resume point
+* :mod:`~model_store.uploads.errors`: the errors and their message helpers;
+* :mod:`~model_store.uploads.records`: what an upload is on disk (``uploads/<id>/meta.json``
+  and ``data.part``), the records handed out, the checks on ids and names;
+* :mod:`~model_store.uploads.upload_store`: :class:`UploadStore`, which receives chunks (at the
+  current end only, so retries are safe), serialises writers and enforces the limits;
+* :mod:`~model_store.uploads.bundles`: unpacking and checking a bundle (one ``.onnx`` file and
+  the external data files it references).
 
-``<id>`` is 32 lowercase hex characters from :mod:`secrets`; every id that comes
-from outside is checked against a strict pattern before a path is built from it.
-Chunks are copied from a file-like stream in fixed pieces (:data:`PIECE_SIZE`),
-so memory use does not grow with the file. A chunk is accepted only at the
-current end of the data (``offset == received``), which makes retries safe: a
-client that lost a response asks :meth:`UploadStore.status` and resumes there.
+Their public names are re-exported here; code that patches a name must patch it in the
+submodule that looks it up.
 
-Concurrency: writers of one upload are serialised with ``fcntl.flock`` on its
-``data.part``. That works between threads and processes on one host. Several
-hosts (web replicas behind a load balancer) must share the same local-semantics
-file system for the store root; flock over NFS is not dependable, so route one
-upload's requests to one host or use a file system with working ``flock``.
-
-A model may arrive as one ``.onnx`` file or as a ``.zip`` *bundle*: one
-``.onnx`` file and the external data files it references. :func:`unpack_bundle`
-extracts a bundle defensively (no ``extractall``) and :func:`check_bundle_model`
-inspects the result.
-
-The submodules, from the bottom up (each imports only those above it):
-:mod:`~model_store.uploads.errors` (the errors and their message helpers),
-:mod:`~model_store.uploads.records` (the on-disk files, the records handed out, the checks
-on ids and names), :mod:`~model_store.uploads.upload_store` (:class:`UploadStore`) and
-:mod:`~model_store.uploads.bundles` (unpacking and checking bundles). Their public names are
-re-exported here; code that patches a name must patch it in the submodule that looks it up.
+Several hosts: writers of one upload are serialised with ``fcntl.flock`` on its
+``data.part``, which holds between threads and processes on one host. Web replicas behind a
+load balancer must share a file system with working ``flock`` for the store root (flock over
+NFS is not dependable), or route one upload's requests to one host.
 
 Example:
     >>> uploads = UploadStore(store.uploads_dir, max_bytes=4 * 1024**3)

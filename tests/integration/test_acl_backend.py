@@ -204,7 +204,7 @@ def test_om_output_names_map_to_the_config_by_their_onnx_part(acl_triton: AclTri
 def test_an_om_built_with_out_nodes_is_matched_by_position_and_logged(
     acl_triton: AclTriton,
 ) -> None:
-    om = acl_triton.build_om("outnodes", input_shape="x:2,4", out_nodes="y")
+    om = acl_triton.build_om("outnodes", input_shape="x:2,4", out_nodes="Relu_2:0")
     _install(acl_triton, "acl_out_nodes", om, _config("acl_out_nodes", 0, [2, 4], [2, 3]))
     runtime = acl_triton.runtime
     runtime.load("acl_out_nodes")

@@ -1,7 +1,9 @@
 """The Diagnostics page and ``GET /api/v1/diagnostics`` on this machine (no CANN, no NPU).
 
-Every check runs for real here: the environment, PATH, /dev and npu-smi of this host, and
-Triton either unreachable (the discard port) or the session's embedded Triton.
+Every check runs for real here: the host checks in a host report made with this host's
+environment, PATH, /dev and npu-smi (as its worker makes it), the hub checks against Triton
+either unreachable (the discard port) or the session's embedded Triton. A real worker making
+the report is tests/integration/test_host_probe_worker.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from django.test import Client
 
 from model_store.diagnostics.checklist import CHECKS
 from model_store.diagnostics.context import STATES, TITLES
+from tests.fixtures.hosts import worker_probes_host
 from tests.fixtures.openapi import inline
 from tests.fixtures.triton import TritonHandle
 from tests.fixtures.users import token_for
@@ -25,6 +28,12 @@ WORDS = {"OK", "WARNING", "FAILING", "NOT APPLICABLE"}
 @pytest.fixture
 def no_triton(settings) -> None:
     settings.TRITON_URL = "127.0.0.1:9"  # discard port: nothing listens
+
+
+@pytest.fixture(autouse=True)
+def host_reported(db) -> None:
+    """This host's worker has reported (the host checks come from its report)."""
+    worker_probes_host()
 
 
 def test_page_lists_every_check_with_a_state_in_words(viewer_client: Client, no_triton) -> None:
@@ -67,7 +76,7 @@ def test_api_reports_each_check_with_a_summary(viewer, no_triton) -> None:
     assert set(body) >= {"checks", "summary", "ran_at"}
     assert [c["id"] for c in body["checks"]] == [cid for cid, _ in CHECKS]
     for check in body["checks"]:
-        assert set(check) == {"id", "title", "state", "found", "advice", "details"}
+        assert set(check) == {"id", "title", "state", "found", "advice", "details", "ran_on"}
         assert check["state"] in STATES
         assert not check["found"].startswith("the check itself failed"), check
     assert set(body["summary"]) == set(STATES)
@@ -107,6 +116,7 @@ def test_with_the_embedded_triton_it_is_reachable_and_nothing_failed(
     embedded_triton = hub_on_embedded_triton
     settings.TRITON_BACKENDS_DIR = embedded_triton.backends_dir
     settings.TRITON_LOG_PATH = embedded_triton.triton.log_path
+    worker_probes_host()  # the npu_ge check reads the backends from the worker's host
     body = viewer_client.get("/api/v1/diagnostics").json()
     checks = {c["id"]: c for c in body["checks"]}
     assert checks["triton_reachable"]["state"] == "ok", checks["triton_reachable"]

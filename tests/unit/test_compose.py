@@ -36,6 +36,7 @@ HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
 CADDYFILE = ROOT / "deploy" / "proxy" / "Caddyfile"
 PROXY_ENTRYPOINT = ROOT / "deploy" / "proxy" / "entrypoint.sh"
 ENV_EXAMPLE = ROOT / "deploy" / "production.env.example"
+ATC_REQUIREMENTS = ROOT / "deploy" / "atc-python-requirements.txt"
 GITIGNORE = ROOT / ".gitignore"
 
 EXPECTED_SERVICES = {"postgres", "redis", "web", "proxy", "worker", "beat", "triton"}
@@ -625,13 +626,65 @@ def test_triton_entrypoint_is_the_mounted_script(triton: dict[str, Any]) -> None
     assert (ROOT / script["source"]).is_file()
 
 
-def test_worker_gets_the_cann_toolkit_read_only(services: dict[str, dict[str, Any]]) -> None:
+def _binds(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {normalise(m["target"]): m for m in mounts(service) if m["type"] == "bind"}
+
+
+def test_worker_gets_the_ascend_root_read_only_at_the_same_path(
+    services: dict[str, dict[str, Any]],
+) -> None:
     worker = services["worker"]
     env = environment(worker)
-    toolkit = [m for m in mounts(worker) if m["target"] == "/usr/local/Ascend/ascend-toolkit"]
-    assert toolkit and toolkit[0]["read_only"]
-    assert env["ATC_PATH"].startswith("/usr/local/Ascend/ascend-toolkit/")
-    assert env["ASCEND_TOOLKIT_HOME"].startswith("/usr/local/Ascend/ascend-toolkit/")
+    assert env["ASCEND_ROOT"] == "/usr/local/Ascend"
+    root = _binds(worker).get("/usr/local/Ascend")
+    assert root and root["read_only"], "the Ascend root is not mounted read-only into the worker"
+    assert normalise(root["source"]) == "/usr/local/Ascend"
+    # No layout is hard-coded: discovery and the entrypoint find <root>/cann or
+    # <root>/ascend-toolkit/latest; these only pin one install when set in .env.
+    for name in ("ASCEND_TOOLKIT_HOME", "ATC_PATH", "ASCEND_SET_ENV"):
+        assert env[name] == "", f"{name} defaults to {env[name]!r}"
+
+
+def test_a_configured_ascend_root_moves_every_ascend_mount(raw_text: str) -> None:
+    services = interpolate(yaml.safe_load(raw_text), env={"ASCEND_ROOT": "/opt/Ascend"})["services"]
+    worker, triton = services["worker"], services["triton"]
+    assert environment(worker)["ASCEND_ROOT"] == "/opt/Ascend"
+    root = _binds(worker)["/opt/Ascend"]
+    assert normalise(root["source"]) == "/opt/Ascend" and root["read_only"]
+    driver = _binds(triton)["/usr/local/Ascend/driver/lib64"]
+    assert normalise(driver["source"]) == "/opt/Ascend/driver/lib64"
+
+
+def test_the_worker_sees_the_npus_and_driver_tools_as_triton_does(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    worker, triton = services["worker"], services["triton"]
+    assert worker["devices"] == triton["devices"]
+    worker_binds, triton_binds = _binds(worker), _binds(triton)
+    for path in ("/etc/ascend_install.info", "/usr/local/dcmi", "/usr/local/bin/npu-smi"):
+        assert path in worker_binds, f"{path} is not mounted into the worker"
+        assert worker_binds[path] == triton_binds[path]
+        assert worker_binds[path]["read_only"]
+
+
+def test_the_worker_runs_atc_with_its_own_python(services: dict[str, dict[str, Any]]) -> None:
+    from model_store.compile.atc.python import ATC_PYTHON_PACKAGES
+
+    assert environment(services["worker"])["ATC_PYTHON"] == "/opt/atc-python/bin/python3"
+    text = DOCKERFILE.read_text()
+    assert re.search(r"-m venv /opt/atc-python\b", text)
+    assert "/opt/atc-python/bin/pip install -r /tmp/deps/atc-python-requirements.txt" in text
+    assert "COPY --from=build /opt/atc-python /opt/atc-python" in text
+    pins = {}
+    for line in ATC_REQUIREMENTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name.strip().lower()] = version.strip()
+    for dist, _module in ATC_PYTHON_PACKAGES:
+        assert pins.get(dist), f"{dist} is not pinned in {ATC_REQUIREMENTS.name}"
+    # What every documented CANN release allows (docs/atc.md#python-environment).
+    assert tuple(int(p) for p in pins["numpy"].split(".")[:2]) <= (1, 24)
+    assert pins["protobuf"].startswith("3.20.")
 
 
 # --- Dockerfile and .dockerignore ---------------------------------------------------------------
@@ -769,6 +822,58 @@ def test_hub_entrypoint_sources_cann_but_keeps_explicit_toolkit_home(tmp_path: P
     lines = set(result.stdout.splitlines())
     assert "ASCEND_OPP_PATH=/derived/opp" in lines
     assert "ASCEND_TOOLKIT_HOME=/explicit/8.3" in lines
+
+
+def run_hub_entrypoint(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
+    return spawn.run(
+        ["bash", str(HUB_ENTRYPOINT), "env"],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@requires_bash
+@pytest.mark.parametrize("layout", ["cann", "ascend-toolkit"])
+def test_hub_entrypoint_sets_up_the_cann_found_under_ascend_root(
+    tmp_path: Path, layout: str
+) -> None:
+    from model_store.compile.atc.environment import cann_status
+    from tests.fakes.toolkit import make_fake_toolkit, toolkit_home
+
+    root = tmp_path / "Ascend"
+    make_fake_toolkit(root, layout=layout)  # type: ignore[arg-type]
+    (root / "driver" / "lib64" / "driver").mkdir(parents=True)
+    result = run_hub_entrypoint({"ASCEND_ROOT": str(root), "ASCEND_SET_ENV": ""})
+    assert result.returncode == 0, result.stderr
+    env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    assert env["ASCEND_TOOLKIT_HOME"] == str(toolkit_home(root, layout))  # type: ignore[arg-type]
+    assert str(root / "driver" / "lib64" / "driver") in env["LD_LIBRARY_PATH"].split(":")
+    # What the worker then finds, the way it looks (no ATC_PATH is set in compose).
+    status = cann_status(env)
+    assert status.available and status.layout == layout
+
+
+@requires_bash
+def test_hub_entrypoint_prefers_the_newer_layout_and_says_when_there_is_none(
+    tmp_path: Path,
+) -> None:
+    from tests.fakes.toolkit import make_fake_toolkit
+
+    both = tmp_path / "both"
+    make_fake_toolkit(both, layout="ascend-toolkit")
+    make_fake_toolkit(both, layout="cann")
+    lines = run_hub_entrypoint({"ASCEND_ROOT": str(both)}).stdout.splitlines()
+    assert f"ASCEND_TOOLKIT_HOME={both / 'cann'}" in lines
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_hub_entrypoint({"ASCEND_ROOT": str(empty)})
+    assert result.returncode == 0  # not fatal: the pages say "needs CANN" and why
+    assert f"no CANN set_env.sh under ASCEND_ROOT={empty}" in result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ call then returns when the version is READY (200) or the switch failed (409), wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -39,6 +40,20 @@ SWITCH_DOC = {
         "503": {"headers": RETRY_AFTER},
     }
 }
+
+
+def _state_change(
+    path: str, url_name: str, summary: str
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The route of one state change: operators only, answered as :func:`_answer` does."""
+    return router.post(
+        path,
+        response=SWITCH_RESPONSES,
+        auth=OPERATOR,
+        url_name=url_name,
+        summary=summary,
+        openapi_extra=SWITCH_DOC,
+    )
 
 
 def _wants_to_wait(wait: types.WaitQuery) -> bool:
@@ -82,14 +97,11 @@ def _finished(job: Job) -> HttpResponse:
     return JsonResponse(body, status=409)
 
 
-@router.post(
+@_state_change(
     "/models/{name}/serve",
-    response=SWITCH_RESPONSES,
-    auth=OPERATOR,
-    url_name="api-serve",
-    summary="Switch to a version (202 with its job; ?wait=true: 200 READY or 409 failed, the "
+    "api-serve",
+    "Switch to a version (202 with its job; ?wait=true: 200 READY or 409 failed, the "
     "old one keeps serving). Breaking interface changes need confirm_breaking.",
-    openapi_extra=SWITCH_DOC,
 )
 def serve(
     request: HttpRequest, name: str, data: types.ServeIn, wait: Query[types.WaitQuery]
@@ -104,14 +116,7 @@ def serve(
     return _answer(request, job, wait)
 
 
-@router.post(
-    "/models/{name}/rollback",
-    response=SWITCH_RESPONSES,
-    auth=OPERATOR,
-    url_name="api-rollback",
-    summary="Back to the version that served before",
-    openapi_extra=SWITCH_DOC,
-)
+@_state_change("/models/{name}/rollback", "api-rollback", "Back to the version that served before")
 def rollback(
     request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]
 ) -> Any:
@@ -123,14 +128,11 @@ def rollback(
     return _answer(request, job, wait)
 
 
-@router.post(
+@_state_change(
     "/models/{name}/compare",
-    response=SWITCH_RESPONSES,
-    auth=OPERATOR,
-    url_name="api-compare",
-    summary="Load version N beside the serving one so both answer (Try it compares them); "
+    "api-compare",
+    "Load version N beside the serving one so both answer (Try it compares them); "
     "{version: null} unloads it again (operator). Not for npu_ge",
-    openapi_extra=SWITCH_DOC,
 )
 def compare(
     request: HttpRequest, name: str, data: types.CompareIn, wait: Query[types.WaitQuery]
@@ -143,14 +145,7 @@ def compare(
     return _answer(request, job, wait)
 
 
-@router.post(
-    "/models/{name}/unload",
-    response=SWITCH_RESPONSES,
-    auth=OPERATOR,
-    url_name="api-unload",
-    summary="Unload from Triton (clients then fail)",
-    openapi_extra=SWITCH_DOC,
-)
+@_state_change("/models/{name}/unload", "api-unload", "Unload from Triton (clients then fail)")
 def unload(
     request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]
 ) -> Any:
@@ -158,14 +153,7 @@ def unload(
     return _answer(request, job, wait)
 
 
-@router.post(
-    "/models/{name}/load",
-    response=SWITCH_RESPONSES,
-    auth=OPERATOR,
-    url_name="api-load",
-    summary="Load the serving version again",
-    openapi_extra=SWITCH_DOC,
-)
+@_state_change("/models/{name}/load", "api-load", "Load the serving version again")
 def load(request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]) -> Any:
     job = serving.request_load(model=model_or_404(name), user=request.user, reason=data.reason)  # type: ignore[arg-type]
     return _answer(request, job, wait)

@@ -21,24 +21,9 @@ from webapp.registry.actions import examples as example_actions
 from webapp.registry.actions import sweeps as sweep_actions
 from webapp.registry.actions import try_it as try_actions
 from webapp.registry.models import Model
+from webapp.request_limits import require_infer_body_within_cap
 
 router = Router(tags=["try it"], exclude_unset=True)
-
-
-def _body_within_cap(request: HttpRequest) -> None:
-    """Refuse an oversized body from its declared length, before reading a byte of it."""
-    cap = settings.INFER_MAX_REQUEST_BYTES
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > cap:
-        raise HubError(
-            f"The request is {declared:,} bytes; the limit is {cap:,} "
-            "(INFER_MAX_REQUEST_BYTES). Send a smaller image or tensor.",
-            "too_large",
-            413,
-        )
 
 
 @router.post(
@@ -62,7 +47,7 @@ def _body_within_cap(request: HttpRequest) -> None:
     },
 )
 def infer(request: HttpRequest, name: str, data: types.InferIn) -> Any:
-    _body_within_cap(request)
+    require_infer_body_within_cap(request)
     model = (
         Model.objects.filter(name=name)
         .only("id", "name", "serving_version", "labels", "try_settings")
@@ -97,7 +82,7 @@ def examples(request: HttpRequest, name: str) -> Any:
 )
 def example_create(request: HttpRequest, name: str, data: types.ExampleIn) -> Any:
     model = model_or_404(name)
-    _body_within_cap(request)
+    require_infer_body_within_cap(request)
     label = data.name.strip()
     if not label:
         raise HubError("Give the example a name.", "invalid_field")

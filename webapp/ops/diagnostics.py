@@ -1,8 +1,11 @@
-"""The diagnostics checklist (model_store.diagnostics) wired to this dashboard's settings.
+"""The diagnostics checklist (model_store.diagnostics) as this dashboard shows it.
 
-The checks run in the web process, with its environment and on its host. With the embedded
-stack (`make run`) that is where Triton runs too; in the compose stack Triton and the NPUs
-live in the triton container, so the Ascend checks here describe the web container only.
+The checks come from two places. The host-bound ones (CANN, ATC and its Python, the npu_ge
+library, device nodes, npu-smi) run on the host with the NPUs, in a worker there, as part of its
+host report (webapp/ops/host_reports.py): the page shows them from the newest stored report with
+its age and never probes hardware itself, since in compose the web container has none. The
+hub-side ones (Triton reachable, its repository API restricted, stuck and failed loads) run
+here, where the hub's own requests to Triton start.
 """
 
 from __future__ import annotations
@@ -12,20 +15,29 @@ import socket
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from model_store.diagnostics.checklist import run_checks, summarize, summary_line
+from model_store.diagnostics.checklist import (
+    CHECKS,
+    HUB_CHECKS,
+    run_checks,
+    summarize,
+    summary_line,
+)
 from model_store.diagnostics.context import DiagnosticsContext
-from webapp.ops.triton import get_runtime, is_embedded
+from model_store.diagnostics.host_checks import reported_checks
+from webapp.ops import host_reports
+from webapp.ops.triton import get_runtime
+from webapp.ops.triton_files import triton_log_path
 
-#: Where the GE backend's Dockerfile installs Triton (TRITON_HOME_PATH;
-#: docs/ge-backend.md#runtime-environment).
-DEFAULT_TRITON_HOME = Path("/opt/tritonserver")
+#: Where each check ran, as the page and the API name it (``ran_on``).
+RAN_ON_HOST = "host"
+RAN_ON_HUB = "hub"
+_ORDER = {cid: index for index, (cid, _) in enumerate(CHECKS)}
 
 #: How the page shows each state: a word (readable without colour) and a badge class.
 STATE_LABELS = {
@@ -42,43 +54,14 @@ STATE_BADGES = {
 }
 
 
-def triton_backends_dir() -> Path | None:
-    """Triton's ``--backend-directory`` as seen from here, or None when it cannot be known.
-
-    The embedded Triton gets ``MODEL_STORE_ROOT/backends`` (webapp/stack); a Triton built as
-    the GE backend's guide does keeps its backends in ``$TRITON_HOME_PATH/backends``.
-    """
-    explicit = getattr(settings, "TRITON_BACKENDS_DIR", None)
-    if explicit:
-        return Path(explicit)
-    if is_embedded():
-        return Path(settings.MODEL_STORE_ROOT) / "backends"
-    home = os.environ.get("TRITON_HOME_PATH", "").strip()
-    if home:
-        return Path(home) / "backends"
-    default = DEFAULT_TRITON_HOME / "backends"
-    return default if default.is_dir() else None
-
-
-def triton_log_path() -> Path | None:
-    """The log file of the Triton that `make run` started (``VAR_DIR/log/triton.log``)."""
-    explicit = getattr(settings, "TRITON_LOG_PATH", None)
-    if explicit:
-        return Path(explicit)
-    if is_embedded():
-        return Path(settings.VAR_DIR) / "log" / "triton.log"
-    return None
-
-
-def run_diagnostics() -> dict[str, Any]:
-    """Run the whole checklist once: ``{"checks", "summary", "summary_line", "ran_at", "host"}``."""
+def run_hub_checks() -> dict[str, Any]:
+    """Run the hub-side checks once: ``{"checks", "ran_at", "host"}`` (this process's host)."""
     runtime = get_runtime(timeout=3)
     # Keyless, as anyone on the network: does Triton itself refuse repository calls?
     anyone = get_runtime(timeout=3, with_key=False)
     try:
         ctx = DiagnosticsContext(
             env=dict(os.environ),
-            backends_dir=triton_backends_dir(),
             triton_url=settings.TRITON_URL,
             grpc_url=settings.TRITON_GRPC_URL or "",
             is_live=runtime.is_live,
@@ -88,23 +71,72 @@ def run_diagnostics() -> dict[str, Any]:
             api_key_set=bool(settings.TRITON_API_KEY),
             triton_log_path=triton_log_path(),
         )
-        checks = run_checks(ctx)
+        checks = run_checks(ctx, HUB_CHECKS)
     finally:
         runtime.close()
         anyone.close()
     return {
         "checks": [c.to_dict() for c in checks],
-        "summary": summarize(checks),
-        "summary_line": summary_line(checks),
         "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
     }
 
 
-# --------------------------------------------------------------------------- the cached report
-# The checks run programs (npu-smi, atc) and ask Triton; running them on every page view or
-# API call held a web thread for seconds. The last report is kept for CACHE_SECONDS; an older
-# one is answered at once while one background thread runs the checks again.
+def host_part() -> dict[str, Any]:
+    """The host-bound checks of the newest host report, and who reported them how long ago.
+
+    ``{"checks", "host_report": {"host", "reported_at", "age_s", "stale"} | None,
+    "host_checks_reason"}``; the reason is "" when the checks are there.
+    """
+    report = host_reports.latest()
+    if report is None:
+        reason = host_reports.start_a_worker()
+        return {"checks": [], "host_report": None, "host_checks_reason": reason}
+    made_by = host_reports.age(report)
+    checks = reported_checks(report)
+    if checks is None:
+        reason = (
+            "the worker's last report carries no diagnostics (a worker older than this hub): "
+            "restart the workers with this version"
+        )
+        return {"checks": [], "host_report": made_by, "host_checks_reason": reason}
+    return {
+        "checks": [c.to_dict() for c in checks],
+        "host_report": made_by,
+        "host_checks_reason": "",
+    }
+
+
+def combined(hub: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
+    """One report: the host's checks and the hub's, each with ``ran_on``, in checklist order.
+
+    ``host`` and ``ran_at`` stay those of the hub's checks (this process's); ``host_report``
+    says which worker reported the host checks and when.
+    """
+    checks = [{**c, "ran_on": RAN_ON_HOST} for c in host["checks"]]
+    checks += [{**c, "ran_on": RAN_ON_HUB} for c in hub["checks"]]
+    checks.sort(key=lambda c: _ORDER.get(c["id"], len(_ORDER)))
+    if hub.get("running") and not hub["checks"]:
+        line = "The hub's checks are still running."
+    else:
+        line = hub.get("failed") or summary_line(checks)
+    if host["host_checks_reason"]:
+        line += f"; no host checks: {host['host_checks_reason']}"
+    return {
+        **hub,
+        "checks": checks,
+        "summary": summarize(checks),
+        "summary_line": line,
+        "host_report": host["host_report"],
+        "host_checks_reason": host["host_checks_reason"],
+    }
+
+
+# ----------------------------------------------------------------------- the cached hub checks
+# The hub-side checks ask Triton; running them on every page view or API call held a web thread
+# for seconds. Their last result is kept for CACHE_SECONDS; an older one is answered at once
+# while one background thread runs them again. The host checks are read from the stored host
+# report on every call (one database row).
 CACHE_SECONDS = 30.0
 WAIT_SECONDS = 20.0
 _lock = threading.Lock()
@@ -114,11 +146,16 @@ _running = False
 
 
 def latest_report(*, fresh: bool = False) -> dict[str, Any]:
-    """The last report (with ``age_s``), refreshed in the background once it is stale.
+    """The host checks of the newest host report and the last hub checks (with ``age_s``).
 
-    The very first call, and ``fresh=True`` ("Run again"), wait for a run of their own (at
-    most :data:`WAIT_SECONDS`); callers hold a slow-request place meanwhile.
+    The hub checks are refreshed in the background once stale; the very first call, and
+    ``fresh=True`` ("Run again"), wait for a run of their own (at most :data:`WAIT_SECONDS`);
+    callers hold a slow-request place meanwhile.
     """
+    return combined(_latest_hub_checks(fresh=fresh), host_part())
+
+
+def _latest_hub_checks(*, fresh: bool) -> dict[str, Any]:
     with _lock:
         report = _report
         stale = report is None or fresh or time.monotonic() - report[0] > CACHE_SECONDS
@@ -130,8 +167,6 @@ def latest_report(*, fresh: bool = False) -> dict[str, Any]:
     if report is None:
         return {
             "checks": [],
-            "summary": {},
-            "summary_line": "The checks are still running.",
             "ran_at": None,
             "host": socket.gethostname(),
             "age_s": None,
@@ -153,9 +188,9 @@ def _start_refresh_locked() -> bool:
 def _refresh() -> None:
     global _report, _running
     try:
-        report = run_diagnostics()
+        report = run_hub_checks()
     except Exception as exc:  # a broken check run must not leave "running" forever
-        report = {"checks": [], "summary": {}, "summary_line": f"The checks failed: {exc}",
+        report = {"checks": [], "failed": f"The hub's checks failed: {exc}",
                   "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
                   "host": socket.gethostname()}  # fmt: skip
     finally:
@@ -187,7 +222,8 @@ def with_code(text: str) -> SafeString:
 
 
 def for_page(report: dict[str, Any]) -> dict[str, Any]:
-    """The report with a state word, a badge class and HTML text on each check."""
+    """The report for the page: each check with a state word, a badge and HTML text, split
+    into ``host_checks`` (from the worker's report) and ``hub_checks`` (run here)."""
     rows = [
         {
             **c,
@@ -200,4 +236,11 @@ def for_page(report: dict[str, Any]) -> dict[str, Any]:
     ]
     ran_at = report.get("ran_at")
     shown = datetime.fromisoformat(ran_at).strftime("%H:%M:%S UTC") if ran_at else "…"
-    return {**report, "checks": rows, "ran_at_shown": shown}
+    return {
+        **report,
+        "checks": rows,
+        "host_checks": [r for r in rows if r.get("ran_on") == RAN_ON_HOST],
+        "hub_checks": [r for r in rows if r.get("ran_on") != RAN_ON_HOST],
+        "host_checks_reason_html": with_code(report.get("host_checks_reason") or ""),
+        "ran_at_shown": shown,
+    }

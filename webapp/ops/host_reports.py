@@ -3,8 +3,10 @@
 A worker probes its own host (``model_store.host_report``) when it starts and every
 ``HOST_PROBE_SECONDS`` (beat), and records the result here; the Server page, the devices API,
 the memory estimate and the targets' availability read the newest report and say how old it is.
-The web process never runs ``npu-smi`` or looks for CANN itself: in a compose deployment it has
-neither, and the answer would be about the wrong machine.
+The report also carries the host-bound diagnostics checks (CANN, ATC and its Python, the npu_ge
+library, device nodes, npu-smi), which the Diagnostics page shows from here. The web process
+never runs ``npu-smi`` or looks for CANN itself: in a compose deployment it has neither, and the
+answer would be about the wrong machine.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.conf import settings
 from model_store.host_report import build_host_report
 from model_store.targets import get_target
 from webapp.ops.models import HostReport
+from webapp.ops.triton_files import triton_backends_dir
 
 #: The node a single-machine deployment is (the embedded stack, or one compose stack).
 LOCAL_NODE = "local"
@@ -26,7 +29,7 @@ LOCAL_NODE = "local"
 
 def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
     """Probe this host (a worker's) and store the report; returns it."""
-    report = build_host_report(dict(os.environ))
+    report = build_host_report(dict(os.environ), backends_dir=triton_backends_dir())
     record(report, node=node)
     return report
 
@@ -56,6 +59,40 @@ def not_reported_reason() -> str:
     )
 
 
+def start_a_worker() -> str:
+    """What to do when no worker has reported: where the host probe comes from."""
+    return (
+        "no worker has reported from the host yet: start a worker on the host with the NPUs "
+        "and CANN (`make run` starts one; in compose, the `worker` service), which probes its "
+        f"host when it starts and every {settings.HOST_PROBE_SECONDS} s"
+    )
+
+
+def age(report: dict[str, Any]) -> dict[str, Any]:
+    """Who made ``report`` (a :func:`latest` result) and when: ``host``, ``reported_at``,
+    ``age_s``, ``stale`` (what templates/ops/_host_report_age.html shows)."""
+    return {
+        "host": report.get("host"),
+        "reported_at": datetime.fromtimestamp(float(report["made_at"]), tz=UTC).isoformat(),
+        "age_s": report.get("age_s"),
+        "stale": bool(report.get("stale")),
+    }
+
+
+def cann(node: str = LOCAL_NODE) -> dict[str, Any] | None:
+    """The CANN of the newest report (``version``, ``layout``...) with its age, or None.
+
+    A report from a worker older than the ``cann`` key gives ``{"available": None, ...}``.
+    """
+    report = latest(node)
+    if report is None:
+        return None
+    found = report.get("cann")
+    if not isinstance(found, dict):
+        found = {"available": None, "reason": "the worker's report does not describe CANN"}
+    return {**found, **age(report)}
+
+
 def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
     """The NPUs of the newest report, with ``reported_at``, ``age_s`` and ``host``."""
     report = latest(node)
@@ -63,13 +100,7 @@ def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
         return {"available": False, "reason": not_reported_reason(), "npus": [], "age_s": None}
     found = dict(report["devices"])
     found.setdefault("reason", "")
-    found |= {
-        "host": report["host"],
-        "reported_at": datetime.fromtimestamp(report["made_at"], tz=UTC).isoformat(),
-        "age_s": report["age_s"],
-        "stale": report["stale"],
-    }
-    return found
+    return found | age(report)
 
 
 def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:

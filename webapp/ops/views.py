@@ -5,6 +5,7 @@ from django.shortcuts import render
 
 from webapp import slow_requests
 from webapp.http import HubRequest
+from webapp.ops import host_reports
 from webapp.ops.diagnostics import WAIT_SECONDS, for_page, latest_report
 from webapp.ops.server_state import devices_summary, triton_summary
 from webapp.registry.models import ReconcileReport
@@ -14,6 +15,7 @@ def server(request: HubRequest) -> HttpResponse:
     context = {
         "triton": triton_summary(),
         "devices": devices_summary(),
+        "cann": host_reports.cann(),
         "reconcile": ReconcileReport.objects.first(),
         "nav": "server",
     }
@@ -22,7 +24,8 @@ def server(request: HubRequest) -> HttpResponse:
 
 
 def diagnostics(request: HubRequest) -> HttpResponse:
-    """The troubleshooting checklist, run on every visit ("Run again" fetches the rows only)."""
+    """The troubleshooting checklist: the host's checks from the worker's newest report, the
+    hub's run here ("Run again" runs those again and fetches the rows only)."""
     fresh = bool(request.htmx) or request.GET.get("fresh") == "1"  # "Run again" runs them
     try:
         with slow_requests.slow_request(str(request.user.pk), longest_s=WAIT_SECONDS):

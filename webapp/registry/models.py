@@ -94,6 +94,10 @@ class Version(models.Model):
     artifact_name = models.CharField(max_length=64, blank=True)
     artifact_sha256 = models.CharField(max_length=64, blank=True)
     artifact_size = models.BigIntegerField(null=True, blank=True)
+    # The CANN toolkit (and its operator package) that built the artifact, for targets that
+    # compile with CANN: an OM must not run on an older CANN (docs/cann.md#version-compatibility).
+    cann_version = models.CharField(max_length=64, blank=True)
+    cann_ops_version = models.CharField(max_length=64, blank=True)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
@@ -151,6 +155,10 @@ class Version(models.Model):
                     "name": self.artifact_name,
                     "sha256": self.artifact_sha256,
                     "size": self.artifact_size,
+                },
+                "built_with": {
+                    "cann_version": self.cann_version or None,
+                    "cann_ops_version": self.cann_ops_version or None,
                 },
                 "jobs": [str(j.uuid) for j in self.jobs.order_by("-created")],
             }

@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import socket
+from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from model_store.compile.atc.environment import cann_status
 from model_store.config import lint, render_pbtxt
 from model_store.errors import ModelStoreError
 from model_store.memory_fit import activations_from_onnx
@@ -35,6 +37,7 @@ from webapp.registry import jobs
 from webapp.registry.db_outage import is_connection_error, retrying
 from webapp.registry.models import Event, Job, Version
 from webapp.registry.storage import get_store
+from webapp.registry.verify_triton import should_try_triton, verify_through_triton
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +243,25 @@ def run_compile(job: Job) -> None:
     for note in result.notes:
         jobs.log(job, note)
     _save_state(store, job, artifact=str(result.artifact), artifact_name=result.artifact_name)
+    if target.needs_cann:
+        _record_toolkit(job, version, ctx.env)
     size = result.artifact.stat().st_size
     jobs.finish_step(job, "compile", f"{result.artifact_name}, {size / 1e6:.1f} MB")
+
+
+def _record_toolkit(job: Job, version: Version, env: Mapping[str, str]) -> None:
+    """The CANN that built the artifact, kept on the version: an OM must not be served by an
+    older CANN (docs/cann.md#version-compatibility; the publish gate compares the two)."""
+    status = cann_status(env)
+    version.cann_version = status.version or ""
+    version.cann_ops_version = status.ops_version or ""
+    retrying(lambda: version.save(update_fields=["cann_version", "cann_ops_version", "updated"]))
+    if status.version:
+        ops = f" (operator package {status.ops_version})" if status.ops_version else ""
+        jobs.log(job, f"Built with CANN {status.version}{ops}.")
+    else:
+        jobs.log(job, "The CANN version of this toolkit is unknown; it cannot be compared with "
+                 "the serving host's before publishing.", "warning")  # fmt: skip
 
 
 def run_verify(job: Job) -> None:
@@ -269,6 +289,10 @@ def run_verify(job: Job) -> None:
         input_shapes=plan.input_shapes,
     )
     data = report.to_dict()
+    if should_try_triton(plan, report):
+        # The worker cannot execute it (no pyACL or no NPU here): the serving Triton may.
+        jobs.log(job, f"Not run on this worker: {report.reason}", "warning")
+        data = verify_through_triton(job, version, plan, source, artifact, samples, report)
     if plan.note:
         data["note"] = plan.note
     version.verification = data
@@ -281,7 +305,8 @@ def run_verify(job: Job) -> None:
         )
     status = data["status"]
     if status == "passed":
-        jobs.finish_step(job, "verify", "passed")
+        where = " through Triton" if data.get("via") == "triton" else ""
+        jobs.finish_step(job, "verify", "passed" + where)
     elif status == "not_run":
         jobs.log(job, f"Not verified: {data.get('reason')}", "warning")
         jobs.finish_step(job, "verify", "not run: " + str(data.get("reason", "")), "warning")

@@ -23,8 +23,10 @@ from django.utils import timezone
 
 from model_store.runtime.errors import TritonUnavailable
 from model_store.serving import (
+    is_trial_name,
     load_alongside,
     load_serving,
+    remove_stale_trials,
     repository_state,
     switch_version,
     unload_model,
@@ -33,6 +35,7 @@ from webapp import live
 from webapp.errors import HubError
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
+from webapp.registry.cann_check import cann_skew
 from webapp.registry.db_outage import is_connection_error, retrying, wait_for_database
 from webapp.registry.models import Event, Job, Model, ReconcileReport, Version
 from webapp.registry.storage import get_store
@@ -40,6 +43,9 @@ from webapp.registry.storage import get_store
 log = logging.getLogger(__name__)
 
 SWITCH_TIMEOUT_S = 180.0
+#: A temporary verification model older than this belongs to no running verification (they
+#: give up loading after VERIFY_TRIAL_TIMEOUT_S in webapp.registry.pipeline).
+TRIAL_STALE_AFTER_S = 3600.0
 
 
 def lock_ttl() -> timedelta:
@@ -86,26 +92,43 @@ def _as_uuid(text: str) -> uuid.UUID | None:
 # --------------------------------------------------------------------------- the publish gate
 
 
-def refusal(version: Version) -> str | None:
-    """Why ``version`` may not answer under its model's name, or None when it may.
+def refusal_with_code(version: Version) -> tuple[str, str] | None:
+    """``(why, code)`` when ``version`` may not answer under its model's name, else None.
 
     The one gate for every path that makes a version answer clients' requests: serve,
     rollback, load, compare and reconcile. Loads under names clients never use (a
     verification run, a tuning trial) are not "answering".
+
+    * ``not_publishable``: not packaged, or its verification did not pass ("failed" or
+      "not_run") and no admin has overridden it. A "not_run" verification is not a pass:
+      nothing was measured, so it needs the same explicit override as a failure.
+    * ``cann_version_skew``: an OM built with a newer CANN than the serving host runs
+      (:mod:`webapp.registry.cann_check`). No override lifts this: the runtime would refuse
+      or misbehave, whatever anyone decides.
     """
-    if version.publishable:
-        return None
-    if version.status != Version.Status.READY:
-        return f"its status is {version.status}"
-    status = (version.verification or {}).get("status", "did not run")
-    return f"its verification {status} and no admin has overridden it"
+    if not version.publishable:
+        if version.status != Version.Status.READY:
+            return f"its status is {version.status}", "not_publishable"
+        status = (version.verification or {}).get("status", "did not run")
+        return f"its verification {status} and no admin has overridden it", "not_publishable"
+    found = cann_skew(version)
+    if found is not None and found.state == "too_new":
+        return found.message, "cann_version_skew"
+    return None
+
+
+def refusal(version: Version) -> str | None:
+    """Why ``version`` may not answer under its model's name, or None when it may."""
+    refused = refusal_with_code(version)
+    return refused[0] if refused else None
 
 
 def ensure_may_answer(version: Version) -> None:
-    """HubError 409 ``not_publishable`` unless the gate lets ``version`` answer."""
-    why = refusal(version)
-    if why is not None:
-        raise HubError(f"Version {version.number} cannot serve: {why}.", "not_publishable", 409)
+    """HubError 409 (``not_publishable``, ``cann_version_skew``) unless the gate lets it answer."""
+    refused = refusal_with_code(version)
+    if refused is not None:
+        why, code = refused
+        raise HubError(f"Version {version.number} cannot serve: {why}.", code, 409)
 
 
 # --------------------------------------------------------------------------- the work (worker)
@@ -127,9 +150,9 @@ def run_job(job_id: int) -> None:
     jobs.start_step(job, job.kind)
     try:
         # The gate again, on the state at run time: an override may have been withdrawn.
-        why = refusal(job.version) if job.version is not None else None
-        if why is not None:
-            _failed(job, f"v{job.version.number} cannot serve: {why}.", "not_publishable")  # type: ignore[union-attr]
+        refused = refusal_with_code(job.version) if job.version is not None else None
+        if refused is not None:
+            _failed(job, f"v{job.version.number} cannot serve: {refused[0]}.", refused[1])  # type: ignore[union-attr]
         elif job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
             _run_switch(job)
         elif job.kind == Job.Kind.UNLOAD:
@@ -347,7 +370,13 @@ def reconcile() -> ReconcileReport:
             warnings.append(f"{model.name}: could not be checked ({exc}).")
         finally:
             release_lock(model, holder)
+    # A verification's temporary model (model_store.serving.trial) is ours, not drift; one a
+    # crashed worker left behind is removed once older than any verification can take.
+    for trial in remove_stale_trials(store, runtime, older_than_s=TRIAL_STALE_AFTER_S):
+        repairs.append(f"removed the temporary model {trial} a stopped verification left.")
     for row in runtime.repository_index():
+        if is_trial_name(row["name"]):
+            continue
         if row["name"] not in known and row.get("state") == "READY":
             warnings.append(f"Triton serves {row['name']}, which this hub does not know.")
     return _save_report(repairs, warnings)

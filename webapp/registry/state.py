@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError
+from model_store.serving import is_trial_name
 from webapp.ops.triton import get_runtime
 
 
@@ -34,6 +35,8 @@ def triton_states() -> tuple[dict[str, ModelState], str]:
         return {}, f"Triton is not reachable: {exc}"
     states: dict[str, ModelState] = {}
     for row in rows:
+        if is_trial_name(row["name"]):  # a verification's temporary model, not a hub model
+            continue
         state = ModelState(
             row.get("state") or "UNKNOWN", row.get("version", ""), row.get("reason", "")
         )

@@ -38,6 +38,7 @@ from webapp.registry.actions import examples as example_actions
 from webapp.registry.actions import sweeps as sweep_actions
 from webapp.registry.models import Job, Model, TryExample, Version
 from webapp.registry.state import state_of
+from webapp.request_limits import require_infer_body_within_cap
 
 DEMO_PHOTOS = ("coffee.png", "chelsea.png", "china.jpg")
 
@@ -178,23 +179,6 @@ def _try_model(name: str) -> Model:
     return get_object_or_404(Model.objects.only(*_TRY_FIELDS), name=name)
 
 
-def _body_within_cap(request: HubRequest) -> None:
-    """The infer API's cap, from the declared length. ``RequestBodyGuard`` refuses such a body
-    first (``body_limit`` gives these paths the same cap); this keeps the view safe alone."""
-    cap = settings.INFER_MAX_REQUEST_BYTES
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > cap:
-        raise HubError(
-            f"The request is {declared:,} bytes; the limit is {cap:,} "
-            "(INFER_MAX_REQUEST_BYTES). Send a smaller image or tensor.",
-            "too_large",
-            413,
-        )
-
-
 def _error(exc: InferenceInputError | HubError) -> dict[str, Any]:
     error: dict[str, Any] = {"message": exc.message, "code": exc.code, "status": exc.status}
     if isinstance(exc, InferenceInputError) and exc.field and repr(exc.field) not in exc.message:
@@ -285,7 +269,7 @@ def model_try_run(request: HubRequest, name: str) -> HttpResponse:
         "can_operate": role_of(request.user) >= Role.OPERATOR,
     }
     try:
-        _body_within_cap(request)
+        require_infer_body_within_cap(request)
         options = try_form.run_options(request.POST)
         if request.POST.get("example"):
             example = _example(model, request.POST["example"])
@@ -328,7 +312,7 @@ def model_try_example_save(request: HubRequest, name: str) -> HttpResponse:
     label = request.POST.get("example_name", "").strip()[:80]
     label = label or f"Example {timezone.localtime():%Y-%m-%d %H:%M:%S}"
     try:
-        _body_within_cap(request)
+        require_infer_body_within_cap(request)
         inputs = try_form.inputs(request.POST, request.FILES)
         size = len(json.dumps(inputs))
         if size > settings.INFER_MAX_REQUEST_BYTES:

@@ -21,6 +21,7 @@ from webapp.registry import demo, jobs
 from webapp.registry.actions import serving as serving_actions
 from webapp.registry.actions import versions as version_actions
 from webapp.registry.actions.models import create_model
+from webapp.registry.cann_check import cann_skew
 from webapp.registry.forms import NewModelForm
 from webapp.registry.memory import memory_estimate
 from webapp.registry.models import Event, Job, Model, Version
@@ -144,6 +145,7 @@ def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
         "jobs": version.jobs.all()[:10],
         "nav": "models",
         "memory": _memory_estimate(version),
+        "cann_skew": cann_skew(version),
     }
     return render(request, "registry/version_detail.html", context)
 

@@ -17,9 +17,11 @@ def push_server_state() -> None:
     live.publish("server", {"live": runtime.is_live(), "ready": runtime.is_ready()})
 
 
-@app.task(name="workers.tasks.server.probe_host", ignore_result=True, soft_time_limit=60)
+# The host checks run npu-smi, atc, ldd (5 s each at most) and ATC's Python (30 s at most).
+@app.task(name="workers.tasks.server.probe_host", ignore_result=True, soft_time_limit=120)
 def probe_host() -> None:
-    """Probe this worker's host (NPUs, CANN, ATC) and store the report the pages show."""
+    """Probe this worker's host (NPUs, CANN, ATC, the host-bound diagnostics checks) and store
+    the report the Server and Diagnostics pages show."""
     from webapp.ops import host_reports
 
     host_reports.probe_and_record()

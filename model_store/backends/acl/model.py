@@ -166,7 +166,22 @@ class RequestError(ValueError):
 
 #: Where CANN installs pyACL, relative to a toolkit home (set_env.sh puts it on PYTHONPATH).
 _PYACL_DIR = ("python", "site-packages")
-_DEFAULT_TOOLKIT_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
+#: The default install root; a non-root install uses ``$HOME/Ascend`` instead.
+#: This repeats model_store.compile.atc.environment (DEFAULT_ASCEND_ROOT, default_toolkit_homes)
+#: on purpose: Triton's stub loads this file alone, where model_store cannot be imported.
+_DEFAULT_ASCEND_ROOT = "/usr/local/Ascend"
+
+
+def _layouts_under(root: Path) -> list[Path]:
+    """The toolkit homes of an install root, newest layout first (docs/cann.md#install-layouts):
+    ``<root>/cann`` (CANN 8.5 and later), then ``<root>/ascend-toolkit/latest`` (earlier)."""
+    return [root / "cann", root / "ascend-toolkit" / "latest"]
+
+
+def _homes_under(path: Path) -> list[Path]:
+    """The toolkit homes a setting may name: the home itself, the ``ascend-toolkit`` folder
+    holding ``latest/``, or an install root (as ``cann_status`` reads them)."""
+    return [path, path / "latest", *_layouts_under(path)]
 
 
 def _pyacl_search_path() -> list[str]:
@@ -174,14 +189,22 @@ def _pyacl_search_path() -> list[str]:
 
     Triton's Python backend stub embeds an *isolated* interpreter, which
     ignores ``PYTHONPATH``; so the place ``set_env.sh`` puts pyACL on is read
-    here by hand, followed by the toolkit homes CANN's environment names.
+    here by hand, followed by the toolkit homes CANN's environment names
+    (``ASCEND_TOOLKIT_HOME``, ``ASCEND_HOME_PATH``; a home or an install root),
+    then the default installs of both layouts: ``/usr/local/Ascend/cann``, then
+    ``/usr/local/Ascend/ascend-toolkit/latest``, then the same under ``$HOME/Ascend``.
     """
     candidates = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    homes: list[Path] = []
     for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"):
-        home = os.environ.get(var)
-        if home:
-            candidates.append(str(Path(home, *_PYACL_DIR)))
-    candidates.append(str(Path(_DEFAULT_TOOLKIT_HOME, *_PYACL_DIR)))
+        value = os.environ.get(var, "").strip()
+        if value:
+            homes += _homes_under(Path(value))
+    roots = [Path(_DEFAULT_ASCEND_ROOT)]
+    if os.environ.get("HOME"):
+        roots.append(Path(os.environ["HOME"], "Ascend"))
+    homes += [home for root in roots for home in _layouts_under(root)]
+    candidates += [str(home.joinpath(*_PYACL_DIR)) for home in homes]
     return [c for c in dict.fromkeys(candidates) if c not in sys.path and Path(c).is_dir()]
 
 

@@ -248,7 +248,9 @@ def cann_status(
         return _found(atc, _toolkit_home_of(atc), "PATH")
 
     if default_homes is None:
-        default_homes = default_toolkit_homes(user_home=env.get("HOME") or None)
+        # ASCEND_ROOT: a non-default install root (compose mounts it at the same path).
+        root = env.get("ASCEND_ROOT", "").strip() or DEFAULT_ASCEND_ROOT
+        default_homes = default_toolkit_homes(root, user_home=env.get("HOME") or None)
     for home in default_homes:
         for relative in _ATC_IN_TOOLKIT:
             if _is_executable(home / relative):

@@ -13,14 +13,16 @@ or as ``tests.fakes.acl`` and place it in ``sys.modules["acl"]``. Test helpers
 live in ``acl._fake``: ``reset()``, ``CALLS`` (every call, in order) and
 ``leaks()``.
 
-Environment knobs: ``FAKE_ACL_DEVICE_COUNT`` (default 1), ``FAKE_ACL_NOISE``
-(standard deviation of noise added to float outputs), ``FAKE_ACL_SOC`` (the
-chip of this fake machine; OMs built for another one fail to load).
+The fake machine's NPUs and SoC are the ones the fake ``npu-smi`` shows
+(``FAKE_NPU_SMI_SAMPLE``; see ``acl._host``), narrowed by ``ASCEND_RT_VISIBLE_DEVICES``.
+Environment knobs: ``FAKE_ACL_DEVICE_COUNT`` (devices 0..N-1 instead), ``FAKE_ACL_NOISE``
+(standard deviation of noise added to float outputs), ``FAKE_ACL_SOC`` (the chip instead;
+OMs built for another one fail to load).
 """
 
 from __future__ import annotations
 
-from . import _fake, mdl, rt, util
+from . import _fake, _host, mdl, rt, util
 from ._fake import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_REPEAT_INITIALIZE,
@@ -36,6 +38,7 @@ __all__ = [
     "get_data_buffer_addr",
     "get_data_buffer_size",
     "get_data_buffer_size_v2",
+    "get_soc_name",
     "init",
     "mdl",
     "rt",
@@ -60,6 +63,13 @@ def finalize() -> int:
         return ACL_ERROR_UNINITIALIZE
     s.initialized = False
     return ACL_SUCCESS
+
+
+def get_soc_name() -> str:
+    """The SoC name, e.g. ``"Ascend310P3"``: a plain string, no return code
+    (runtime ``python/pyACL/py_init_acl.cpp``, ``WrapAclRtGetSocName``)."""
+    record("get_soc_name")
+    return _host.soc_name()
 
 
 def create_data_buffer(data: int, size: int) -> int:

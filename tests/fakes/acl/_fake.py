@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _host
+
 ACL_SUCCESS = 0
 ACL_ERROR_INVALID_PARAM = 100000
 ACL_ERROR_UNINITIALIZE = 100001
@@ -203,8 +205,13 @@ def leaks() -> dict[str, int]:
     }
 
 
+def device_ids() -> list[int]:
+    """The device ids this fake machine has (see :mod:`._host`)."""
+    return _host.device_ids()
+
+
 def device_count() -> int:
-    return int(os.environ.get("FAKE_ACL_DEVICE_COUNT", "1"))
+    return len(device_ids())
 
 
 def read_fake_om(path: str) -> tuple[dict[str, Any], bytes] | int:
@@ -229,7 +236,7 @@ def build_model(path: str, device: int) -> Model | int:
     if isinstance(loaded, int):
         return loaded
     header, onnx_bytes = loaded
-    soc = os.environ.get("FAKE_ACL_SOC")
+    soc = _host.soc_name()
     if soc and header.get("soc_version") != soc:
         return ACL_ERROR_PARSE_MODEL  # built for another chip
     import onnxruntime as ort

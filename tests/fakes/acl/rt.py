@@ -29,12 +29,18 @@ _KINDS = {
 }
 
 
+def get_device_count() -> tuple[int, int]:
+    """``(count, ret)`` (runtime ``python/pyACL/rt/rt_device.cpp``, ``WrapAclRtGetDeviceCount``)."""
+    record("rt.get_device_count")
+    return _fake.device_count(), ACL_SUCCESS
+
+
 def set_device(device_id: int) -> int:
     record("rt.set_device")
     s = _fake.state()
     if not s.initialized:
         return ACL_ERROR_UNINITIALIZE
-    if not isinstance(device_id, int) or not 0 <= device_id < _fake.device_count():
+    if not isinstance(device_id, int) or device_id not in _fake.device_ids():
         return ACL_ERROR_RT_INVALID_DEVICEID
     s.devices[device_id] = s.devices.get(device_id, 0) + 1
     # Like the real runtime: setting a device gives the thread a default context.

@@ -395,7 +395,7 @@ def test_a_long_output_name_is_shortened_in_dims_only(
 def test_an_om_built_with_out_nodes_maps_by_position_and_says_so(
     fake_acl: ModuleType, build_om: BuildOm
 ) -> None:
-    om = build_om("out_nodes", input_shape="x:2,4", out_nodes="y", **ORIGIN)
+    om = build_om("out_nodes", input_shape="x:2,4", out_nodes="Relu_2:0", **ORIGIN)
     with OmSession(om) as session:
         assert [t.name for t in session.outputs] == ["Relu_2:0"]
         indices, note = check_signature(

@@ -49,7 +49,9 @@ def test_identical_models_pass_with_exact_metrics(mlp_path: Path) -> None:
         "outputs",
         "reason",
         "duration_s",
+        "via",
     }
+    assert data["via"] == "worker_cpu"
     assert data["tolerances"] == TOLERANCES["fp32"]
     assert set(data["outputs"][0]) >= {
         "name",

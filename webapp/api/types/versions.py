@@ -16,6 +16,7 @@ from pydantic import Field
 from webapp.api.types.common import DateTime, In, Number, Out, TargetName
 
 __all__ = [
+    "BuiltWith",
     "ChunkOut",
     "JobDetail",
     "JobList",
@@ -53,6 +54,16 @@ class VersionOut(Out):
     error: str
 
 
+class BuiltWith(Out):
+    """The CANN toolkit that built the artifact (targets that compile with CANN), else nulls."""
+
+    cann_version: str | None = Field(
+        description="The toolkit's version, e.g. 8.0.RC3; the serving host's CANN must be at "
+        "least this new for an OM"
+    )
+    cann_ops_version: str | None = Field(description="The operator package's version, if known")
+
+
 class VersionDetail(VersionOut):
     options: dict[str, Any]
     signature: dict[str, Any]
@@ -61,6 +72,7 @@ class VersionDetail(VersionOut):
     verification_report: dict[str, Any] | None
     config: str
     artifact: dict[str, Any]
+    built_with: BuiltWith
     jobs: list[str]
 
 

@@ -1,0 +1,174 @@
+"""Stages 3 and 4: the NPUs as npu-smi reports them, and the SoC to compile for.
+
+The npu-smi report is the product's own (:func:`~model_store.devices.read_devices`, through
+the diagnostics context; layouts in docs/npu-smi.md#the-info-table) and so is the judgement of
+health and memory (``check_npu_smi``). The SoC is ``"Ascend"`` + the chip's ``Name`` column
+(docs/atc.md#soc-versions) and, where pyACL answers, ``acl.get_soc_name()``; the stage says
+which it used and refuses when they disagree, since an OM built for another chip does not load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from model_store.ascend.selftest.context import InvalidDevice, SelftestContext
+from model_store.ascend.selftest.pyacl_session import device_count, initialised_acl, soc_name
+from model_store.ascend.selftest.stage import Outcome, failed, passed
+from model_store.backends.acl.model import AclError, AclUnavailable
+from model_store.compile.atc import KNOWN_SOC_VERSIONS
+from model_store.diagnostics import check_npu_smi
+
+DRIVER_HINT = (
+    "Run `npu-smi info` by hand on this host. Check that the NPU driver is installed "
+    "(/usr/local/Ascend/driver) and, in a container, that /usr/local/bin/npu-smi, "
+    "/usr/local/dcmi, the driver's lib64 and the /dev/davinci* nodes are mapped "
+    "(docs/npu-smi.md#where-it-runs)."
+)
+
+
+def chip_line(chip: Mapping[str, Any]) -> dict[str, Any]:
+    """One chip as the report lists it: ids, name, health and device memory."""
+    line = {
+        key: chip.get(key) for key in ("npu_id", "chip_id", "device_id", "name", "health", "bus_id")
+    }
+    for kind, used, total in (
+        ("hbm", "hbm_used_mb", "hbm_total_mb"),
+        ("memory", "memory_used_mb", "memory_total_mb"),
+    ):
+        if chip.get(total):
+            line[f"{kind}_mb"] = f"{chip.get(used) or 0} / {chip.get(total)}"
+    return line
+
+
+def chosen_chips(ctx: SelftestContext) -> list[Mapping[str, Any]]:
+    """The chips of npu-smi's report the self-test uses: the ``--device`` one, or all."""
+    chips: list[Mapping[str, Any]] = list((ctx.facts.devices or {}).get("npus") or [])
+    if ctx.device is None:
+        return chips
+    return [c for c in chips if c.get("device_id") == ctx.device]
+
+
+def _refuse_device(device: int, known: Sequence[int], where: str) -> InvalidDevice:
+    shown = ", ".join(str(d) for d in known) or "none"
+    return InvalidDevice(
+        f"--device {device} names no NPU of this host: {where} lists device(s) {shown}. Give "
+        "one of those (the Device column of `npu-smi info`, the id pyACL's set_device takes), "
+        "or leave --device out to test every NPU."
+    )
+
+
+def check_npus(ctx: SelftestContext) -> Outcome:
+    """npu-smi answers and lists chips; every chip healthy; the ``--device`` one exists."""
+    diag = ctx.diagnostics()
+    report = diag.device_report()
+    ctx.facts.devices = report
+    chips: list[Mapping[str, Any]] = list(report.get("npus") or [])
+    evidence: dict[str, Any] = {
+        "npu_smi_version": report.get("version"),
+        "chips": [chip_line(c) for c in chips],
+        "warnings": list(report.get("warnings") or []),
+    }
+    if not report.get("available"):
+        return failed(f"npu-smi gave no table: {report.get('reason')}.", DRIVER_HINT, **evidence)
+    if not chips:
+        return failed("npu-smi ran but listed no NPU.", DRIVER_HINT, **evidence)
+    known = [int(c["device_id"]) for c in chips if c.get("device_id") is not None]
+    if ctx.device is not None and known and ctx.device not in known:
+        raise _refuse_device(ctx.device, known, "npu-smi")
+    check = check_npu_smi(diag)
+    evidence["check"] = check.to_dict()
+    if check.state == "failing":
+        return failed(check.found, check.advice, **evidence)
+    note = f" Note: {check.found}" if check.state == "warning" else ""
+    names = sorted({str(c.get("name")) for c in chips})
+    version = f" {report['version']}" if report.get("version") else ""
+    return passed(
+        f"npu-smi{version}: {len(chips)} chip(s) ({', '.join(names)}), device ids "
+        f"{', '.join(map(str, known)) or 'unknown'}, all healthy.{note}",
+        **evidence,
+    )
+
+
+def _pyacl_view(ctx: SelftestContext) -> tuple[str | None, int | None, str]:
+    """``(SoC, device count, why pyACL did not answer)`` from pyACL, where it imports."""
+    try:
+        acl = initialised_acl()
+        return soc_name(acl), device_count(acl), ""
+    except (AclUnavailable, AclError) as exc:
+        return None, None, str(exc)
+    except Exception as exc:  # a broken pyACL install must not hide what npu-smi says
+        return None, None, f"pyACL failed: {type(exc).__name__}: {exc}"
+
+
+def detect_soc(ctx: SelftestContext) -> Outcome:
+    """ATC's ``--soc_version`` for the NPUs under test, from npu-smi and pyACL."""
+    chips = chosen_chips(ctx)
+    names = sorted({str(c.get("name")) for c in chips if c.get("name")})
+    from_smi = f"Ascend{names[0]}" if len(names) == 1 else None
+    from_acl, count, why_not = _pyacl_view(ctx)
+    ctx.facts.acl_device_count = count
+    if count is not None and ctx.device is not None and not 0 <= ctx.device < count:
+        raise _refuse_device(ctx.device, list(range(count)), "pyACL (acl.rt.get_device_count)")
+    if ctx.device is not None:
+        ctx.facts.device_ids = [ctx.device]
+    elif count is not None:
+        ctx.facts.device_ids = list(range(count))
+    else:
+        ctx.facts.device_ids = sorted(
+            {int(c["device_id"]) for c in chips if c.get("device_id") is not None}
+        )
+    evidence: dict[str, Any] = {
+        "npu_smi_chip_names": names,
+        "from_npu_smi": from_smi,
+        "from_pyacl": from_acl,
+        "pyacl_device_count": count,
+        "pyacl_unavailable": why_not or None,
+        "devices_under_test": ctx.facts.device_ids,
+    }
+    if len(names) > 1:
+        return failed(
+            f"The NPUs are of different kinds ({', '.join(names)}); one OM runs on one SoC only.",
+            "Run the self-test once per kind with --device N (N from the Device column of "
+            "`npu-smi info`).",
+            **evidence,
+        )
+    if from_smi and from_acl and from_smi != from_acl:
+        return failed(
+            f"npu-smi says the chip is {names[0]} ({from_smi}) but pyACL says {from_acl}: "
+            "the driver and the CANN runtime disagree about this host.",
+            "Check that the installed driver and CANN toolkit are the ones for this card "
+            "(`npu-smi info`, the toolkit's ascend_toolkit_install.info), and in a container that "
+            "the host's driver is mounted (docs/cann.md#install-layouts).",
+            **evidence,
+        )
+    soc = from_acl or from_smi
+    if soc is None:
+        return failed(
+            "Neither npu-smi nor pyACL named the chip.",
+            DRIVER_HINT,
+            **evidence,
+        )
+    if from_acl and from_smi:
+        source = "npu-smi and pyACL, which agree"
+    elif from_smi:
+        # Why pyACL did not answer is in the evidence (pyacl_unavailable); it can be long.
+        source = (
+            "npu-smi's chip name ("
+            + ("pyACL did not answer" if why_not else "this pyACL has no get_soc_name")
+            + ")"
+        )
+    else:
+        source = "pyACL (acl.get_soc_name)"
+    evidence["source"] = source
+    if soc not in KNOWN_SOC_VERSIONS:
+        return failed(
+            f"The chip is {soc} ({source}), which is not a --soc_version the hub knows "
+            f"({', '.join(KNOWN_SOC_VERSIONS)}).",
+            "Atlas A3 products name their SoC in `npu-smi info -t board -i N -c C` instead "
+            "(docs/atc.md#soc-versions); report the output of that command and of `npu-smi info` "
+            "with this report.",
+            **evidence,
+        )
+    ctx.facts.soc, ctx.facts.soc_source = soc, source
+    return passed(f"SoC {soc}, from {source}.", **evidence)

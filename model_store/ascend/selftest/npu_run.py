@@ -1,0 +1,79 @@
+"""Stage 6: pyACL loads the OM and classifies the photo on each NPU.
+
+Through :func:`~model_store.ascend.om_runner.run_om`, the worker's own way to run an OM
+(``OmSession``, the ``acl`` backend's pyACL code; docs/pyacl.md), once per device: the
+``--device`` one, or every NPU pyACL reports. Each must call the photo "espresso".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from model_store.ascend.om_runner import match_outputs, run_om
+from model_store.ascend.selftest.context import SelftestContext
+from model_store.ascend.selftest.demo import classify
+from model_store.ascend.selftest.stage import Outcome, failed, passed
+from model_store.errors import ModelStoreError
+
+PYACL_HINT = (
+    "Source CANN's set_env.sh (or set ASCEND_TOOLKIT_HOME) in this shell or container so that "
+    "`import acl` finds pyACL in the toolkit's python/site-packages, and check that this "
+    "process can open the NPU (/dev/davinciN, /dev/davinci_manager, /dev/devmm_svm, "
+    "/dev/hisi_hdc; docs/pyacl.md#lifecycle)."
+)
+
+
+def run_on_npus(ctx: SelftestContext) -> Outcome:
+    """``run_om`` on every device under test; each top-1 must be the expected label."""
+    om, info = ctx.facts.om, ctx.facts.info
+    assert om is not None and info is not None
+    devices = ctx.facts.device_ids
+    if not devices:
+        return failed(
+            "pyACL reports no NPU and npu-smi gave no device ids.", PYACL_HINT, devices=[]
+        )
+    labels = ctx.demo.label_list()
+    wanted = [t.name for t in info.outputs]
+    per_device: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for device in devices:
+        started = time.monotonic()
+        where = f"pyACL, NPU {device}"
+        try:
+            raw = run_om(om, {info.inputs[0].name: ctx.facts.tensor}, device_id=device)
+            outputs, note = match_outputs(wanted, raw)
+        except ModelStoreError as exc:
+            problems.append(f"NPU {device}: {exc.message}")
+            per_device.append({"device": device, "error": exc.message, "code": exc.code})
+            continue
+        result = classify(where, outputs, wanted[0], labels)
+        ctx.facts.classifications[where] = result
+        entry = {
+            "device": device,
+            "seconds": round(time.monotonic() - started, 3),
+            "om_outputs": list(raw),
+            "top_k": result.top_k,
+        }
+        if note:
+            entry["output_note"] = note
+        per_device.append(entry)
+        if result.top1_label != ctx.demo.expected_label:
+            problems.append(
+                f"NPU {device} calls the photo {result.describe()}, not {ctx.demo.expected_label!r}"
+            )
+    evidence = {"devices": per_device, "om": str(om)}
+    if problems:
+        return failed(
+            "; ".join(problems) + ".",
+            PYACL_HINT
+            if any("error" in e for e in per_device)
+            else "The OM runs but classifies wrongly: check the SoC stage and ATC's precision "
+            "(docs/atc.md#options), and attach this report to a bug report.",
+            **evidence,
+        )
+    shown = "; ".join(
+        f"NPU {device}: {ctx.facts.classifications[f'pyACL, NPU {device}'].describe()}"
+        for device in devices
+    )
+    return passed(f"pyACL ran the OM on {len(devices)} NPU(s): {shown}.", **evidence)

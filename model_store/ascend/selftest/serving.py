@@ -1,0 +1,199 @@
+"""Stages 7 to 9: Triton serves the demo through ``acl`` (and ``npu_ge`` where installed), and
+every path gives the same top-1.
+
+Each Triton stage loads the model under a temporary name with
+:func:`~model_store.serving.trial.trial_model` (a ``_trial-...`` directory that no hub model
+can have; unloaded and removed on exit, also on failure or Ctrl-C), so what is serving is never
+touched. The configs are the targets' own (``make_config``), and ``npu_ge``'s model is built by
+``NpuGeTarget.build`` as a worker would build it (docs/ge-backend.md). The ``npu_ge`` stage
+applies only where Triton's backend directory holds ``libtriton_npu_ge.so``, as the diagnostics
+check ``check_npu_ge_backend`` finds it (docs/ge-backend.md#identity-and-build).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from model_store.ascend.selftest.context import SelftestContext
+from model_store.ascend.selftest.demo import classify
+from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, passed
+from model_store.config import ModelConfig, render_pbtxt
+from model_store.diagnostics import check_npu_ge_backend
+from model_store.errors import ModelStoreError
+from model_store.onnx_info import inspect_onnx
+from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError
+from model_store.serving.trial import TrialLoadFailed, trial_model
+from model_store.targets import get_target
+from model_store.targets.base import BuildContext
+
+NPU_GE_MODEL_NAME = "ascend-selftest-npu-ge"
+
+_TRITON_HINTS = {
+    "acl": (
+        "Check that Triton's backend directory holds our acl backend (acl/model.py, mounted "
+        "from model_store/backends/acl), that Triton's environment lets it import pyACL "
+        "(ASCEND_TOOLKIT_HOME or CANN's set_env.sh) and that its container has the NPU device "
+        "nodes; the reason above is Triton's own (docs/pyacl.md#lifecycle)."
+    ),
+    "npu_ge": (
+        "Triton's log says more (ASCEND_SLOG_PRINT_TO_STDOUT=1 adds CANN's); see "
+        "docs/ge-backend.md#log-phrases for what GE's messages mean."
+    ),
+}
+
+
+def _unreachable(ctx: SelftestContext) -> Outcome | None:
+    """A failed outcome when no Triton answers; None when it is live."""
+    runtime = ctx.runtime
+    if runtime is None:
+        return failed(
+            "No Triton is configured for the hub.",
+            "Set TRITON_URL (and TRITON_GRPC_URL, TRITON_API_KEY) as the hub's processes have "
+            "them.",
+        )
+    if not runtime.is_live():
+        return failed(
+            f"Triton at {runtime.http_url} does not answer /v2/health/live.",
+            "Start Triton (`docker compose ps triton`, `docker compose logs triton`), or set "
+            "TRITON_URL to its address, and run again.",
+        )
+    if ctx.facts.triton_version is None:
+        try:
+            ctx.facts.triton_version = runtime.server_metadata().get("version") or None
+        except TritonRuntimeError:
+            ctx.facts.triton_version = None
+    return None
+
+
+def serve_and_classify(
+    ctx: SelftestContext, backend: str, cfg: ModelConfig, files: list[Path]
+) -> Outcome:
+    """Loads ``files`` as a trial of ``cfg``, classifies the photo through Triton, unloads."""
+    problem = _unreachable(ctx)
+    if problem is not None:
+        return problem
+    runtime = ctx.runtime
+    info = ctx.facts.info
+    assert runtime is not None and info is not None
+    where = f"Triton {backend}"
+    evidence: dict[str, Any] = {
+        "triton_url": runtime.http_url,
+        "triton_version": ctx.facts.triton_version,
+        "config_pbtxt": render_pbtxt(cfg),
+    }
+    started = time.monotonic()
+    try:
+        with trial_model(ctx.store, runtime, cfg, files, timeout_s=ctx.load_timeout_s) as name:
+            evidence["trial_name"] = name
+            evidence["load_seconds"] = round(time.monotonic() - started, 3)
+            asked = time.monotonic()
+            outputs = runtime.infer(name, {info.inputs[0].name: ctx.facts.tensor})
+            evidence["infer_seconds"] = round(time.monotonic() - asked, 3)
+    except TritonAccessDenied as exc:
+        return failed(
+            str(exc),
+            "Give this command the same TRITON_API_KEY as Triton (run it in a hub container, "
+            "whose environment has it).",
+            **evidence,
+        )
+    except TrialLoadFailed as exc:
+        return failed(
+            f"Triton could not load the demo through {backend}: {exc.message}",
+            _TRITON_HINTS.get(backend, ""),
+            **evidence,
+        )
+    except (TritonRuntimeError, ModelStoreError) as exc:
+        return failed(
+            f"Triton loaded the demo through {backend} but the request failed: {exc}",
+            _TRITON_HINTS.get(backend, ""),
+            **evidence,
+        )
+    wanted = info.outputs[0].name
+    if wanted not in outputs:
+        return failed(
+            f"Triton's answer has no output {wanted!r} (it has {', '.join(outputs) or 'none'}).",
+            _TRITON_HINTS.get(backend, ""),
+            **evidence,
+        )
+    result = classify(where, outputs, wanted, ctx.demo.label_list())
+    ctx.facts.classifications[where] = result
+    evidence["top_k"] = result.top_k
+    if result.top1_label != ctx.demo.expected_label:
+        return failed(
+            f"Through {backend}, Triton calls the photo {result.describe()}, not "
+            f"{ctx.demo.expected_label!r}.",
+            "Compare with the pyACL stage: if pyACL was right, the backend changes the input or "
+            "output; attach this report to a bug report.",
+            **evidence,
+        )
+    return passed(
+        f"Triton at {runtime.http_url} served the demo through {backend} (temporary model, "
+        f"removed again): {result.describe()}.",
+        **evidence,
+    )
+
+
+def serve_acl(ctx: SelftestContext) -> Outcome:
+    """The OM from the compile stage, with the acl target's config, through Triton."""
+    om, cfg = ctx.facts.om, ctx.facts.acl_config
+    assert om is not None and cfg is not None
+    return serve_and_classify(ctx, "acl", cfg, [om])
+
+
+def serve_npu_ge(ctx: SelftestContext) -> Outcome:
+    """Where ``libtriton_npu_ge.so`` is installed: the npu_ge target's build, through Triton."""
+    check = check_npu_ge_backend(ctx.diagnostics())
+    evidence = {"backend_check": check.to_dict()}
+    if check.state == "failing":
+        return failed(check.found, check.advice, **evidence)
+    if check.state != "ok":
+        return not_applicable(f"Not applicable: {check.found}", **evidence)
+    info = ctx.facts.info or inspect_onnx(ctx.demo.model)
+    ctx.facts.info = info
+    target = get_target("npu_ge")
+    device = ctx.facts.device_ids[0] if ctx.facts.device_ids else 0
+    # The ATC stage has compiled this model already; the pre-flight would repeat it.
+    options = {"device_ids": str(device), "atc_preflight": False}
+    workdir = ctx.scratch / "npu-ge-build"
+    workdir.mkdir()
+    try:
+        result = target.build(
+            BuildContext(
+                source=ctx.demo.model, workdir=workdir, info=info, options=options,
+                env=dict(ctx.env),
+            )
+        )  # fmt: skip
+    except ModelStoreError as exc:
+        return failed(
+            f"The npu_ge target could not build the demo: {exc.message}",
+            "Attach this report to a bug report.",
+            **evidence,
+        )
+    built = result.compiled_info or info
+    cfg = target.make_config(NPU_GE_MODEL_NAME, built, options, 1)
+    outcome = serve_and_classify(ctx, "npu_ge", cfg, [result.artifact])
+    outcome.evidence = {**evidence, **outcome.evidence}
+    return outcome
+
+
+def same_top1(ctx: SelftestContext) -> Outcome:
+    """Every path that classified the photo (pyACL per NPU, Triton per backend) agrees."""
+    results = ctx.facts.classifications
+    table = {where: result.top1 for where, result in results.items()}
+    indices = {best.get("index") for best in table.values()}
+    if len(indices) == 1 and None not in indices:
+        best = next(iter(results.values()))
+        return passed(
+            f"All {len(results)} paths give the same top-1: {best.top1_label} "
+            f"({best.top1.get('index')}).",
+            top1=table,
+        )
+    shown = "; ".join(f"{where}: {r.describe()}" for where, r in results.items())
+    return failed(
+        f"The paths disagree: {shown}.",
+        "The same OM gives different answers through pyACL and Triton: attach this report to "
+        "a bug report.",
+        top1=table,
+    )

@@ -1,0 +1,79 @@
+"""The fake machine the fake ``acl`` runs on: its NPUs and its SoC (tests only; not pyACL).
+
+A real host's runtime and its ``npu-smi`` describe the same chips. So, by default, this fake
+reads the table the fake ``npu-smi`` prints (``FAKE_NPU_SMI_SAMPLE``, same default) and takes
+its devices and SoC from there:
+
+* the devices are the table's logical ids (``npu-smi info -m``'s ``Chip Logic ID``);
+  ``ASCEND_RT_VISIBLE_DEVICES`` (a comma-separated list of logical ids) narrows them, and
+  the runtime then numbers the visible ones 0, 1, ... (user device ids; docs/npu-smi.md);
+* the SoC is ``"Ascend"`` + the table's chip name (``310P3`` -> ``Ascend310P3``), what
+  ``acl.get_soc_name()`` returns and the only chip whose OMs load.
+
+``FAKE_ACL_DEVICE_COUNT`` (devices 0..N-1) and ``FAKE_ACL_SOC`` override the table.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
+from pathlib import Path
+from types import ModuleType
+
+#: The fake npu-smi script, beside this package (resolved: the toolkit links to the package).
+NPU_SMI_SCRIPT = Path(__file__).resolve().parents[1] / "npu-smi"
+
+
+@cache
+def _npu_smi() -> ModuleType:
+    """The fake npu-smi script as a module, for its sample lookup and table reader."""
+    loader = SourceFileLoader("_fake_npu_smi", str(NPU_SMI_SCRIPT))
+    spec = spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _table_chips() -> list[dict[str, object]]:
+    """The chips of the table the fake npu-smi prints now (empty if it cannot be read)."""
+    smi = _npu_smi()
+    sample = smi._file("FAKE_NPU_SMI_SAMPLE", smi.DEFAULT_SAMPLE)
+    try:
+        table = sample.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    chips: list[dict[str, object]] = smi._chips(table)
+    return chips
+
+
+def logical_ids() -> list[int]:
+    """The logical ids of the table's chips, as ``npu-smi info -m`` numbers them."""
+    chips = _table_chips()
+    return [int(str(c["device"])) if c["device"] is not None else i for i, c in enumerate(chips)]
+
+
+def device_ids() -> list[int]:
+    """The device ids ``acl.rt.set_device`` accepts in this process."""
+    count = os.environ.get("FAKE_ACL_DEVICE_COUNT")
+    if count:
+        return list(range(int(count)))
+    ids = logical_ids()
+    visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+    if visible is None:
+        return ids
+    # User ids 0..k-1 stand for the listed logical ids; entries naming no device are
+    # dropped (the fake's own choice: what the runtime does with them was not checked).
+    listed = [int(v) for v in visible.split(",") if v.strip().isdigit()]
+    return list(range(len([v for v in dict.fromkeys(listed) if v in ids])))
+
+
+def soc_name() -> str:
+    """The SoC of this fake machine: ``FAKE_ACL_SOC``, or "Ascend" + the table's chip name."""
+    override = os.environ.get("FAKE_ACL_SOC")
+    if override:
+        return override
+    chips = _table_chips()
+    return f"Ascend{chips[0]['name']}" if chips else ""

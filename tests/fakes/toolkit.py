@@ -1,0 +1,174 @@
+"""A toolkit-shaped folder of CANN stand-ins, plugged in the way real CANN is.
+
+Point ``ASCEND_TOOLKIT_HOME`` at the toolkit home this creates (or source its ``set_env.sh``)
+and put its ``npu-smi`` on ``PATH``: the hub then finds the fake ``atc``, the fake pyACL and
+the fake ``npu-smi`` exactly where it looks for the real ones, with no other setting::
+
+    eval "$(.venv/bin/python -m tests.fakes.toolkit /tmp/Ascend)" && make run
+
+The folder, for ``layout="ascend-toolkit"`` (CANN before 8.5) and ``layout="cann"`` (8.5 and
+later; docs/cann.md#install-layouts)::
+
+    <root>/ascend-toolkit/set_env.sh              <root>/cann/set_env.sh
+    <root>/ascend-toolkit/latest/   (the home)    <root>/cann/                  (the home)
+        bin/atc                 runs tests/fakes/atc with this interpreter
+        opp/  compiler/  lib64/
+        <arch>-linux/ascend_toolkit_install.info    version=<version>
+        <arch>-linux/ascend_ops_install.info        (cann layout: the ops package, same version)
+        python/site-packages/acl -> tests/fakes/acl  (where CANN installs pyACL)
+    <root>/driver/tools/npu-smi                 runs tests/fakes/npu-smi (the driver's tool)
+
+Importable without pytest: ``make run`` has no test dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+from typing import Literal
+
+FAKES_DIR = Path(__file__).resolve().parent
+#: The fake atc script itself.
+FAKE_ATC = FAKES_DIR / "atc"
+#: The fake npu-smi script itself.
+FAKE_NPU_SMI = FAKES_DIR / "npu-smi"
+#: The fake pyACL package.
+FAKE_ACL = FAKES_DIR / "acl"
+FAKE_CANN_VERSION = "8.0.RC3"
+
+Layout = Literal["cann", "ascend-toolkit"]
+#: Where the fake npu-smi goes, relative to the root (the real one ships with the driver).
+NPU_SMI_DIR = ("driver", "tools")
+
+# What CANN's set_env.sh exports, as model_store.compile.atc.environment.atc_environment
+# documents it; $home is the toolkit home, found from the script's own place.
+_SET_ENV_BODY = """\
+export ASCEND_TOOLKIT_HOME="$home"
+export ASCEND_HOME_PATH="$home"
+export ASCEND_AICPU_PATH="$home"
+export ASCEND_OPP_PATH="$home/opp"
+export TOOLCHAIN_HOME="$home/toolkit"
+tbe="$home/opp/built-in/op_impl/ai_core/tbe"
+export PATH="$home/bin:$home/compiler/ccec_compiler/bin${PATH:+:$PATH}"
+export LD_LIBRARY_PATH="$home/lib64:$home/lib64/plugin/opskernel:$home/lib64/plugin/nnengine\
+:$tbe/op_tiling/lib/linux/$(uname -m)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$home/python/site-packages:$tbe${PYTHONPATH:+:$PYTHONPATH}"
+unset tbe home
+"""
+
+
+def toolkit_home(root: Path, layout: Layout = "ascend-toolkit") -> Path:
+    """The toolkit home of a fake install under ``root`` (what ``ASCEND_TOOLKIT_HOME`` names)."""
+    return root / "cann" if layout == "cann" else root / "ascend-toolkit" / "latest"
+
+
+def _wrapper(path: Path, script: Path, what: str) -> None:
+    """A shell script running ``script`` with this interpreter (the fakes need its packages)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "#!/bin/sh\n"
+        f"# {what} (tests/fakes/{script.name}); not the real one.\n"
+        f'exec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n'
+    )
+    path.chmod(0o755)
+
+
+def _set_env(home: Path, layout: Layout) -> Path:
+    """``set_env.sh`` where the layout has it: in the home (cann), or one level up."""
+    script = home / "set_env.sh" if layout == "cann" else home.parent / "set_env.sh"
+    script.write_text(
+        "# Fake CANN set_env.sh (tests/fakes/toolkit.py): exports what the real one does.\n"
+        "# The home is written in at creation: a script sourced by sh cannot find itself.\n"
+        f"home={shlex.quote(str(home))}\n" + _SET_ENV_BODY
+    )
+    return script
+
+
+def _link_pyacl(home: Path) -> None:
+    """``python/site-packages/acl`` -> tests/fakes/acl (a link: the fake finds its samples)."""
+    site = home / "python" / "site-packages"
+    site.mkdir(parents=True, exist_ok=True)
+    link = site / "acl"
+    if link.is_symlink() or link.exists():
+        if link.resolve() == FAKE_ACL:
+            return
+        link.unlink()
+    link.symlink_to(FAKE_ACL, target_is_directory=True)
+
+
+def _version_files(home: Path, layout: Layout, version: str) -> None:
+    arch = platform.machine()
+    info_dir = home / f"{arch}-linux"
+    info_dir.mkdir(parents=True, exist_ok=True)
+    (info_dir / "ascend_toolkit_install.info").write_text(
+        f"package_name=Ascend-cann-toolkit\nversion={version}\narch={arch}\n"
+    )
+    if layout == "cann":  # 8.5 splits the operators into an ops package of the same version
+        (info_dir / "ascend_ops_install.info").write_text(
+            f"package_name=Ascend-cann-ops\nversion={version}\narch={arch}\n"
+        )
+
+
+def make_fake_toolkit(
+    root: Path,
+    *,
+    layout: Layout = "ascend-toolkit",
+    version: str = FAKE_CANN_VERSION,
+    path: str | None = None,
+    pyacl: bool = True,
+) -> dict[str, str]:
+    """Creates the fake install under ``root``; returns the environment to add.
+
+    Args:
+        root: The install root (``/usr/local/Ascend`` on a real host); created if missing.
+        layout: ``"ascend-toolkit"`` (``<root>/ascend-toolkit/latest``) or ``"cann"``
+            (``<root>/cann``, with the ops package's version file).
+        version: The CANN version the install-info files record.
+        path: The ``PATH`` to extend; this process's when None.
+        pyacl: Install the fake pyACL under ``python/site-packages`` (a real toolkit always
+            has it; False gives a compile-only toolkit, for tests of "pyACL is missing").
+
+    Returns:
+        ``ASCEND_TOOLKIT_HOME`` (the toolkit home) and ``PATH`` (npu-smi's folder, then
+        ``path``). Nothing else is needed: not ``PYTHONPATH``, ``ATC_PATH`` nor ``FAKE_*``.
+    """
+    root = Path(root)
+    home = toolkit_home(root, layout)
+    for sub in ("bin", "opp", "compiler", "lib64"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    _version_files(home, layout, version)
+    _wrapper(home / "bin" / "atc", FAKE_ATC, "Fake ATC for tests")
+    if pyacl:
+        _link_pyacl(home)
+    _set_env(home, layout)
+    tools = root.joinpath(*NPU_SMI_DIR)
+    _wrapper(tools / "npu-smi", FAKE_NPU_SMI, "Fake npu-smi for tests")
+    base = os.environ.get("PATH", os.defpath) if path is None else path
+    return {
+        "ASCEND_TOOLKIT_HOME": str(home),
+        "PATH": os.pathsep.join(p for p in (str(tools), base) if p),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.toolkit",
+        description="Create a folder of CANN stand-ins (tests/fakes) and print the exports "
+        "that plug it in, for eval in a shell before `make run`.",
+    )
+    parser.add_argument("root", type=Path, help="install root, e.g. /tmp/Ascend")
+    parser.add_argument("--layout", choices=("ascend-toolkit", "cann"), default="ascend-toolkit")
+    parser.add_argument("--version", default=FAKE_CANN_VERSION, help="CANN version to record")
+    args = parser.parse_args(argv)
+    env = make_fake_toolkit(args.root.resolve(), layout=args.layout, version=args.version)
+    for key, value in env.items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""`python manage.py ascend_selftest [--json FILE] [--device N]`: first contact with Ascend.
+
+Runs the stages of :mod:`model_store.ascend.selftest` (CANN, ATC's Python, the NPUs, the SoC,
+ATC compiling the demo model, pyACL on each NPU, Triton through ``acl`` and ``npu_ge``, the
+same top-1 everywhere) with this hub's settings, prints each stage as it finishes, and writes
+the JSON report an operator attaches to a bug (docs/selftest.md). Exit status: 0 when every
+stage passed or does not apply here, 1 when one failed or could not run, 2 for a bad
+``--device``. What it loads into Triton has a temporary name and is removed again; its scratch
+files are removed at the end, also on failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from model_store.ascend.selftest import (
+    DemoAssets,
+    InvalidDevice,
+    SelftestContext,
+    Stage,
+    build_report,
+    exit_status,
+    result_line,
+    run_selftest,
+    stage_lines,
+)
+from webapp.ops.triton import get_runtime
+from webapp.ops.triton_files import triton_backends_dir
+from webapp.registry.storage import get_store
+
+USAGE_ERROR = 2
+
+
+def hub_version() -> str:
+    """The version in the checkout's pyproject.toml (the hub is run from its checkout)."""
+    try:
+        with (Path(settings.BASE_DIR) / "pyproject.toml").open("rb") as fh:
+            return str(tomllib.load(fh)["project"]["version"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+
+
+def _device(value: str) -> int:
+    """``--device``: a device id, a whole number from 0."""
+    if not value.isdigit():
+        raise CommandError(
+            f"--device {value!r} is not a device id: give a whole number from 0 (the Device "
+            "column of `npu-smi info`).",
+            returncode=USAGE_ERROR,
+        )
+    return int(value)
+
+
+class Command(BaseCommand):
+    help = (
+        "Check this Ascend host stage by stage (CANN, ATC, npu-smi, pyACL, Triton) with the "
+        "bundled demo model, and write a report to attach to a bug (docs/selftest.md)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--json",
+            metavar="FILE",
+            help="write the JSON report to FILE ('-' for standard output)",
+        )
+        parser.add_argument(
+            "--device",
+            metavar="N",
+            help="run the pyACL stage on NPU N only (default: every NPU pyACL reports)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        device = _device(options["device"]) if options.get("device") is not None else None
+        json_target: str | None = options.get("json")
+        # With the report on standard output, the stage lines go to standard error.
+        console = self.stderr if json_target == "-" else self.stdout
+        started_at, started = datetime.now(UTC), time.monotonic()
+        version = hub_version()
+        console.write(f"Ascend self-test, hub {version}, on {os.uname().nodename}")
+
+        def show(stage: Stage) -> None:
+            for line in stage_lines(stage):
+                console.write(line)
+            console.flush()
+
+        runtime = get_runtime()
+        try:
+            with tempfile.TemporaryDirectory(prefix="ascend-selftest-") as scratch:
+                ctx = SelftestContext(
+                    env=dict(os.environ),
+                    store=get_store(),
+                    runtime=runtime,
+                    demo=DemoAssets.from_checkout(Path(settings.BASE_DIR) / "demo"),
+                    scratch=Path(scratch),
+                    backends_dir=triton_backends_dir(),
+                    device=device,
+                )
+                try:
+                    stages = run_selftest(ctx, on_stage=show)
+                except InvalidDevice as exc:
+                    raise CommandError(exc.message, returncode=USAGE_ERROR) from exc
+        finally:
+            runtime.close()
+        report = build_report(
+            ctx,
+            stages,
+            hub_version=version,
+            started_at=started_at,
+            seconds=time.monotonic() - started,
+        )
+        shown_path = self._write(report, json_target)
+        console.write(result_line(stages, shown_path))
+        status = exit_status(stages)
+        if status:
+            raise CommandError(
+                "The self-test did not pass; the stages marked FAILED say what to do next.",
+                returncode=status,
+            )
+
+    def _write(self, report: dict[str, Any], target: str | None) -> str | None:
+        """Writes the report; returns where, as the result line shows it."""
+        if target is None:
+            return None
+        text = json.dumps(report, indent=2, default=str) + "\n"
+        if target == "-":
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return "standard output"
+        path = Path(target)
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"Cannot write the report to {path}: {exc}") from exc
+        return str(path)
