@@ -25,6 +25,7 @@ app = Celery(
         "workers.tasks.perf",
         "workers.tasks.metrics",
         "workers.tasks.uploads",
+        "workers.tasks.adopt",
     ],
 )
 app.config_from_object("django.conf:settings", namespace="CELERY")

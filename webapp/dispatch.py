@@ -35,3 +35,8 @@ def serving_job(job_id: int) -> None:
 def sweep_job(job_id: int) -> None:
     """Queue a performance sweep."""
     app.send_task("workers.tasks.perf.sweep", args=(job_id,))
+
+
+def adopt_job(job_id: int) -> None:
+    """Queue the copy of one adopted version (webapp.registry.adopt_work)."""
+    app.send_task("workers.tasks.adopt.run_job", args=(job_id,))

@@ -7,6 +7,7 @@ their addresses to its children through the same variables.
 
 from __future__ import annotations
 
+import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -23,11 +24,15 @@ from webapp.env import (
     env_str,
 )
 from webapp.private_files import private_dir, private_sqlite_file, read_or_create_secret
+from webapp.stack_connections import adopt_running_stack
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("HUB_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 # 0700: it holds the secret key and the SQLite database (webapp/private_files.py).
 private_dir(VAR_DIR)
+# `python manage.py ...` typed next to a running `make run` reaches its Redis and Triton (ports
+# and Triton's key are chosen at start); the environment still wins (webapp/stack_connections.py).
+adopt_running_stack(VAR_DIR, os.environ)
 
 DEBUG = env_bool("DEBUG", default=False)
 

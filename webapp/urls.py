@@ -8,7 +8,7 @@ from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
-from webapp.registry import try_views
+from webapp.registry import adopt_views, try_views
 from webapp.registry import views as registry_views
 
 handler404 = "webapp.api.views.not_found"
@@ -21,6 +21,7 @@ urlpatterns = [
     path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
     path("models/", registry_views.model_list, name="models"),
     path("models/new/", registry_views.model_new, name="model-new"),
+    path("models/retired/<int:pk>/", registry_views.retired_model, name="model-retired"),
     path("models/<str:name>/", registry_views.model_detail, name="model"),
     path("models/<str:name>/try/", try_views.model_try, name="model-try"),
     path("models/<str:name>/try/run/", try_views.model_try_run, name="model-try-run"),
@@ -43,6 +44,8 @@ urlpatterns = [
     path("models/<str:name>/rollback/", registry_views.model_rollback, name="model-rollback"),
     path("models/<str:name>/unload/", registry_views.model_unload, name="model-unload"),
     path("models/<str:name>/load/", registry_views.model_load, name="model-load"),
+    path("models/<str:name>/edit/", registry_views.model_edit, name="model-edit"),
+    path("models/<str:name>/retire/", registry_views.model_retire, name="model-retire"),
     path(
         "models/<str:name>/versions/<int:number>/delete/",
         registry_views.version_delete,
@@ -77,6 +80,7 @@ urlpatterns = [
     path("jobs/<str:job_id>/cancel/", registry_views.job_cancel, name="job-cancel"),
     path("server/", ops_views.server, name="server"),
     path("diagnostics/", ops_views.diagnostics, name="diagnostics"),
+    path("server/adopt/", adopt_views.adopt_page, name="adopt"),
     path("metrics", ops_prometheus.metrics, name="metrics"),
     path("api/v1/", include("webapp.api.urls")),
     path("admin/", admin.site.urls),

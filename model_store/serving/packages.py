@@ -58,10 +58,14 @@ def serving_config(store: ModelStore, name: str, version: int) -> ModelConfig:
 
 
 def package_files(store: ModelStore, name: str, version: int) -> list[Path]:
-    """The files of the packaged version directory (artifact plus any external data)."""
+    """The files of the packaged version directory (artifact plus any external data; none for
+    an adopted ensemble)."""
     folder = store.package_dir(name, version) / str(version)
     files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
-    if not files:
+    # An ensemble's version folder is empty by design: its steps run other models.
+    if not files and not (
+        folder.is_dir() and serving_config(store, name, version).platform == "ensemble"
+    ):
         raise NotFound(
             f"Version {version} of {name!r} has no packaged files ({folder}). "
             "Package the version again."

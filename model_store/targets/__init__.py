@@ -6,6 +6,10 @@ Three targets exist (one module each; the outside facts behind them are in docs/
 * ``npu_ge``: normalised ``model.onnx`` for CANN's GE backend on Ascend NPUs;
 * ``acl``: ``model.om`` compiled by ATC, served through pyACL.
 
+A fourth, ``external``, holds models adopted from an existing Triton repository and served as
+found (docs/adopt.md); :func:`get_target` knows it, :func:`all_targets` (the targets a new
+model may choose) leaves it out.
+
 Example:
     >>> [t.name for t in all_targets()]
     ['onnxruntime', 'npu_ge', 'acl']
@@ -24,6 +28,7 @@ from model_store.targets.base import (
     TargetStatus,
     VerifyPlan,
 )
+from model_store.targets.external import ExternalTarget
 from model_store.targets.findings import Finding
 from model_store.targets.npu_ge import NpuGeTarget
 from model_store.targets.onnxruntime import OnnxRuntimeTarget
@@ -39,6 +44,7 @@ __all__ = [
     "BuildCancelled",
     "BuildContext",
     "BuildResult",
+    "ExternalTarget",
     "Finding",
     "InvalidOptions",
     "NpuGeTarget",
@@ -50,11 +56,13 @@ __all__ = [
     "VerifyPlan",
     "all_targets",
     "get_target",
+    "known_targets",
     "options_json_schema",
 ]
 
 _TARGETS: dict[str, Target] = {
-    target.name: target for target in (OnnxRuntimeTarget(), NpuGeTarget(), AclTarget())
+    target.name: target
+    for target in (OnnxRuntimeTarget(), NpuGeTarget(), AclTarget(), ExternalTarget())
 }
 
 
@@ -70,5 +78,10 @@ def get_target(name: object) -> Target:
 
 
 def all_targets() -> list[Target]:
-    """Every target, the CPU default first."""
+    """Every target a new model may choose (all but ``external``), the CPU default first."""
+    return [target for target in _TARGETS.values() if target.accepts_uploads]
+
+
+def known_targets() -> list[Target]:
+    """Every target a model may have, ``external`` (adopted models) included."""
     return list(_TARGETS.values())

@@ -162,6 +162,8 @@ class Target(ABC):
             swaps the whole directory (the GE backend runs the first ``.onnx`` it finds).
         reports_statistics: False when the backend reports no counts or latencies to
             Triton's statistics extension, so the only numbers are the hub's own calls.
+        accepts_uploads: False for a target whose versions only come from adopting an
+            existing repository (``external``): it is not offered when creating a model.
 
     This class is the one place for such facts: the registry's choices, the API schema,
     serving, packaging, metrics and advice read them from here.
@@ -177,6 +179,7 @@ class Target(ABC):
     device: ClassVar[Literal["cpu", "npu"]] = "cpu"
     versions_side_by_side: ClassVar[bool] = True
     reports_statistics: ClassVar[bool] = True
+    accepts_uploads: ClassVar[bool] = True
 
     @abstractmethod
     def option_specs(self) -> list[OptionSpec]:

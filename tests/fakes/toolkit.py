@@ -164,9 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layout", choices=("ascend-toolkit", "cann"), default="ascend-toolkit")
     parser.add_argument("--version", default=FAKE_CANN_VERSION, help="CANN version to record")
     args = parser.parse_args(argv)
-    env = make_fake_toolkit(args.root.resolve(), layout=args.layout, version=args.version)
+    # PATH is left for the shell to expand ("...:$PATH"), so the lines stay right when eval'd
+    # later or in another shell.
+    env = make_fake_toolkit(args.root.resolve(), layout=args.layout, version=args.version, path="")
     for key, value in env.items():
-        print(f"export {key}={shlex.quote(value)}")
+        if key == "PATH":
+            print(f'export PATH={shlex.quote(value)}:"$PATH"')
+        else:
+            print(f"export {key}={shlex.quote(value)}")
     return 0
 
 

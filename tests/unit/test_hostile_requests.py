@@ -72,6 +72,11 @@ def _json_cases() -> list[Hostile]:
                 {"filename": "m.onnx", "size": value},
             ),
         ]
+        # null leaves the tags as they are (a 200 that changes nothing); "1" is a fine tag.
+        if value is not None:
+            cases.append(Hostile(f"model tags = {label}", "patch", m, {"tags": value}))
+        if value != "1":
+            cases.append(Hostile(f"one tag = {label}", "patch", m, {"tags": ["ok", value]}))
     return cases
 
 
@@ -118,6 +123,18 @@ def _other_cases() -> list[Hostile]:
         Hostile("name with a newline", "post", "/api/v1/models", {"name": "a\nb"}),
         Hostile("an unknown target", "post", "/api/v1/models", {"name": "n1", "target": "../x"}),
         Hostile("a path-like model in the URL", "get", "/api/v1/models/..%2F..%2Fetc"),
+        Hostile("an owner who is no user", "patch", m, {"owner": "' OR 1=1 --"}),
+        Hostile("a tag with markup", "patch", m, {"tags": ["<script>"]}),
+        Hostile("a tag with RTL override", "patch", m, {"tags": ["abc\u202egpj"]}),
+        Hostile("a thousand tags", "patch", m, {"tags": [f"t{i}" for i in range(1000)]}),
+        Hostile("edit a model that does not exist", "patch", "/api/v1/models/nope", {"tags": []}),
+        Hostile("retire a serving model unconfirmed", "delete", m),
+        Hostile("retire with confirm=maybe", "delete", f"{m}?confirm_serving=maybe"),
+        Hostile("retire with an overlong reason", "delete", f"{m}?reason={'x' * 600}"),
+        Hostile("list past int64 per page", "get", "/api/v1/models?per_page=" + "9" * 30),
+        Hostile("list page -1", "get", "/api/v1/models?page=-1"),
+        Hostile("list sorted by a NUL", "get", "/api/v1/models?sort=%00"),
+        Hostile("list in an unknown state", "get", "/api/v1/models?state=../x"),
         Hostile("a dotted model in the URL", "get", "/api/v1/models/.."),
         Hostile("a unicode model in the URL", "get", "/api/v1/models/%E2%80%AEmlp"),
         Hostile("a version past int64", "get", f"{m}/versions/99999999999999999999999"),
@@ -244,6 +261,14 @@ def _other_cases() -> list[Hostile]:
         Hostile("a method the endpoint lacks", "delete", "/api/v1/health"),
         Hostile("PATCH on serve", "patch", f"{m}/serve", {"version": 1}),
         Hostile("a metrics range of 20 000 chars", "get", f"{m}/metrics?range=" + "x" * 20_000),
+        Hostile("the tar of a package gone from disk", "get", f"{m}/versions/1/package.tar"),
+        Hostile(
+            "the tar of a version past int64",
+            "get",
+            f"{m}/versions/99999999999999999999999/package.tar",
+        ),
+        Hostile("the tar of a dotted model", "get", "/api/v1/models/%2E%2E/versions/1/package.tar"),
+        Hostile("POST to a package tar", "post", f"{m}/versions/1/package.tar", {}),
     ]
 
 

@@ -7,15 +7,19 @@ from webapp.registry.models import Model, Version
 
 
 def model_or_404(name: str) -> Model:
-    model = Model.objects.select_related("created_by").filter(name=name).first()
+    model = Model.objects.select_related("created_by", "owner").filter(name=name).first()
     if model is None:
-        raise HubError(f"There is no model named {name!r}.", "not_found", 404)
+        retired = Model.all_objects.filter(name=name).exclude(retired_at=None).exists()
+        hint = " (it was retired: GET /api/v1/models?retired=true lists it)" if retired else ""
+        raise HubError(f"There is no model named {name!r}{hint}.", "not_found", 404)
     return model
 
 
 def version_or_404(name: str, number: int) -> Version:
     version = (
-        Version.objects.filter(model__name=name, number=number).select_related("model").first()
+        Version.objects.filter(model__name=name, model__retired_at=None, number=number)
+        .select_related("model")
+        .first()
     )
     if version is None:
         raise HubError(f"{name} has no version {number}.", "not_found", 404)

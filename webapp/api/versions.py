@@ -22,10 +22,11 @@ from model_store.targets import all_targets, options_json_schema
 from model_store.uploads import Upload, UploadStore
 from webapp.accounts.roles import Role, require_role
 from webapp.api import types
-from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, parse_body
+from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, RETRY_AFTER, errors, parse_body
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
 from webapp.ops import host_reports
+from webapp.registry import package_tars
 from webapp.registry.actions import versions as version_actions
 from webapp.registry.jobs import full_log_download
 from webapp.registry.models import Job
@@ -346,6 +347,66 @@ def version_override(request: HttpRequest, name: str, number: int, data: types.O
     version = version_or_404(name, number)
     version = version_actions.override_verification(version, request.user, data.reason)  # type: ignore[arg-type]
     return version.to_dict(detail=True)
+
+
+DIGEST_HEADERS = {
+    "Content-Disposition": {
+        "description": 'attachment; filename="<model>-v<version>.tar"',
+        "schema": {"type": "string"},
+    },
+    "Content-Length": {"description": "The tar's size in bytes", "schema": {"type": "integer"}},
+    "X-Content-SHA256": {"description": "The tar's SHA-256, hex", "schema": {"type": "string"}},
+    "Repr-Digest": {
+        "description": "The same SHA-256 as RFC 9530 writes it: sha-256=:<base64>:",
+        "schema": {"type": "string"},
+    },
+    "ETag": {"description": '"sha256-<hex>"', "schema": {"type": "string"}},
+}
+PACKAGE_TAR_DOC = {
+    "x-responses": {
+        "200": {
+            "description": "The tar: <model>/config.pbtxt (pinned to this version) and "
+            "<model>/<version>/<files>, deterministic (docs/triton.md#package-tar)",
+            "headers": DIGEST_HEADERS,
+            "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **{str(c): {"headers": RETRY_AFTER} for c in (429, 503)},
+    }
+}
+
+
+PACKAGE_TAR_PATH = "/models/{name}/versions/{int:number}/package.tar"
+PACKAGE_TAR_ANSWERS = {200: None, **errors(404, 409, 429, 503, 507)}
+
+
+@router.get(
+    PACKAGE_TAR_PATH,
+    response=PACKAGE_TAR_ANSWERS,
+    url_name="api-version-package-tar",
+    summary="The packaged version as a tar with its SHA-256 (X-Content-SHA256, Repr-Digest); "
+    "409 not_packaged, 404 package_missing; built on the first request, then reused",
+    openapi_extra=PACKAGE_TAR_DOC,
+)
+def version_package_tar(request: HttpRequest, name: str, number: int) -> Any:
+    return _package_tar(request, name, number, head=False)
+
+
+# A handler of its own: GET and HEAD on one handler would share one operationId.
+@router.api_operation(
+    ["HEAD"],
+    PACKAGE_TAR_PATH,
+    response=PACKAGE_TAR_ANSWERS,
+    summary="The tar's headers only: size and SHA-256 (builds it if it is not built yet)",
+    openapi_extra=PACKAGE_TAR_DOC,
+)
+def version_package_tar_head(request: HttpRequest, name: str, number: int) -> Any:
+    return _package_tar(request, name, number, head=True)
+
+
+def _package_tar(request: HttpRequest, name: str, number: int, *, head: bool) -> Any:
+    version = version_or_404(name, number)
+    tar = package_tars.tar_of(version, _owner(request))
+    return package_tars.tar_response(tar, head=head)
 
 
 # --------------------------------------------------------------------------- jobs

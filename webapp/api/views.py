@@ -1,24 +1,28 @@
-"""API: health, server, devices, models, and this API's own document; Django's error views."""
+"""API: health, server, devices, models (list, create, show, edit, retire), this API's own
+document; Django's error views."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from ninja import Router, Status
+from django.urls import reverse
+from ninja import Query, Router, Status
 
 from webapp.accounts.auth import is_api_request
 from webapp.api import types
 from webapp.api.app import OPERATOR, errors, openapi_document, public
 from webapp.api.lookups import model_or_404
+from webapp.api.serving import LOCATION
 from webapp.errors import json_error
 from webapp.ops.health import run_checks
 from webapp.ops.server_state import devices_summary, triton_summary
-from webapp.registry.actions.models import create_model
-from webapp.registry.models import Model
+from webapp.registry.actions.models import create_model, edit_model, request_retire
+from webapp.registry.catalogue import CatalogueQuery, find_models
 
 router = Router(tags=["server"], exclude_unset=True)
 
@@ -74,10 +78,41 @@ def devices(request: HttpRequest) -> Any:
     return devices_summary()
 
 
-@router.get("/models", response=types.ModelList, url_name="api-models", summary="List models")
-def models(request: HttpRequest) -> Any:
-    rows = Model.objects.select_related("created_by")
-    return {"models": [m.to_dict() for m in rows]}
+LIST_HEADERS = {
+    "Link": {
+        "description": 'RFC 8288: <...>; rel="next" (and "prev") when there are more pages',
+        "schema": {"type": "string"},
+    },
+    "X-Total-Count": {
+        "description": "How many models match, on every page",
+        "schema": {"type": "integer"},
+    },
+}
+
+
+@router.get(
+    "/models",
+    response={200: types.ModelList, **errors(400)},
+    url_name="api-models",
+    summary="List models: filter, sort, page (Link and X-Total-Count headers)",
+    openapi_extra={"x-responses": {"200": {"headers": LIST_HEADERS}}},
+)
+def models(request: HttpRequest, query: Query[types.ModelListQuery]) -> Any:
+    """The catalogue, 500 models a page unless ``per_page`` says otherwise; retired models
+    only with ``retired=true``. Follow ``Link: <...>; rel="next"`` for the next page."""
+    page = find_models(CatalogueQuery(**query.dict()))
+    response = JsonResponse({"models": [m.to_dict() for m in page.models]})
+    response["X-Total-Count"] = str(page.total)
+    links = []
+    base = request.build_absolute_uri(reverse("api-models"))
+    default = types.ModelListQuery.model_fields["per_page"].default
+    if page.has_next:
+        links.append((page.query.params(default, page=page.query.page + 1), "next"))
+    if page.has_previous:
+        links.append((page.query.params(default, page=page.query.page - 1), "prev"))
+    if links:
+        response["Link"] = ", ".join(f'<{base}?{urlencode(p)}>; rel="{rel}"' for p, rel in links)
+    return response
 
 
 @router.post(
@@ -104,6 +139,47 @@ def model_create(request: HttpRequest, data: types.ModelIn) -> Any:
 )
 def model_detail(request: HttpRequest, name: str) -> Any:
     return model_or_404(name).to_dict(versions=True)
+
+
+@router.patch(
+    "/models/{name}",
+    response={200: types.ModelOut, **errors(400, 404)},
+    auth=OPERATOR,
+    summary="Edit a model's description, tags or owner (operator)",
+)
+def model_edit(request: HttpRequest, name: str, data: types.ModelPatchIn) -> Any:
+    given = data.model_fields_set
+    model = edit_model(
+        model=model_or_404(name),
+        user=request.user,  # type: ignore[arg-type]
+        description=data.description if "description" in given else None,
+        tags=data.tags if "tags" in given else None,
+        # "owner": null clears the owner, as "" does; a key left out keeps it.
+        owner=(data.owner or "") if "owner" in given else None,
+    )
+    return model.to_dict()
+
+
+@router.delete(
+    "/models/{name}",
+    response={202: types.Accepted, **errors(400, 403, 404, 409)},
+    auth=OPERATOR,
+    summary="Retire a model: unload, remove from the repository, keep its history (operator)",
+    openapi_extra={"x-responses": {"202": {"headers": LOCATION}}},
+)
+def model_retire(request: HttpRequest, name: str, query: Query[types.RetireQuery]) -> Any:
+    """202 with the job at once; the model is retired when the job succeeds. A serving model
+    needs ``confirm_serving=true``; ``purge_sources=true`` (admin) deletes its sources too."""
+    job = request_retire(
+        model=model_or_404(name),
+        user=request.user,  # type: ignore[arg-type]
+        purge_sources=query.purge_sources,
+        confirm_serving=query.confirm_serving,
+        reason=query.reason,
+    )
+    url = reverse("api-job", args=[job.uuid])
+    body = {"job": str(job.uuid), "state": job.state, "url": url, "kind": job.kind}
+    return JsonResponse(body, status=202, headers={"Location": url})
 
 
 @router.get("/schema", response=dict[str, Any], url_name="api-schema", summary="This document")

@@ -17,14 +17,36 @@ Target = models.TextChoices(  # type: ignore[call-overload]
 DEFAULT_TARGET = all_targets()[0].name
 
 
-class Model(models.Model):
-    """A named model in the Triton repository; its name is its Triton name."""
+class LiveModels(models.Manager["Model"]):
+    """The catalogue: models that are not retired. Finding a model by name goes through here,
+    so a retired model's name is free for a new model (its own row, with its own history)."""
 
-    name = models.CharField(max_length=64, unique=True)
+    def get_queryset(self) -> models.QuerySet[Model]:
+        return super().get_queryset().filter(retired_at__isnull=True)
+
+
+class Model(models.Model):
+    """A named model in the Triton repository; its name is its Triton name.
+
+    A retired model keeps its row (versions, jobs, events, who retired it and when): retiring
+    is a soft delete, so the audit trail never goes with it. ``Model.objects`` sees the
+    catalogue only; ``Model.all_objects`` sees retired rows too.
+    """
+
+    # Unique among live models (the constraint below); a retired model's name may be reused.
+    name = models.CharField(max_length=64, db_index=True)
     target = models.CharField(max_length=20, default=DEFAULT_TARGET)
     description = models.TextField(blank=True, max_length=2000)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Who answers for the model (a user of the hub); its tags are ModelTag rows.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     serving_version = models.PositiveIntegerField(null=True, blank=True)
     # The version that served before the current one: what "roll back" returns to.
@@ -42,11 +64,35 @@ class Model(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
+    # The default manager sees live models only, so get_object_or_404(Model, name=...) and
+    # every lookup by name do; related lookups (job.model) use the base manager and still
+    # reach a retired model.
+    all_objects = models.Manager()
+    objects = LiveModels()
+
     class Meta:
         ordering = ["name"]
+        default_manager_name = "objects"
+        base_manager_name = "all_objects"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(retired_at__isnull=True),
+                name="model_name_unique_while_live",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_retired(self) -> bool:
+        return self.retired_at is not None
+
+    @property
+    def tag_labels(self) -> list[str]:
+        # .all() so that a prefetch_related("tags") of a list serves it without a query.
+        return sorted(t.label for t in self.tags.all())
 
     def to_dict(self, *, versions: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -55,12 +101,40 @@ class Model(models.Model):
             "description": self.description,
             "created": self.created.isoformat(),
             "created_by": self.created_by.get_username() if self.created_by else None,
+            "updated": self.updated.isoformat(),
+            "owner": self.owner.get_username() if self.owner else None,
+            "tags": self.tag_labels,
             "serving_version": self.serving_version,
             "previous_version": self.previous_version,
         }
+        if self.retired_at is not None:
+            data["retired_at"] = self.retired_at.isoformat()
+            data["retired_by"] = self.retired_by.get_username() if self.retired_by else None
         if versions:
             data["versions"] = [v.to_dict() for v in self.versions.order_by("-number")]
         return data
+
+
+#: What a tag may look like: free labels such as ``team:vision`` or ``stage:prod``.
+TAG_PATTERN = r"^[a-z0-9][a-z0-9._:/-]*$"
+TAG_MAX_LENGTH = 40
+MAX_TAGS_PER_MODEL = 20
+
+
+class ModelTag(models.Model):
+    """One free label on a model; a table (not a JSON list) so that lists filter by it in SQL."""
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="tags")
+    label = models.CharField(max_length=TAG_MAX_LENGTH, db_index=True)
+
+    class Meta:
+        ordering = ["label"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "label"], name="tag_once_per_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model.name}: {self.label}"
 
 
 class Version(models.Model):
@@ -175,6 +249,8 @@ class Job(models.Model):
         UNLOAD = "unload", "Unload"
         LOAD = "load", "Load"
         SWEEP = "sweep", "Performance sweep"
+        RETIRE = "retire", "Retire"
+        ADOPT = "adopt", "Adopt"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -280,8 +356,10 @@ class JobLogLine(models.Model):
 class Event(models.Model):
     """The audit trail: who did what to which model, when, and why."""
 
+    # PROTECT: the audit trail outlives its model. Models are retired, never deleted; a delete
+    # that would take events with it is refused.
     model = models.ForeignKey(
-        Model, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        Model, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
     version = models.ForeignKey(
         Version, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"

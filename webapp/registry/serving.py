@@ -38,6 +38,7 @@ from webapp.registry import jobs
 from webapp.registry.cann_check import cann_skew
 from webapp.registry.db_outage import is_connection_error, retrying, wait_for_database
 from webapp.registry.models import Event, Job, Model, ReconcileReport, Version
+from webapp.registry.retire import run_retire
 from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,8 @@ def run_job(job_id: int) -> None:
             _run_switch(job)
         elif job.kind == Job.Kind.UNLOAD:
             _run_unload(job)
+        elif job.kind == Job.Kind.RETIRE:
+            run_retire(job)
         else:
             _run_load(job)
     except TritonUnavailable as exc:
@@ -433,7 +436,7 @@ def _wait_for_switches(model_ids: list[int], timeout_s: float) -> None:
         time.sleep(0.5)
 
 
-SERVING_KINDS = (Job.Kind.SERVE, Job.Kind.ROLLBACK, Job.Kind.LOAD, Job.Kind.UNLOAD)
+SERVING_KINDS = (Job.Kind.SERVE, Job.Kind.ROLLBACK, Job.Kind.LOAD, Job.Kind.UNLOAD, Job.Kind.RETIRE)
 #: A serving job still queued after this long may have lost its message (Redis restarted
 #: between the publish and the worker's acknowledgement); sending it again is safe, since
 #: :func:`run_job` claims the job first.

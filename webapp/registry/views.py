@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from model_store.errors import ModelStoreError
@@ -18,36 +19,58 @@ from webapp.errors import HubError, error_json, show_error
 from webapp.http import HubRequest
 from webapp.ops import host_reports
 from webapp.registry import demo, jobs
+from webapp.registry.actions import models as model_actions
 from webapp.registry.actions import serving as serving_actions
 from webapp.registry.actions import versions as version_actions
 from webapp.registry.actions.models import create_model
 from webapp.registry.cann_check import cann_skew
-from webapp.registry.forms import NewModelForm
+from webapp.registry.catalogue import CataloguePage, CatalogueQuery, find_models, known_tags
+from webapp.registry.forms import CatalogueFilterForm, ModelEditForm, NewModelForm, RetireForm
 from webapp.registry.memory import memory_estimate
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
-from webapp.registry.state import state_of, triton_states
+from webapp.registry.state import state_of
 from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
 
 
+PAGE_SIZE = 50
+
+
 def model_list(request: HubRequest) -> HttpResponse:
-    query = request.GET.get("q", "").strip()[:100]
-    rows = Model.objects.select_related("created_by")
-    if query:
-        rows = rows.filter(Q(name__icontains=query) | Q(description__icontains=query))
-    states, triton_error = triton_states()
+    form = CatalogueFilterForm(request.GET or None)
+    query = form.query(per_page=PAGE_SIZE)
+    try:
+        page = find_models(query, with_states=True)
+    except HubError as exc:  # a hand-edited URL: say what is wrong, show the whole list
+        messages.error(request, exc.message)
+        page = find_models(CatalogueQuery(per_page=PAGE_SIZE), with_states=True)
     context = {
-        "models": [(m, states.get(m.name)) for m in rows],
-        "query": query,
-        "total": Model.objects.count(),
-        "triton_error": triton_error,
+        "page": page,
+        "models": page.rows(),
+        "form": form,
+        "query": query.q,
+        "filtered": form.is_filtered(),
+        "known_tags": known_tags(),
+        "previous_url": _page_url(page, -1),
+        "next_url": _page_url(page, +1),
+        # Retired ones count: with only retired models left, the list (and its Retired
+        # switch) shows instead of the first-steps page.
+        "total": Model.all_objects.count(),
+        "triton_error": page.triton_error,
         "nav": "models",
         "demo_available": demo.is_available() and not demo.existing_demo(),
     }
     template = "registry/_model_rows.html" if request.htmx else "registry/model_list.html"
     return render(request, template, context)
+
+
+def _page_url(page: CataloguePage, step: int) -> str:
+    if (step < 0 and not page.has_previous) or (step > 0 and not page.has_next):
+        return ""
+    params = page.query.params(PAGE_SIZE, page=page.query.page + step)
+    return f"{reverse('models')}?{urlencode(params)}"
 
 
 def model_new(request: HubRequest) -> HttpResponse:
@@ -68,7 +91,7 @@ def model_new(request: HubRequest) -> HttpResponse:
 
 
 def model_detail(request: HubRequest, name: str) -> HttpResponse:
-    model = get_object_or_404(Model.objects.select_related("created_by"), name=name)
+    model = get_object_or_404(Model.objects.select_related("created_by", "owner"), name=name)
     target = get_target(model.target)
     rows = model.versions.select_related("created_by").order_by("-number")
     state, triton_error = state_of(model.name, model.serving_version is not None)
@@ -95,6 +118,77 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
     if request.GET.get("part") == "state":  # the live badge in every tab's header
         return render(request, "registry/_model_state.html", context)
     return render(request, "registry/model_detail.html", context)
+
+
+def model_edit(request: HubRequest, name: str) -> HttpResponse:
+    require_role(request.user, Role.OPERATOR)
+    model = get_object_or_404(Model.objects.select_related("owner"), name=name)
+    form = ModelEditForm(request.POST or None, model=model)
+    if request.method == "POST" and form.is_valid():
+        try:
+            model_actions.edit_model(model=model, user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+        except HubError as exc:
+            form.add_error(_EDIT_FIELDS.get(exc.code), exc.message)
+        else:
+            messages.success(request, f"Saved {model.name}.")
+            return redirect("model", name=model.name)
+    status = 400 if form.errors else 200
+    context = {"model": model, "form": form, "nav": "models"}
+    return render(request, "registry/model_edit.html", context, status=status)
+
+
+_EDIT_FIELDS = {
+    "invalid_tag": "tags",
+    "too_many_tags": "tags",
+    "unknown_owner": "owner",
+    "invalid_description": "description",
+}
+
+
+def model_retire(request: HubRequest, name: str) -> HttpResponse:
+    """The confirmation (GET) says what retiring does; POST asks for it."""
+    require_role(request.user, Role.OPERATOR)
+    model = get_object_or_404(Model, name=name)
+    state, _ = state_of(model.name, model.serving_version is not None)
+    form = RetireForm(request.POST or None, model=model, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = model_actions.request_retire(model=model, user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+        except HubError as exc:
+            if exc.status == 403:
+                raise
+            form.add_error(None, exc.message)
+        else:
+            messages.info(request, f"Retiring {model.name}; this job does it.")
+            return redirect("job", job_id=job.uuid)
+    context = {
+        "model": model,
+        "state": state,
+        "form": form,
+        "versions": model.versions.count(),
+        "nav": "models",
+    }
+    return render(
+        request, "registry/model_retire.html", context, status=400 if form.errors else 200
+    )
+
+
+def retired_model(request: HubRequest, pk: int) -> HttpResponse:
+    """A retired model: when and by whom, its versions as they were, its whole history."""
+    model = get_object_or_404(
+        Model.all_objects.exclude(retired_at=None).select_related(
+            "created_by", "owner", "retired_by"
+        ),
+        pk=pk,
+    )
+    context = {
+        "model": model,
+        "versions": model.versions.select_related("created_by").order_by("-number"),
+        "events": Event.objects.filter(model=model).select_related("actor", "version")[:300],
+        "successor": Model.objects.filter(name=model.name).first(),
+        "nav": "models",
+    }
+    return render(request, "registry/model_retired.html", context)
 
 
 @require_POST
@@ -136,7 +230,10 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
 
 def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
     version = get_object_or_404(
-        Version.objects.select_related("model", "created_by"), model__name=name, number=number
+        Version.objects.select_related("model", "created_by"),
+        model__name=name,
+        model__retired_at=None,
+        number=number,
     )
     context = {
         "model": version.model,
@@ -162,7 +259,7 @@ def _memory_estimate(version: Version) -> dict[str, object] | None:
 
 
 def version_download(request: HubRequest, name: str, number: int, what: str) -> FileResponse:
-    version = get_object_or_404(Version, model__name=name, number=number)
+    version = get_object_or_404(Version, model__name=name, model__retired_at=None, number=number)
     store = get_store()
     if what == "config":
         path = store.package_dir(name, number) / "config.pbtxt"
@@ -223,7 +320,10 @@ def job_cancel(request: HubRequest, job_id: str) -> HttpResponse:
 @require_POST
 def version_override(request: HubRequest, name: str, number: int) -> HttpResponse:
     version = get_object_or_404(
-        Version.objects.select_related("model"), model__name=name, number=number
+        Version.objects.select_related("model"),
+        model__name=name,
+        model__retired_at=None,
+        number=number,
     )
     try:
         version_actions.override_verification(version, request.user, request.POST.get("reason", ""))  # type: ignore[arg-type]
@@ -305,7 +405,10 @@ def model_load(request: HubRequest, name: str) -> HttpResponse:
 def version_delete(request: HubRequest, name: str, number: int) -> HttpResponse:
     require_role(request.user, Role.OPERATOR)
     version = get_object_or_404(
-        Version.objects.select_related("model"), model__name=name, number=number
+        Version.objects.select_related("model"),
+        model__name=name,
+        model__retired_at=None,
+        number=number,
     )
     try:
         version_actions.delete_version(version=version, user=request.user)  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from model_store.runtime.errors import TritonRuntimeError, TritonStartError
 from webapp.private_files import private_dir
 from webapp.stack.process import ManagedProcess, StartError
 from webapp.stack.supervisor import GiveUp, Part, RestartPolicy, Supervisor, rotate_log
+from webapp.stack_connections import remove_connections, write_connections
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
@@ -408,6 +409,8 @@ def main() -> int:
             f"Triton Model Hub is ready in {time.monotonic() - started:.1f} s: "
             f"http://{stack.host}:{stack.port}/  (sign in as 'admin'; Ctrl-C stops everything)"
         )
+        shared = {**stack.env, "HUB_URL": f"http://{stack.host}:{stack.port}"}
+        write_connections(stack.var_dir, shared, os.getpid())
         watching = True
         code = stack.supervise()
     except StartError as exc:
@@ -417,6 +420,7 @@ def main() -> int:
         stack.say("interrupted while starting.")
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up
+        remove_connections(stack.var_dir)
         stack.stop()
     return code
 

@@ -14,7 +14,7 @@ from typing import Annotated
 from ninja import Schema
 from pydantic import BaseModel, ConfigDict, Field
 
-from webapp.registry.models import Target
+from model_store.targets import known_targets
 
 __all__ = [
     "DateTime",
@@ -30,8 +30,14 @@ __all__ = [
 
 DateTime = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 Number = int | float
+# Models adopted from an existing repository have the target "external", which no new model
+# may choose (ModelIn lists the choosable ones), so answers list every known target.
 TargetName = Annotated[
-    str, Field(json_schema_extra={"enum": list(Target.values)}, description="A target's name")
+    str,
+    Field(
+        json_schema_extra={"enum": [t.name for t in known_targets()]},
+        description="A target's name",
+    ),
 ]
 ModelName = Annotated[
     str, Field(max_length=200, json_schema_extra={"pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"})

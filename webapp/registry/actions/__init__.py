@@ -6,7 +6,8 @@ state a change needs), owns the transaction, writes the Event rows of the audit 
 enqueues work after commit (``webapp.dispatch`` inside ``transaction.on_commit``) and pushes
 live updates. Refusals are ``webapp.errors.HubError``.
 
-- ``models``: create a model.
+- ``models``: create a model, edit its description, tags and owner, retire it (the
+  worker's side is ``webapp.registry.retire``).
 - ``versions``: a new version from an upload (the page and the API alike), delete one,
   override its verification, cancel a job.
 - ``serving``: ask for a serve, rollback, load, unload or comparison (the worker's side is

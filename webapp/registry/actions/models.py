@@ -1,15 +1,42 @@
-"""Creating a model."""
+"""Models: create one, edit its description, tags and owner, retire it.
+
+Retiring is a soft delete: the row stays with its versions, jobs and events (the audit trail),
+marked with who retired it and when; its name is free for a new model. The unload from Triton
+and the file removal run on a worker (``webapp.registry.retire``) under the model's switch
+lock, like every other change to what Triton serves.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+import uuid
+from collections.abc import Iterable
+
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
-from webapp import live
+from webapp import dispatch, live
+from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry.models import Model, Target
+from webapp.registry.jobs import initial_steps
+from webapp.registry.models import (
+    MAX_TAGS_PER_MODEL,
+    TAG_MAX_LENGTH,
+    TAG_PATTERN,
+    Event,
+    Job,
+    Model,
+    ModelTag,
+    Target,
+)
+from webapp.registry.serving import acquire_lock, lock_busy_error, release_lock
+
+log = logging.getLogger(__name__)
+MAX_DESCRIPTION = 2000
 
 
 def create_model(*, name: str, target: str, description: str, user: User) -> Model:
@@ -22,12 +49,11 @@ def create_model(*, name: str, target: str, description: str, user: User) -> Mod
             f"Unknown target {target!r}; choose one of {', '.join(Target.values)}.",
             "invalid_target",
         )
-    if len(description) > 2000:
-        raise HubError("The description is longer than 2000 characters.", "invalid_description")
+    _check_description(description)
     try:
         with transaction.atomic():
             model = Model.objects.create(
-                name=name, target=target, description=description, created_by=user
+                name=name, target=target, description=description, created_by=user, owner=user
             )
     except IntegrityError:
         raise HubError(
@@ -37,3 +63,190 @@ def create_model(*, name: str, target: str, description: str, user: User) -> Mod
         ) from None
     transaction.on_commit(lambda: live.publish("models", {"created": model.name}))
     return model
+
+
+# --------------------------------------------------------------------------- edit
+
+
+def clean_tags(raw: Iterable[str]) -> list[str]:
+    """Tags as stored: trimmed, lower case, each once, in the order given; or HubError 400."""
+    tags: list[str] = []
+    for item in raw:
+        if not isinstance(item, str):
+            raise HubError("Tags are strings, such as team:vision.", "invalid_tag")
+        tag = item.strip().lower()
+        if not tag or tag in tags:
+            continue
+        if len(tag) > TAG_MAX_LENGTH or not re.match(TAG_PATTERN, tag):
+            raise HubError(
+                f"The tag {item[:60]!r} is not allowed: up to {TAG_MAX_LENGTH} characters, "
+                "letters, digits and . _ : / - (starting with a letter or digit), "
+                "for example team:vision or stage:prod.",
+                "invalid_tag",
+            )
+        tags.append(tag)
+    if len(tags) > MAX_TAGS_PER_MODEL:
+        raise HubError(
+            f"A model takes up to {MAX_TAGS_PER_MODEL} tags; {len(tags)} were given.",
+            "too_many_tags",
+        )
+    return tags
+
+
+def _check_description(description: str) -> None:
+    if len(description) > MAX_DESCRIPTION:
+        raise HubError(
+            f"The description is longer than {MAX_DESCRIPTION} characters.", "invalid_description"
+        )
+
+
+def _find_owner(username: str) -> User | None:
+    """The owner is a user of the hub (so the list filters by it and it follows renames)."""
+    if not username.strip():
+        return None
+    owner = get_user_model().objects.filter(username=username.strip()).first()
+    if owner is None:
+        raise HubError(
+            f"There is no user named {username.strip()[:150]!r}; the owner must be a user of "
+            "the hub (or empty for none).",
+            "unknown_owner",
+        )
+    return owner
+
+
+def edit_model(
+    *,
+    model: Model,
+    user: User,
+    description: str | None = None,
+    tags: Iterable[str] | None = None,
+    owner: str | None = None,
+) -> Model:
+    """Change what is given (None: unchanged; ``owner=""`` clears the owner)."""
+    require_role(user, Role.OPERATOR)
+    changes: dict[str, object] = {}
+    fields: list[str] = []
+    if description is not None:
+        _check_description(description)
+        if description != model.description:
+            model.description = description
+            fields.append("description")
+            changes["description"] = description[:200]
+    if owner is not None:
+        new_owner = _find_owner(owner)
+        if new_owner != model.owner:
+            model.owner = new_owner
+            fields.append("owner")
+            changes["owner"] = new_owner.get_username() if new_owner else None
+    new_tags = clean_tags(tags) if tags is not None else None
+    old_tags = model.tag_labels
+    with transaction.atomic():
+        if fields:
+            model.save(update_fields=[*fields, "updated"])
+        if new_tags is not None and sorted(new_tags) != old_tags:
+            model.tags.exclude(label__in=new_tags).delete()
+            ModelTag.objects.bulk_create(
+                [ModelTag(model=model, label=t) for t in new_tags if t not in old_tags]
+            )
+            changes["tags"] = {
+                "added": [t for t in new_tags if t not in old_tags],
+                "removed": [t for t in old_tags if t not in new_tags],
+            }
+            if not fields:
+                model.save(update_fields=["updated"])  # "last change" in the list
+        if changes:
+            Event.objects.create(
+                model=model,
+                kind="model.edited",
+                actor=user,
+                message=f"{user.get_username()} changed the {_listed(list(changes))} of "
+                f"{model.name}.",
+                data=changes,
+            )
+    if hasattr(model, "_prefetched_objects_cache"):
+        model._prefetched_objects_cache.pop("tags", None)
+    transaction.on_commit(lambda: live.publish("models", {"model": model.name}))
+    return model
+
+
+def _listed(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+# --------------------------------------------------------------------------- retire
+
+
+def request_retire(
+    *,
+    model: Model,
+    user: User,
+    purge_sources: bool = False,
+    confirm_serving: bool = False,
+    reason: str = "",
+) -> Job:
+    """Check a retirement, take the model's lock and queue the job that does it.
+
+    Operators retire; purging the sources (the uploaded ONNX files and the built packages)
+    also needs an admin, since nothing can rebuild them. A serving model needs
+    ``confirm_serving``: its clients fail from the moment it is unloaded.
+    """
+    require_role(user, Role.OPERATOR)
+    if purge_sources:
+        require_role(user, Role.ADMIN)
+    if model.serving_version is not None and not confirm_serving:
+        raise HubError(
+            f"{model.name} serves v{model.serving_version}: retiring it unloads it from Triton "
+            "and every client request for it fails from then on. Confirm that clients may "
+            "fail (confirm_serving) to retire it anyway.",
+            "serving",
+            409,
+        )
+    busy = model.jobs.exclude(state__in=Job.FINISHED).exclude(kind=Job.Kind.RETIRE).first()
+    if busy is not None:
+        raise HubError(
+            f"A {busy.get_kind_display().lower()} job of {model.name} is still running "
+            f"(job {busy.uuid}); wait for it to end or cancel it, then retire.",
+            "busy",
+            409,
+        )
+    job_uuid = uuid.uuid4()
+    if not acquire_lock(model, job_uuid.hex):
+        raise lock_busy_error(model)
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                uuid=job_uuid,
+                kind=Job.Kind.RETIRE,
+                model=model,
+                steps=initial_steps((Job.Kind.RETIRE,)),
+                params={
+                    "from": model.serving_version,
+                    "purge_sources": purge_sources,
+                    "reason": reason[:500],
+                },
+                created_by=user,
+            )
+            Event.objects.create(
+                model=model,
+                job=job,
+                kind="retire.requested",
+                actor=user,
+                message=f"{user.get_username()} asked to retire {model.name}"
+                + (" and purge its sources" if purge_sources else "")
+                + (f": {reason[:500]}" if reason else "."),
+                data=job.params,
+            )
+            transaction.on_commit(lambda: _enqueue(job))
+    except Exception:
+        release_lock(model, job_uuid.hex)
+        raise
+    return job
+
+
+def _enqueue(job: Job) -> None:
+    try:
+        dispatch.serving_job(job.pk)
+    except Exception:
+        # The broker does not answer: the job stays queued and reconcile sends it again
+        # (webapp.registry.serving.requeue_stalled_jobs).
+        log.warning("retire job %s could not be queued yet", job.uuid, exc_info=True)

@@ -110,6 +110,13 @@ def create_version(
     ``serve_when_packaged`` asks the pipeline to serve the version as soon as it is packaged
     and verified (the demo model's one-click journey).
     """
+    if not get_target(model.target).accepts_uploads:
+        raise HubError(
+            f"{model.name} was adopted as an external model: it takes no uploads. Adopt its "
+            "repository again to add versions (docs/adopt.md).",
+            "external_model",
+            409,
+        )
     duplicate = find_duplicate(model, upload.sha256)
     if duplicate is not None and not allow_duplicate:
         raise HubError(
