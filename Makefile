@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test test-unit test-integration lint typecheck check clean-var help
+.PHONY: run node test test-unit test-integration lint typecheck check clean-var help
 
 help:
 	@echo "make run              start the whole stack at http://127.0.0.1:8080/ (Ctrl-C stops it)"
+	@echo "make node NAME=b      another node (its own Triton and worker) for the running hub"
 	@echo "make test             run every test (unit, integration, browser)"
 	@echo "make test-unit        only the fast unit tests"
 	@echo "make test-integration only tests that start real services (Triton, Redis, browser)"
@@ -22,6 +23,11 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 
 run: $(STAMP)
 	exec $(PY) -m webapp.stack
+
+# A node joined to the running hub (docs/nodes.md#running-a-node); Ctrl-C stops that node only.
+node: $(STAMP)
+	@test -n "$(NAME)" || { echo "usage: make node NAME=<name>"; exit 2; }
+	exec $(PY) -m workers.node.launch "$(NAME)"
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -124,6 +124,28 @@ def test_a_compile_whose_worker_is_gone_is_failed_and_cleaned_up(model, settings
     assert Version.objects.get(model=model, number=2).status == Version.Status.FAILED
 
 
+def test_an_adopt_whose_worker_is_gone_is_failed_so_the_next_adopt_retries(model) -> None:
+    from webapp.registry.adopt import ADOPT_STEPS
+
+    version = _version(model, status="validating")
+    job = Job.objects.create(
+        kind=Job.Kind.ADOPT, model=model, version=version,
+        steps=[{"name": n, "label": n, "state": "pending", "message": ""} for n in ADOPT_STEPS],
+    )  # fmt: skip
+    jobs.start_step(job, "copy", Version.Status.VALIDATING)
+    gone = {**jobs.runner(), "since": time.time() - 3600}  # a reused pid: not our process
+    Job.objects.filter(pk=job.pk).update(params={**job.params, "runner": gone})
+
+    repairs = pipeline.fail_interrupted_compiles()
+
+    job.refresh_from_db()
+    version.refresh_from_db()
+    assert repairs == [f"mlp: marked the interrupted adopt job {job.uuid} failed."]
+    assert (job.state, job.error_code) == (Job.State.FAILED, "interrupted")
+    assert "Adopt again to retry" in job.error
+    assert version.status == Version.Status.FAILED
+
+
 def test_a_job_that_could_not_be_sent_is_sent_again(model, operator, monkeypatch) -> None:
     from webapp import dispatch
 

@@ -288,7 +288,7 @@ def test_queued_jobs_whose_message_may_be_lost_are_sent_again(model, operator, m
     make_version(model, 1)
     job = serving_actions.request_switch(model=model, number=1, user=operator)
     sent: list[int] = []
-    monkeypatch.setattr(serving_actions, "_enqueue", lambda j: sent.append(j.pk))
+    monkeypatch.setattr(serving_actions, "enqueue_serving_job", lambda j: sent.append(j.pk))
     assert serving.requeue_stalled_jobs() == []  # too fresh: its message is still on its way
     later = timezone.now() + timedelta(seconds=10)
     assert serving.requeue_stalled_jobs(now=later) == [str(job.uuid)]

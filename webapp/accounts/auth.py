@@ -21,6 +21,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils import timezone
 
+from webapp.accounts import node_scope
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
 from webapp.errors import json_error
@@ -51,7 +52,8 @@ class TokenAuthenticationMiddleware:
     A token is refused when revoked (at once: every request reads the token's row) or
     expired, and on ``/admin/``, where only a signed-in session counts. Its scope caps the
     role every check of this request sees (:func:`webapp.accounts.roles.role_of` caches the
-    role on the user object, which this request alone holds).
+    role on the user object, which this request alone holds). A node token (scope
+    ``node:<name>``) reaches only what :mod:`webapp.accounts.node_scope` allows.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -98,7 +100,13 @@ class TokenAuthenticationMiddleware:
                 401,
             )
         user = token.user
-        if token.scope:
+        node = node_scope.node_of(token.scope)
+        if node is not None:
+            refused = node_scope.refusal(node, request)
+            if refused is not None:
+                return json_error(refused, node_scope.REFUSED_CODE, 403)
+            user._hub_role = min(role_of(user), Role.VIEWER)  # type: ignore[attr-defined]
+        elif token.scope:
             user._hub_role = min(role_of(user), Role.parse(token.scope))  # type: ignore[attr-defined]
         request.user = user
         request.api_token = token  # type: ignore[attr-defined]

@@ -50,7 +50,8 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100, default="api")
     key_hash = models.CharField(max_length=64, unique=True)
     key_prefix = models.CharField(max_length=12, help_text="The first characters, to recognise it.")
-    scope = models.CharField(max_length=10, choices=Scope.choices, blank=True)
+    # A role (Scope), or ``node:<name>`` for a node token (webapp/accounts/node_scope.py).
+    scope = models.CharField(max_length=80, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     expires = models.DateTimeField(null=True, blank=True)

@@ -1,6 +1,17 @@
 """``/api/v1/``: every path is declared on a router in this package (see ``webapp.api.app``)."""
 
-from webapp.api import app, diagnostics, memory, metrics, serving, tokens, tryit, versions, views
+from webapp.api import (
+    app,
+    diagnostics,
+    memory,
+    metrics,
+    nodes,
+    serving,
+    tokens,
+    tryit,
+    versions,
+    views,
+)
 
 app.add_routers(
     views.router,
@@ -11,6 +22,7 @@ app.add_routers(
     serving.router,
     tryit.router,
     tokens.router,
+    nodes.router,
 )
 
 urlpatterns = app.urlpatterns()

@@ -82,13 +82,14 @@ def run_hub_checks() -> dict[str, Any]:
     }
 
 
-def host_part() -> dict[str, Any]:
-    """The host-bound checks of the newest host report, and who reported them how long ago.
+def host_part(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
+    """The host-bound checks of ``node``'s newest host report, and who reported them how long
+    ago.
 
     ``{"checks", "host_report": {"host", "reported_at", "age_s", "stale"} | None,
     "host_checks_reason"}``; the reason is "" when the checks are there.
     """
-    report = host_reports.latest()
+    report = host_reports.latest(node)
     if report is None:
         reason = host_reports.start_a_worker()
         return {"checks": [], "host_report": None, "host_checks_reason": reason}

@@ -20,7 +20,8 @@ from django.conf import settings
 
 from model_store.host_report import build_host_report
 from model_store.targets import get_target
-from webapp.ops.models import HostReport
+from webapp.hub_version import hub_version
+from webapp.ops.models import HostReport, Node
 from webapp.ops.triton_files import triton_backends_dir
 
 #: The node a single-machine deployment is (the embedded stack, or one compose stack).
@@ -28,15 +29,26 @@ LOCAL_NODE = "local"
 
 
 def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
-    """Probe this host (a worker's) and store the report; returns it."""
+    """Probe this host (a worker's) and store the report; returns it.
+
+    The stack's worker is the ``local`` node: its Triton is the one this hub's settings name.
+    """
     report = build_host_report(dict(os.environ), backends_dir=triton_backends_dir())
     record(report, node=node)
+    triton = {
+        "http": settings.TRITON_URL,
+        "grpc": settings.TRITON_GRPC_URL,
+        "metrics": settings.TRITON_METRICS_URL,
+    }
+    Node.objects.filter(name=node).update(triton=triton, hub_version=hub_version())
     return report
 
 
 def record(report: dict[str, Any], *, node: str = LOCAL_NODE) -> None:
+    """Store ``report`` as the newest of ``node``, registering the node on its first report."""
     made_at = datetime.fromtimestamp(float(report["made_at"]), tz=UTC)
     HostReport.objects.update_or_create(node=node, defaults={"made_at": made_at, "data": report})
+    Node.objects.get_or_create(name=node)
 
 
 def latest(node: str = LOCAL_NODE) -> dict[str, Any] | None:

@@ -1,26 +1,85 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib import messages
 from django.http import HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from webapp import slow_requests
+from webapp.accounts import node_scope
+from webapp.accounts.roles import Role, require_role
+from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
-from webapp.ops import host_reports
-from webapp.ops.diagnostics import WAIT_SECONDS, for_page, latest_report
+from webapp.ops import host_reports, nodes
+from webapp.ops.diagnostics import RAN_ON_HOST, WAIT_SECONDS, for_page, host_part, latest_report
 from webapp.ops.server_state import devices_summary, triton_summary
 from webapp.registry.models import ReconcileReport
 
 
 def server(request: HubRequest) -> HttpResponse:
+    """The Nodes page (also at /server/): every node's state, then each node's details: the
+    ``local`` node's Triton asked live, the others' as their newest report says."""
+    summaries = nodes.summaries()
     context = {
+        "nodes": summaries,
+        "remote_nodes": [_remote(s) for s in summaries if s["name"] != host_reports.LOCAL_NODE],
         "triton": triton_summary(),
         "devices": devices_summary(),
         "cann": host_reports.cann(),
         "reconcile": ReconcileReport.objects.first(),
+        "down_after_s": nodes.down_after_s(),
         "nav": "server",
     }
     template = "ops/_server_status.html" if request.htmx else "ops/server.html"
     return render(request, template, context)
+
+
+def _remote(summary: dict[str, Any]) -> dict[str, Any]:
+    """A node other than ``local``: its summary, NPUs, CANN and host checks from its report."""
+    name = summary["name"]
+    checks = [{**c, "ran_on": RAN_ON_HOST} for c in host_part(name)["checks"]]
+    return {
+        "summary": summary,
+        "devices": host_reports.devices(name),
+        "cann": host_reports.cann(name),
+        "checks": for_page({"checks": checks})["host_checks"],
+        "tokens": len(node_scope.live_tokens(name)),
+    }
+
+
+@require_POST
+def node_drain(request: HubRequest, name: str) -> HttpResponse:
+    try:
+        require_role(request.user, Role.OPERATOR)
+        nodes.set_draining(name, request.POST.get("draining") == "1")
+    except HubError as exc:
+        show_error(request, exc)
+    return redirect("nodes")
+
+
+@require_POST
+def node_revoke(request: HubRequest, name: str) -> HttpResponse:
+    """Revoke the node's tokens (admins): its next report is refused (401)."""
+    try:
+        require_role(request.user, Role.ADMIN)
+        count = node_scope.revoke(nodes.get(name).name)
+        messages.success(request, f"Revoked {count} token(s) of node {name}.")
+    except HubError as exc:
+        show_error(request, exc)
+    return redirect("nodes")
+
+
+@require_POST
+def node_remove(request: HubRequest, name: str) -> HttpResponse:
+    try:
+        require_role(request.user, Role.ADMIN)
+        nodes.remove(name)
+        messages.success(request, f"Node {name} removed; its tokens are revoked.")
+    except HubError as exc:
+        show_error(request, exc)
+    return redirect("nodes")
 
 
 def diagnostics(request: HubRequest) -> HttpResponse:

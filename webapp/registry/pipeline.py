@@ -483,19 +483,27 @@ def fail_interrupted_compiles() -> list[str]:
 
     host = socket.gethostname()
     repairs = []
-    running = Job.objects.filter(kind=Job.Kind.COMPILE, state=Job.State.RUNNING)
+    # Adopt jobs copy files into a version the same way (one version, whole or absent).
+    retry = {Job.Kind.COMPILE: "Upload the file again", Job.Kind.ADOPT: "Adopt again"}
+    running = Job.objects.filter(kind__in=list(retry), state=Job.State.RUNNING)
     for job in running.select_related("model", "version"):
         runner = (job.params or {}).get("runner") or {}
         step_running = any(s.get("state") == "running" for s in job.steps)
         if runner.get("host") != host or not step_running or _alive(runner, psutil):
             continue
-        _record_failure(
-            job,
+        message = (
             f"The worker stopped in the middle of the {job.step} step (it was killed or "
-            "restarted); nothing was kept. Upload the file again to retry.",
-            "interrupted",
+            f"restarted); nothing was kept. {retry[Job.Kind(job.kind)]} to retry."
         )
-        repairs.append(f"{job.model.name}: marked the interrupted compile job {job.uuid} failed.")
+        _record_failure(job, message, "interrupted")
+        if job.kind == Job.Kind.ADOPT and job.version is not None:
+            # A failed adopted version is adopted again next time (webapp.registry.adopt).
+            Version.objects.filter(pk=job.version.pk).update(
+                status=Version.Status.FAILED, error=message
+            )
+        repairs.append(
+            f"{job.model.name}: marked the interrupted {job.kind} job {job.uuid} failed."
+        )
     return repairs
 
 

@@ -449,11 +449,11 @@ def requeue_stalled_jobs(now: Any = None) -> list[str]:
     stalled = list(
         Job.objects.filter(kind__in=SERVING_KINDS, state=Job.State.QUEUED, created__lt=cutoff)
     )
-    from webapp.registry.actions.serving import _enqueue
+    from webapp.registry.actions.serving import enqueue_serving_job
     from webapp.registry.actions.versions import _enqueue_compile
 
     for job in stalled:
-        _enqueue(job)
+        enqueue_serving_job(job)
     # Compile jobs are sent again only when their first sending failed (a chain sent twice
     # would build twice): actions.versions._enqueue_compile marked them.
     unsent = list(Job.objects.filter(kind=Job.Kind.COMPILE, state=Job.State.QUEUED,

@@ -19,6 +19,7 @@ from typing import Any
 from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.runner import exit_status
 from model_store.ascend.selftest.stage import Stage
+from model_store.compile.atc.environment import version_in_info_file
 
 #: Bumped when the report's shape changes.
 REPORT_FORMAT = 1
@@ -26,16 +27,7 @@ REPORT_FORMAT = 1
 
 def driver_version(ascend_root: Path) -> str | None:
     """``Version=`` of the driver's ``version.info``, or None when there is none."""
-    try:
-        path = ascend_root / "driver" / "version.info"
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "version" and value.strip():
-            return value.strip()
-    return None
+    return version_in_info_file(ascend_root / "driver" / "version.info")
 
 
 def versions(ctx: SelftestContext, hub_version: str) -> dict[str, Any]:

@@ -140,8 +140,15 @@ def _toolkit_version(home: Path | None, info: str = "ascend_toolkit_install.info
     if home is None:
         return None
     path = _version_file(home, info)
-    if path is None:
-        return None
+    return None if path is None else version_in_info_file(path)
+
+
+def version_in_info_file(path: Path) -> str | None:
+    """The ``version=`` (any case) value of a CANN or driver info file, or None.
+
+    Toolkit, ops package and driver all record their version this way
+    (docs/cann.md#toolkit-version-files).
+    """
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -20,6 +20,7 @@ The types live in one submodule per area, beside the router that uses them:
 * :mod:`~webapp.api.types.metrics` and :mod:`~webapp.api.types.memory`: metrics and the
   memory estimate.
 * :mod:`~webapp.api.types.tokens`: API tokens.
+* :mod:`~webapp.api.types.nodes`: nodes and their reports.
 
 This package re-exports them all, so routers write ``types.ModelOut``.
 """
@@ -62,6 +63,16 @@ from webapp.api.types.models import (
     ModelOut,
     ModelPatchIn,
     RetireQuery,
+)
+from webapp.api.types.nodes import (
+    DrainIn,
+    NodeList,
+    NodeOut,
+    NodeReportIn,
+    NodeSelfIn,
+    NodeTriton,
+    NodeTritonIn,
+    ReportAccepted,
 )
 from webapp.api.types.server import (
     Check,
@@ -152,6 +163,7 @@ __all__ = [
     "DiagnosticState",
     "Diagnostics",
     "DiagnosticsQuery",
+    "DrainIn",
     "Error",
     "Estimate",
     "EventOut",
@@ -189,12 +201,19 @@ __all__ = [
     "NewToken",
     "NewVersion",
     "NewVersionIn",
+    "NodeList",
+    "NodeOut",
+    "NodeReportIn",
+    "NodeSelfIn",
+    "NodeTriton",
+    "NodeTritonIn",
     "Number",
     "Out",
     "OverrideIn",
     "Preprocess",
     "Rate",
     "Reason",
+    "ReportAccepted",
     "RepositoryEntry",
     "RetireQuery",
     "ServeIn",

@@ -8,7 +8,6 @@ lock, like every other change to what Triton serves.
 
 from __future__ import annotations
 
-import logging
 import re
 import uuid
 from collections.abc import Iterable
@@ -19,9 +18,10 @@ from django.db import IntegrityError, transaction
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
-from webapp import dispatch, live
+from webapp import live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
+from webapp.registry.actions.serving import enqueue_serving_job
 from webapp.registry.jobs import initial_steps
 from webapp.registry.models import (
     MAX_TAGS_PER_MODEL,
@@ -35,7 +35,6 @@ from webapp.registry.models import (
 )
 from webapp.registry.serving import acquire_lock, lock_busy_error, release_lock
 
-log = logging.getLogger(__name__)
 MAX_DESCRIPTION = 2000
 
 
@@ -236,17 +235,8 @@ def request_retire(
                 + (f": {reason[:500]}" if reason else "."),
                 data=job.params,
             )
-            transaction.on_commit(lambda: _enqueue(job))
+            transaction.on_commit(lambda: enqueue_serving_job(job))
     except Exception:
         release_lock(model, job_uuid.hex)
         raise
     return job
-
-
-def _enqueue(job: Job) -> None:
-    try:
-        dispatch.serving_job(job.pk)
-    except Exception:
-        # The broker does not answer: the job stays queued and reconcile sends it again
-        # (webapp.registry.serving.requeue_stalled_jobs).
-        log.warning("retire job %s could not be queued yet", job.uuid, exc_info=True)

@@ -155,14 +155,15 @@ def _queue(
                 message=_describe(job, user),
                 data=job.params,
             )
-            transaction.on_commit(lambda: _enqueue(job))
+            transaction.on_commit(lambda: enqueue_serving_job(job))
     except Exception:
         release_lock(model, job_uuid.hex)
         raise
     return job
 
 
-def _enqueue(job: Job) -> None:
+def enqueue_serving_job(job: Job) -> None:
+    """Sends a serving-kind job (serve, rollback, load, unload, retire) to the workers."""
     try:
         dispatch.serving_job(job.pk)
     except Exception:

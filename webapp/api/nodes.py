@@ -1,0 +1,112 @@
+"""``/api/v1/nodes``: the nodes, their reports, draining and removal (docs/nodes.md#built).
+
+A node's worker posts its host report with its node token (scope ``node:<name>``); the token
+middleware has already refused a node token anywhere else (``webapp.accounts.node_scope``),
+and this handler refuses anyone but that node. The body is checked in two steps: first
+whether the hub can work with the node at all (its protocol and code version: 409
+``node_incompatible``, recorded so that the Nodes page shows it), then its types (400), so
+that a node from a newer release is told it is incompatible, not that its fields are wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from webapp.accounts import node_scope
+from webapp.api import types
+from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, json_object, parse_body
+from webapp.errors import HubError
+from webapp.ops import nodes
+
+router = Router(tags=["nodes"])
+
+
+@router.get(
+    "/nodes", response=types.NodeList, url_name="api-nodes", summary="Every node and its state"
+)
+def node_list(request: HttpRequest) -> Any:
+    return {"nodes": nodes.summaries()}
+
+
+@router.get(
+    "/nodes/{name}",
+    response={200: types.NodeOut, **errors(400, 404)},
+    url_name="api-node",
+    summary="One node",
+)
+def node_detail(request: HttpRequest, name: str) -> Any:
+    return nodes.summary_of(name)
+
+
+@router.delete(
+    "/nodes/{name}",
+    response={204: None, **errors(400, 404, 409)},
+    auth=ADMIN,
+    summary="Forget a node that is down or draining and revoke its tokens; 409 node_up",
+)
+def node_remove(request: HttpRequest, name: str) -> Any:
+    nodes.remove(name)
+    return HttpResponse(status=204)
+
+
+@router.post(
+    "/nodes/{name}/drain",
+    response={200: types.NodeOut, **errors(400, 404)},
+    auth=OPERATOR,
+    url_name="api-node-drain",
+    summary="Drain a node (nothing new is placed on it) or stop draining it",
+)
+def node_drain(request: HttpRequest, name: str, data: types.DrainIn) -> Any:
+    return nodes.set_draining(name, data.draining)
+
+
+EXTRA_SCHEMAS["NodeReportIn"] = types.NodeReportIn
+REPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NodeReportIn"}}},
+    }
+}
+
+
+@router.post(
+    "/nodes/{name}/reports",
+    response={200: types.ReportAccepted, **errors(400, 409, 413)},
+    url_name="api-node-reports",
+    summary="A node's host report, with its node token only; 409 node_incompatible",
+    openapi_extra=REPORT_BODY,
+)
+def node_report(request: HttpRequest, name: str) -> Any:
+    name = nodes.check_name(name)
+    token = getattr(request, "api_token", None)
+    if token is None or node_scope.node_of(token.scope) != name:
+        raise HubError(
+            f"Only node {name!r} reports for itself, with its node token "
+            f"(python manage.py nodetoken {name}).",
+            "node_token_required",
+            403,
+        )
+    if len(request.body) > nodes.MAX_REPORT_BYTES:
+        raise HubError(
+            f"A report may be at most {nodes.MAX_REPORT_BYTES // 1024} KiB.", "too_large", 413
+        )
+    body = json_object(request.body)
+    reason = nodes.refusal(body)
+    if reason is not None:
+        raise nodes.refuse(name, reason)
+    report = parse_body(request, types.NodeReportIn)
+    if report.node.name != name:
+        raise HubError(
+            f"The report is from {report.node.name[:64]!r}, posted for {name!r}.", "invalid_field"
+        )
+    stored = {k: v for k, v in body.items() if k != "node"}
+    return nodes.accept_report(
+        name,
+        stored,
+        triton=report.node.triton.model_dump(),
+        version=report.node.hub_version,
+        labels=dict(report.node.labels),
+    )

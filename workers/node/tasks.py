@@ -1,0 +1,66 @@
+"""The tasks the hub sends to queue ``node.<name>``; their names are the contract.
+
+Each is thin: check the arguments, call :mod:`~workers.node.placing` or
+:mod:`~workers.node.reporting`, and return plain JSON. An expected failure (a refused
+argument, a package that does not check out, a hub that does not answer, a version Triton
+will not load) is an answer with ``ok: false``, a ``code`` and the reason in plain words, so
+the hub can show it; only a bug raises.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from model_store.errors import ModelStoreError
+from model_store.runtime.client import TritonRuntime
+from model_store.runtime.errors import TritonRuntimeError
+from workers.node import placing
+from workers.node.app import app, hub, settings
+from workers.node.hub_client import HubError
+from workers.node.reporting import send_report
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _runtime() -> TritonRuntime:
+    return placing.node_runtime(settings)
+
+
+def _failure(model: object, exc: Exception) -> dict[str, Any]:
+    code = getattr(exc, "code", "") or exc.__class__.__name__
+    message = getattr(exc, "message", "") or str(exc)
+    log.warning("node %s: %s refused or failed: %s", settings.name, model, message)
+    return {"ok": False, "code": code, "reason": message}
+
+
+@app.task(name="node.probe")
+def probe() -> dict[str, Any]:
+    """Build this host's report and post it to the hub; the hub's answer."""
+    try:
+        answer = send_report(settings, hub)
+    except HubError as exc:
+        return _failure(settings.name, exc)
+    return {"ok": True, "protocol": answer.protocol, "report_every_s": answer.report_every_s}
+
+
+@app.task(name="node.place")
+def place(model: str, version: int, sha256: str, target: str | None = None) -> dict[str, Any]:
+    """Fetch version ``version`` of ``model`` from the hub, check it is ``sha256``, serve it."""
+    try:
+        request = placing.checked_request(model, version, sha256, target)
+        result = placing.place(settings, hub, request, runtime=_runtime())
+    except (HubError, ModelStoreError, TritonRuntimeError) as exc:
+        return _failure(model, exc)
+    return result.to_dict()
+
+
+@app.task(name="node.unload")
+def unload(model: str) -> dict[str, Any]:
+    """Unload ``model`` from this node's Triton (its files stay)."""
+    try:
+        return placing.unload(settings, model, runtime=_runtime())
+    except (ModelStoreError, TritonRuntimeError) as exc:
+        return _failure(model, exc)
