@@ -27,7 +27,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from model_store.errors import NotFound, StoreConflict, UnsafePath
@@ -101,6 +101,37 @@ def sha256_file(path: Path, chunk: int = CHUNK_SIZE) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+class StreamTooLarge(ValueError):
+    """A stream went past the size its reader allowed; nothing of it was kept."""
+
+
+def save_stream(read: Callable[[int], bytes], dest: Path, max_bytes: int) -> int:
+    """Copies ``read(CHUNK_SIZE)`` until it returns ``b""`` into the new file ``dest``, synced.
+
+    Stops reading past ``max_bytes`` (an HTTP body or answer from another host is bounded
+    by its reader, whatever it announced). Returns the size.
+
+    Raises:
+        StreamTooLarge: More than ``max_bytes``; ``dest`` is removed.
+        OSError: ``dest`` exists or cannot be written; ``dest`` is removed if it was made.
+    """
+    size = 0
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while block := read(CHUNK_SIZE):
+                size += len(block)
+                if size > max_bytes:
+                    raise StreamTooLarge(f"over {max_bytes} bytes")
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    return size
 
 
 def safe_join(base: Path, *parts: str) -> Path:

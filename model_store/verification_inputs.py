@@ -161,3 +161,44 @@ def _random_array(rng: np.random.Generator, tensor: TensorInfo, shape: list[int]
     raise VerificationInputError(
         f"Input {tensor.name!r} has dtype {dtype}; random data cannot be made for it."
     )
+
+
+#: Numeric dtypes a sample may travel as (no objects, no strings: they carry nothing to run).
+_SAMPLE_DTYPES = frozenset(
+    {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64"}
+)  # fmt: skip
+
+
+def sample_to_json(sample: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """A sample as plain JSON (a task argument): ``{name: {"dtype", "shape", "data"}}``."""
+    return {
+        name: {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.ravel().tolist()}
+        for name, a in sample.items()
+    }
+
+
+def sample_from_json(data: object) -> Sample:
+    """The inverse of :func:`sample_to_json`, checking what came (from another host).
+
+    Raises:
+        VerificationInputError: Not the shape :func:`sample_to_json` writes.
+    """
+    if not isinstance(data, dict):
+        raise VerificationInputError("A sample must be an object of named tensors.")
+    sample: Sample = {}
+    for name, tensor in data.items():
+        if not (
+            isinstance(tensor, dict)
+            and tensor.get("dtype") in _SAMPLE_DTYPES
+            and isinstance(tensor.get("shape"), list)
+            and all(isinstance(d, int) and d >= 0 for d in tensor["shape"])
+            and isinstance(tensor.get("data"), list)
+        ):
+            raise VerificationInputError(f"Sample tensor {str(name)[:64]!r} is malformed.")
+        try:
+            array = np.asarray(tensor["data"], dtype=tensor["dtype"])
+            sample[str(name)] = array.reshape(tensor["shape"])
+        except (TypeError, ValueError) as exc:
+            raise VerificationInputError(f"Sample tensor {str(name)[:64]!r}: {exc}") from None
+    return sample

@@ -18,7 +18,7 @@ pytest_plugins = [
 
 import pytest  # noqa: E402
 
-HEAVY_MARKERS = ("stress", "faults")
+HEAVY_MARKERS = ("stress", "faults", "nodes", "stack")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

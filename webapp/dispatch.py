@@ -9,6 +9,7 @@ acknowledgement settings travel with the task, not with the message).
 from __future__ import annotations
 
 from celery import chain
+from celery.result import AsyncResult
 
 from webapp.celery_app import app
 
@@ -40,3 +41,12 @@ def sweep_job(job_id: int) -> None:
 def adopt_job(job_id: int) -> None:
     """Queue the copy of one adopted version (webapp.registry.adopt_work)."""
     app.send_task("workers.tasks.adopt.run_job", args=(job_id,))
+
+
+def node_task(node: str, task: str, kwargs: dict[str, object]) -> AsyncResult:
+    """Send ``task`` (``node.build``, ...) to node ``node``'s queue; its result, to wait on.
+
+    Only plain values travel: the node shares no database or file system with the hub
+    (docs/nodes.md).
+    """
+    return app.send_task(task, kwargs=kwargs, queue=f"node.{node}")

@@ -14,7 +14,8 @@ body, and answers from the headers alone:
 
 The limits: the one-shot multipart upload of a version (``UPLOAD_MAX_BYTES``), the infer
 API, saved examples and the Try it tab's forms (``INFER_MAX_REQUEST_BYTES``), a labels file
-(4 MiB), a chunk of a chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows),
+(4 MiB), a chunk of a chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows), a
+node's build artifact (twice ``UPLOAD_MAX_BYTES``, as its view allows),
 and everything else ``REQUEST_MAX_BYTES``. The streamed chunk ``PUT``
 (``webapp.api.stream_upload``) runs this same check before it reads past its first pipe,
 and the views that take inference inputs call :func:`require_infer_body_within_cap`.
@@ -42,6 +43,8 @@ _EXAMPLES = re.compile(r"^/api/v1/models/[^/]+/examples$")
 #: The Try it tab's run and save-example forms carry the same inputs as the infer API.
 _TRY_PAGE = re.compile(r"^/models/[^/]+/try/(run|examples)/$")
 _LABELS = re.compile(r"^/api/v1/models/[^/]+/labels$")
+#: A node sends back the artifact of a build it ran (webapp/registry/node_builds.py).
+_NODE_ARTIFACT = re.compile(r"^/api/v1/nodes/[^/]+/builds/[0-9a-f]{32}/artifact\.tar$")
 LABELS_MAX_BYTES = 4 << 20
 
 
@@ -51,6 +54,8 @@ def body_limit(path: str) -> tuple[int, str]:
         return settings.UPLOAD_MAX_BYTES, "UPLOAD_MAX_BYTES"
     if _INFER.match(path) or _EXAMPLES.match(path) or _TRY_PAGE.match(path):
         return settings.INFER_MAX_REQUEST_BYTES, "INFER_MAX_REQUEST_BYTES"
+    if _NODE_ARTIFACT.match(path):
+        return 2 * settings.UPLOAD_MAX_BYTES, "UPLOAD_MAX_BYTES (x2, a node's build artifact)"
     if _LABELS.match(path):
         return LABELS_MAX_BYTES, "the labels file's fixed limit"
     if _CHUNK.match(path):

@@ -225,7 +225,7 @@ def _build(store: ModelStore, cache: Path, contents: _Contents, min_free_bytes: 
     temporary = cache / f".{contents.key}.{secrets.token_hex(6)}.tmp"
     try:
         with temporary.open("xb") as fh:
-            hashing = _HashingWriter(fh)
+            hashing = HashingWriter(fh)
             write_package_tar(
                 hashing, contents.model, contents.version, contents.config, list(contents.files)
             )
@@ -273,7 +273,7 @@ def _remove_other_builds(cache: Path, key: str) -> None:
             entry.unlink(missing_ok=True)
 
 
-class _HashingWriter:
+class HashingWriter:
     """A write-only file that hashes and counts what goes through it (tarfile needs tell)."""
 
     def __init__(self, out: BinaryIO) -> None:

@@ -19,11 +19,13 @@ On any refusal or failure nothing is left in the staging directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -112,6 +114,22 @@ def safe_extract(
         PackageTarError: Not an uncompressed tar, or not the package layout (another
             model, a second version, a missing or unparsable config.pbtxt, ...).
     """
+    with checked_tar(tar_path, expected_sha256, max_bytes) as tar:
+        plan = _plan(tar, max_bytes, max_entries)
+        config = _checked_config(tar, plan)
+        return _write(tar, plan, config, Path(dest))
+
+
+@contextlib.contextmanager
+def checked_tar(tar_path: Path, expected_sha256: str, max_bytes: int) -> Iterator[tarfile.TarFile]:
+    """The tar at ``tar_path`` opened for reading once its size and SHA-256 are checked.
+
+    The hash is taken from the same open file that is then read, so swapping the file in
+    between changes nothing.
+
+    Raises:
+        PackageTarMismatch, PackageTarTooLarge, PackageTarError: As :func:`safe_extract`.
+    """
     expected = expected_sha256.strip().lower()
     if not _SHA256.fullmatch(expected):
         raise PackageTarError("The expected SHA-256 must be 64 hexadecimal digits.")
@@ -125,14 +143,12 @@ def safe_extract(
         if actual != expected:
             raise PackageTarMismatch(
                 f"The tar's SHA-256 is {actual}, not the expected {expected}: it was damaged "
-                "or altered on the way. Download it again."
+                "or altered on the way."
             )
         fh.seek(0)
         try:
             with tarfile.open(fileobj=fh, mode="r:") as tar:
-                plan = _plan(tar, max_bytes, max_entries)
-                config = _checked_config(tar, plan)
-                return _write(tar, plan, config, Path(dest))
+                yield tar
         except tarfile.TarError as exc:
             raise PackageTarError(
                 f"The file is not an uncompressed tar, or it is truncated ({exc})."
@@ -283,9 +299,9 @@ def _write(tar: tarfile.TarFile, plan: _Plan, config: ModelConfig, dest: Path) -
     version_dir = model_dir / str(plan.version)
     try:
         version_dir.mkdir(mode=DIR_MODE, parents=True)
-        _copy_out(tar, plan.config, safe_join(model_dir, CONFIG_FILE))
+        copy_entry(tar, plan.config, safe_join(model_dir, CONFIG_FILE))
         for filename, member in sorted(plan.files.items()):
-            _copy_out(tar, member, safe_join(version_dir, filename))
+            copy_entry(tar, member, safe_join(version_dir, filename))
         fsync_dir(version_dir)
         fsync_dir(model_dir)
         fsync_dir(dest)
@@ -295,7 +311,7 @@ def _write(tar: tarfile.TarFile, plan: _Plan, config: ModelConfig, dest: Path) -
     return ExtractedPackage(plan.model, plan.version, model_dir, sorted(plan.files), config)
 
 
-def _copy_out(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> None:
+def copy_entry(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> None:
     """Creates ``path`` new (never through a symlink) and copies the entry into it."""
     source = tar.extractfile(member)
     assert source is not None

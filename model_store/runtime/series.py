@@ -30,6 +30,7 @@ __all__ = [
     "TIERS",
     "Point",
     "Tier",
+    "add_sources",
     "bucket_start",
     "downsample",
     "merge",
@@ -210,6 +211,37 @@ def merge_versions(points: Iterable[Point], *, model: str, version: str = "*") -
         by_version[point.version] = by_version.get(point.version, 0.0) + point.seconds
     merged = merge(items, model=model, version=version, start=min(p.start for p in items))
     return replace(merged, seconds=max(by_version.values()))
+
+
+def add_sources(
+    points: Iterable[Point], *, model: str, version: str, start: float, keep_rates: bool = True
+) -> Point | None:
+    """One window as several independent sources (nodes) saw it, one point each, added up.
+
+    The sources' clocks are not shared: one node's bucket may hold 40 s of scrapes when
+    another's holds 30 s. With ``keep_rates`` each source's sums are scaled to the longest
+    one's seconds first, so every rate and mean of the result is the sources' together
+    (rates add; means are weighted by requests); counts are rounded. Without it the sums add
+    as they are (a range's totals: the requests of its nodes). ``pending`` adds up (what
+    waited anywhere). None without points.
+    """
+    items = list(points)
+    if not items:
+        return None
+    seconds = max(p.seconds for p in items)
+    if keep_rates:
+        items = [_scaled(p, seconds / p.seconds) if p.seconds > 0 else p for p in items]
+    pending = [p.pending for p in items if p.pending is not None]
+    merged = merge(items, model=model, version=version, start=start)
+    return replace(merged, seconds=seconds, pending=sum(pending) if pending else None)
+
+
+def _scaled(point: Point, factor: float) -> Point:
+    if factor == 1.0:
+        return point
+    values: dict[str, Any] = {name: round(getattr(point, name) * factor) for name in COUNT_FIELDS}
+    values |= {name: getattr(point, name) * factor for name in SUM_FIELDS}
+    return replace(point, seconds=point.seconds * factor, **values)
 
 
 def bucket_start(at: float, width: int) -> float:

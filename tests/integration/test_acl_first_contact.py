@@ -30,7 +30,7 @@ from tests.fixtures.multipart import multipart_file
 from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack]
 
 DEMO = ROOT / "demo"
 #: Settings a developer's shell may carry that would reach the fakes by another way.

@@ -38,7 +38,7 @@ from tests.fixtures.triton import (
     write_model,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack]
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = "mlp_serving"

@@ -8,14 +8,13 @@ CANN and the host checks from the worker's report, and the trace must stay empty
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from tests.fakes.toolkit import make_fake_toolkit
+from tests.fixtures.hosts import npu_tools_that_leave_a_trace
 from tests.fixtures.users import token_for
 from tests.fixtures.waiting import wait_until
 from webapp.ops.models import HostReport
@@ -35,14 +34,7 @@ def worker_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def web_without_npu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings) -> Path:
     """The web process: no Triton, and an npu-smi/atc on PATH that record being run."""
     settings.TRITON_URL = "127.0.0.1:9"
-    trace = tmp_path / "web-ran.txt"
-    traps = tmp_path / "traps"
-    traps.mkdir()
-    for name in ("npu-smi", "atc"):
-        script = traps / name
-        script.write_text(f"#!/bin/sh\necho {name} >> '{trace}'\nexit 1\n")
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{traps}{os.pathsep}{os.environ['PATH']}")
+    trace = npu_tools_that_leave_a_trace(tmp_path, monkeypatch)
     for name in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ATC_PATH", "ATC_PYTHON"):
         monkeypatch.delenv(name, raising=False)
     return trace

@@ -18,7 +18,7 @@ from model_store import spawn
 from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack]
 # The names tests/faults/conftest.py still imports from here.
 _fresh_machine_env, _wait_for_line = fresh_machine_env, wait_for_line
 

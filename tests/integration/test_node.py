@@ -24,11 +24,11 @@ from celery import Celery
 from model_store import spawn
 from tests.fixtures.multipart import multipart_file
 from tests.fixtures.pipeline import mlp_payload
-from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
+from tests.fixtures.stack import ROOT, fresh_machine_env, interrupt, wait_for_line
 from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.nodes]
 
 
 class Hub:
@@ -158,10 +158,5 @@ def test_a_node_joins_serves_a_version_fetched_over_http_and_stops_alone(tmp_pat
         health = hub.call("GET", "/health")
         assert health["checks"]["triton"]["ok"] and health["checks"]["workers"]["ok"], health
     finally:
-        for proc in (node, stack):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)
-                try:
-                    proc.wait(90)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+        interrupt(node)
+        interrupt(stack)

@@ -27,7 +27,7 @@ import pytest
 from model_store import spawn
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.stack]
 
 ROOT = Path(__file__).resolve().parents[2]
 PEOPLE = 16

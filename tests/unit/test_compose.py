@@ -28,6 +28,8 @@ from model_store.runtime.access import RESTRICTED_OPTIONS, restricted_api_args
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+# The opt-in override that gives the hub's own worker and Triton the host's NPUs.
+HUB_ASCEND_FILE = ROOT / "deploy" / "hub-ascend.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 HUB_ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
@@ -162,6 +164,29 @@ def published(service: dict[str, Any]) -> list[tuple[str, set[int]]]:
     return result
 
 
+def merge_override(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``docker compose -f base -f override``, for the keys the overrides here use: a
+    service's ``environment`` merged by name, ``devices`` and ``volumes`` by target."""
+    merged = {**base, "services": {k: dict(v) for k, v in base["services"].items()}}
+    for name, extra in (override.get("services") or {}).items():
+        service = merged["services"].setdefault(name, {})
+        for key, value in extra.items():
+            if key == "environment":
+                service[key] = {**environment(service), **environment(extra)}
+            elif key in ("devices", "volumes"):
+                service[key] = [*(service.get(key) or []), *value]
+            else:
+                service[key] = value
+    return merged
+
+
+def hub_with_ascend(env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The services of docker-compose.yml with deploy/hub-ascend.yml, interpolated."""
+    base = yaml.safe_load(COMPOSE_FILE.read_text())
+    override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
+    return interpolate(merge_override(base, override), env=env)["services"]
+
+
 def normalise(path: str) -> str:
     return str(PurePosixPath(path))
 
@@ -197,6 +222,12 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def triton(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return services["triton"]
+
+
+@pytest.fixture(scope="module")
+def ascend_services() -> dict[str, dict[str, Any]]:
+    """The hub with the opt-in deploy/hub-ascend.yml: its worker and Triton on the NPUs."""
+    return hub_with_ascend(env={})
 
 
 @pytest.fixture(scope="module")
@@ -579,9 +610,25 @@ def test_triton_image_is_configurable(raw_text: str, triton: dict[str, Any]) -> 
     assert triton["image"]
 
 
-def test_ascend_devices_are_mapped(triton: dict[str, Any]) -> None:
+def test_the_hub_stack_itself_maps_no_npu(raw_text: str, services: dict[str, Any]) -> None:
+    # An Ascend host runs a node (deploy/node/); the hub needs nothing Ascend.
+    assert "/dev/davinci" not in raw_text
+    for name, service in services.items():
+        assert not service.get("devices"), f"{name} maps devices"
+        assert not any("Ascend" in m["target"] for m in mounts(service)), name
+    assert "ASCEND_ROOT" not in environment(services["worker"])
+
+
+def test_the_ascend_override_touches_only_worker_and_triton() -> None:
+    override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
+    assert set(override["services"]) == {"worker", "triton"}
+    for service in override["services"].values():
+        assert set(service) <= {"devices", "volumes", "environment"}
+
+
+def test_ascend_devices_are_mapped(ascend_services: dict[str, dict[str, Any]]) -> None:
     targets = set()
-    for device in triton.get("devices") or []:
+    for device in ascend_services["triton"].get("devices") or []:
         if isinstance(device, dict):
             targets.add(str(device["target"]))
         else:
@@ -591,7 +638,10 @@ def test_ascend_devices_are_mapped(triton: dict[str, Any]) -> None:
     assert any(re.fullmatch(r"/dev/davinci\d+", t) for t in targets), "no /dev/davinciN mapped"
 
 
-def test_ascend_driver_paths_are_mounted_read_only(triton: dict[str, Any]) -> None:
+def test_ascend_driver_paths_are_mounted_read_only(
+    ascend_services: dict[str, dict[str, Any]],
+) -> None:
+    triton = ascend_services["triton"]
     binds = {normalise(m["target"]): m for m in mounts(triton) if m["type"] == "bind"}
     for path in sorted(ASCEND_DRIVER_MOUNTS):
         assert path in binds, f"{path} is not mounted into triton"
@@ -631,9 +681,9 @@ def _binds(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_worker_gets_the_ascend_root_read_only_at_the_same_path(
-    services: dict[str, dict[str, Any]],
+    ascend_services: dict[str, dict[str, Any]],
 ) -> None:
-    worker = services["worker"]
+    worker = ascend_services["worker"]
     env = environment(worker)
     assert env["ASCEND_ROOT"] == "/usr/local/Ascend"
     root = _binds(worker).get("/usr/local/Ascend")
@@ -645,8 +695,8 @@ def test_worker_gets_the_ascend_root_read_only_at_the_same_path(
         assert env[name] == "", f"{name} defaults to {env[name]!r}"
 
 
-def test_a_configured_ascend_root_moves_every_ascend_mount(raw_text: str) -> None:
-    services = interpolate(yaml.safe_load(raw_text), env={"ASCEND_ROOT": "/opt/Ascend"})["services"]
+def test_a_configured_ascend_root_moves_every_ascend_mount() -> None:
+    services = hub_with_ascend(env={"ASCEND_ROOT": "/opt/Ascend"})
     worker, triton = services["worker"], services["triton"]
     assert environment(worker)["ASCEND_ROOT"] == "/opt/Ascend"
     root = _binds(worker)["/opt/Ascend"]
@@ -656,9 +706,9 @@ def test_a_configured_ascend_root_moves_every_ascend_mount(raw_text: str) -> Non
 
 
 def test_the_worker_sees_the_npus_and_driver_tools_as_triton_does(
-    services: dict[str, dict[str, Any]],
+    ascend_services: dict[str, dict[str, Any]],
 ) -> None:
-    worker, triton = services["worker"], services["triton"]
+    worker, triton = ascend_services["worker"], ascend_services["triton"]
     assert worker["devices"] == triton["devices"]
     worker_binds, triton_binds = _binds(worker), _binds(triton)
     for path in ("/etc/ascend_install.info", "/usr/local/dcmi", "/usr/local/bin/npu-smi"):

@@ -8,8 +8,6 @@ process's environment, or ``worker_probes_host``); the page and the API are then
 from __future__ import annotations
 
 import json
-import os
-import stat
 import time
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from model_store.diagnostics.checklist import CHECKS, HOST_CHECKS, HUB_CHECKS
 from model_store.diagnostics.host_checks import reported_checks
 from model_store.host_report import build_host_report
 from tests.fakes.toolkit import FAKE_CANN_VERSION, make_fake_toolkit
-from tests.fixtures.hosts import worker_probes_host
+from tests.fixtures.hosts import npu_tools_that_leave_a_trace, worker_probes_host
 from tests.fixtures.users import token_for
 from webapp.ops import host_reports
 
@@ -97,15 +95,7 @@ def test_reported_checks_refuse_what_they_cannot_read() -> None:
 @pytest.fixture
 def web_path_traps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``npu-smi`` and ``atc`` on the web's PATH that record being run; returns the trace file."""
-    trace = tmp_path / "ran.txt"
-    traps = tmp_path / "traps"
-    traps.mkdir()
-    for name in ("npu-smi", "atc"):
-        script = traps / name
-        script.write_text(f"#!/bin/sh\necho {name} >> '{trace}'\nexit 1\n")
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{traps}{os.pathsep}{os.environ['PATH']}")
-    return trace
+    return npu_tools_that_leave_a_trace(tmp_path, monkeypatch)
 
 
 @pytest.fixture

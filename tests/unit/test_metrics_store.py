@@ -170,7 +170,7 @@ def test_the_task_reports_an_unreachable_triton_without_raising(settings) -> Non
 
     settings.TRITON_METRICS_URL = "127.0.0.1:9"
     result = scrape.apply().get()
-    assert result["stored"] == 0 and "127.0.0.1:9" in result["skipped"]
+    assert result["stored"] == 0 and "127.0.0.1:9" in result["nodes"]["local"]["skipped"]
 
 
 # --------------------------------------------------------------------------- API and pages

@@ -13,64 +13,15 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.test import Client, RequestFactory
+from django.test import RequestFactory
 
 from model_store.host_report import PROTOCOL
+from tests.fixtures.nodes import Node_, report
 from webapp.accounts import node_scope
 from webapp.hub_version import hub_version, incompatibility, major_minor
 from webapp.ops.models import HostReport, Node
 
 pytestmark = pytest.mark.django_db
-
-NPU = {"npu_id": 0, "chip_id": 0, "name": "310P3", "health": "OK", "memory_total_mb": 44280}
-
-
-def report(name: str = "b", **changes: Any) -> dict[str, Any]:
-    """What a node worker posts: a host report (model_store/host_report.py) and ``node``."""
-    body: dict[str, Any] = {
-        "protocol": PROTOCOL,
-        "host": "atlas-1",
-        "made_at": 1_800_000_000.0,
-        "devices": {"available": True, "npus": [NPU], "processes": []},
-        "targets": {"acl": {"available": True, "reason": "CANN 8.5.0"}},
-        "cann": {"available": True, "version": "8.5.0", "layout": "cann"},
-        "diagnostics": [
-            {"id": "npu_smi", "title": "npu-smi", "state": "ok", "found": "1 NPU", "advice": ""}
-        ],
-        "node": {
-            "name": name,
-            "triton": {
-                "http": "10.0.0.2:8000",
-                "grpc": "10.0.0.2:8001",
-                "metrics": "10.0.0.2:8002",
-            },
-            "hub_version": hub_version(),
-            "labels": {"rack": "r7"},
-        },
-    }
-    return body | changes
-
-
-class Node_:
-    """A node's worker as the hub sees it: a client with its node token."""
-
-    def __init__(self, name: str) -> None:
-        out = io.StringIO()
-        call_command("nodetoken", name, stdout=out)
-        self.name = name
-        self.key = out.getvalue().split()[-1]  # the last word, as `make node` reads it
-        self.client = Client()
-
-    def call(self, method: str, path: str, body: object = None, **kw: Any) -> Any:
-        if body is not None:
-            kw |= {"data": body if isinstance(body, bytes) else json.dumps(body)}
-            kw.setdefault("content_type", "application/json")
-        send = getattr(self.client, method)
-        return send(path, HTTP_AUTHORIZATION=f"Token {self.key}", **kw)
-
-    def report(self, body: object = None, *, to: str | None = None) -> Any:
-        body = report(self.name) if body is None else body
-        return self.call("post", f"/api/v1/nodes/{to or self.name}/reports", body)
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 A node holds no database credentials (docs/nodes.md): it reports its host and fetches packaged
 versions over the API with this token, and may do nothing else. The token middleware
 (``webapp.accounts.auth``) asks :func:`refusal` on every request a node token makes: it may
-``POST`` its own reports and ``GET``/``HEAD`` a version's ``package.tar``; anything else, pages
+``POST`` its own reports, ``GET``/``HEAD`` a version's ``package.tar`` and fetch the source
+and send the artifact of a build it runs (its own node's URLs only); anything else, pages
 included, is a 403 ``node_token_scope``. Node tokens belong to one service account
 (:data:`SERVICE_USER`, viewer, no password: nobody signs in as it); the scope says which node.
 """
@@ -26,6 +27,8 @@ REFUSED_CODE = "node_token_scope"
 ALLOWED = {
     "api-node-reports": frozenset({"POST"}),
     "api-version-package-tar": frozenset({"GET", "HEAD"}),
+    "api-node-build-source": frozenset({"GET"}),
+    "api-node-build-artifact": frozenset({"PUT"}),
 }
 
 
@@ -51,12 +54,12 @@ def refusal(node: str, request: HttpRequest) -> str | None:
         return None
     if match.url_name not in ALLOWED:
         return (
-            f"This is the node token of {node!r}: it may only post that node's reports and "
-            "fetch packaged versions (package.tar)."
+            f"This is the node token of {node!r}: it may only post that node's reports, "
+            "fetch packaged versions (package.tar) and the builds it runs."
         )
     other = match.kwargs.get("name")
-    if match.url_name == "api-node-reports" and other != node:
-        return f"This is the node token of {node!r}; it cannot report for node {other!r}."
+    if match.url_name.startswith("api-node-") and other != node:
+        return f"This is the node token of {node!r}; it cannot act for node {other!r}."
     return None
 
 

@@ -11,6 +11,7 @@ from webapp.api import types
 from webapp.api.app import errors
 from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
+from webapp.ops import nodes
 from webapp.ops.metrics_store import RANGES, model_metrics
 
 router = Router(tags=["metrics"], exclude_unset=True)
@@ -24,7 +25,8 @@ router = Router(tags=["metrics"], exclude_unset=True)
     description="Throughput, failures, pending and the latency split (queue, compute "
     "input/infer/output) per version, from Triton's metrics scraped every "
     "METRICS_SCRAPE_SECONDS; the hub's own calls (client_*) too, which are the only "
-    "numbers for npu_ge models; advice read from them",
+    "numbers for npu_ge models; advice read from them. Summed over the nodes, or of one node "
+    "with ?node=NAME (404 for a node the hub does not know)",
 )
 def metrics(request: HttpRequest, name: str, query: Query[types.MetricsQuery]) -> Any:
     model = model_or_404(name)
@@ -33,4 +35,5 @@ def metrics(request: HttpRequest, name: str, query: Query[types.MetricsQuery]) -
             f"'range' must be one of {', '.join(RANGES)}; got {query.range[:20]!r}.",
             "invalid_field",
         )
-    return model_metrics(model, query.range)
+    node = nodes.get(query.node).name if query.node is not None else None
+    return model_metrics(model, query.range, node=node)

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from ninja import Router
 
+from model_store.package_tar.layout import MEDIA_TYPE
 from webapp.accounts import node_scope
 from webapp.api import types
 from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, json_object, parse_body
 from webapp.errors import HubError
 from webapp.ops import nodes
+from webapp.registry import node_builds
 
 router = Router(tags=["nodes"])
 
@@ -80,15 +82,7 @@ REPORT_BODY = {
     openapi_extra=REPORT_BODY,
 )
 def node_report(request: HttpRequest, name: str) -> Any:
-    name = nodes.check_name(name)
-    token = getattr(request, "api_token", None)
-    if token is None or node_scope.node_of(token.scope) != name:
-        raise HubError(
-            f"Only node {name!r} reports for itself, with its node token "
-            f"(python manage.py nodetoken {name}).",
-            "node_token_required",
-            403,
-        )
+    name = _the_node_itself(request, name)
     if len(request.body) > nodes.MAX_REPORT_BYTES:
         raise HubError(
             f"A report may be at most {nodes.MAX_REPORT_BYTES // 1024} KiB.", "too_large", 413
@@ -110,3 +104,59 @@ def node_report(request: HttpRequest, name: str) -> Any:
         version=report.node.hub_version,
         labels=dict(report.node.labels),
     )
+
+
+def _the_node_itself(request: HttpRequest, name: str) -> str:
+    """``name``, checked; only that node's own token may go on (403 ``node_token_required``)."""
+    name = nodes.check_name(name)
+    token = getattr(request, "api_token", None)
+    if token is None or node_scope.node_of(token.scope) != name:
+        raise HubError(
+            f"Only node {name!r} does this, with its node token "
+            f"(python manage.py nodetoken {name}).",
+            "node_token_required",
+            403,
+        )
+    return name
+
+
+# A build that needs the node's toolkit or NPUs (webapp/registry/node_builds.py): the node
+# fetches the validated source and sends the artifact back, for a build it is running only.
+
+
+SOURCE_TAR_DOC = {
+    "x-responses": {
+        "200": {
+            "description": "The validated source (the .onnx and any external data) as a tar",
+            "headers": {"X-Content-SHA256": {"schema": {"type": "string"}}},
+            "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    }
+}
+
+
+@router.get(
+    "/nodes/{name}/builds/{job}/source.tar",
+    openapi_extra=SOURCE_TAR_DOC,
+    response={200: None, **errors(403, 404)},
+    url_name="api-node-build-source",
+    summary="The source of a build this node is running, as a files tar (X-Content-SHA256); "
+    "its node token only",
+)
+def node_build_source(request: HttpRequest, name: str, job: str) -> Any:
+    path, sha256 = node_builds.source_tar(_the_node_itself(request, name), job)
+    response = FileResponse(path.open("rb"), content_type=MEDIA_TYPE)
+    response["Content-Length"] = str(path.stat().st_size)
+    response["X-Content-SHA256"] = sha256
+    return response
+
+
+@router.put(
+    "/nodes/{name}/builds/{job}/artifact.tar",
+    response={200: types.ArtifactReceived, **errors(400, 403, 404, 413)},
+    url_name="api-node-build-artifact",
+    summary="The artifact of a build this node ran, as a files tar with its SHA-256 in "
+    "X-Content-SHA256; checked and unpacked; its node token only",
+)
+def node_build_artifact(request: HttpRequest, name: str, job: str) -> Any:
+    return node_builds.receive_artifact(_the_node_itself(request, name), job, request)

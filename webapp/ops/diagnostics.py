@@ -6,6 +6,10 @@ host report (webapp/ops/host_reports.py): the page shows them from the newest st
 its age and never probes hardware itself, since in compose the web container has none. The
 hub-side ones (Triton reachable, its repository API restricted, stuck and failed loads) run
 here, where the hub's own requests to Triton start.
+
+The page shows the hub's checks, then one section per node (``local`` first, then the others by
+name) with the host checks of that node's newest report, its state and the report's age
+(:func:`node_sections`); ``?node=NAME`` shows one node's section alone.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.http import Http404
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -30,7 +35,7 @@ from model_store.diagnostics.checklist import (
 )
 from model_store.diagnostics.context import DiagnosticsContext
 from model_store.diagnostics.host_checks import reported_checks
-from webapp.ops import host_reports
+from webapp.ops import host_reports, nodes
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_log_path
 
@@ -90,8 +95,9 @@ def host_part(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
     "host_checks_reason"}``; the reason is "" when the checks are there.
     """
     report = host_reports.latest(node)
+    local = node == host_reports.LOCAL_NODE
     if report is None:
-        reason = host_reports.start_a_worker()
+        reason = host_reports.start_a_worker() if local else _start_the_node(node)
         return {"checks": [], "host_report": None, "host_checks_reason": reason}
     made_by = host_reports.age(report)
     checks = reported_checks(report)
@@ -99,6 +105,9 @@ def host_part(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
         reason = (
             "the worker's last report carries no diagnostics (a worker older than this hub): "
             "restart the workers with this version"
+            if local
+            else f"the last report of node {node} carries no diagnostics (a node worker older "
+            "than this hub): update that node to this hub's version and restart its worker"
         )
         return {"checks": [], "host_report": made_by, "host_checks_reason": reason}
     return {
@@ -106,6 +115,88 @@ def host_part(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
         "host_report": made_by,
         "host_checks_reason": "",
     }
+
+
+def _start_the_node(node: str) -> str:
+    return (
+        f"node {node} has not reported yet: start its node worker (`make node NAME={node}`, or "
+        "deploy/node/ on an Ascend host), which reports when it starts"
+    )
+
+
+# ----------------------------------------------------------------------- one section per node
+
+#: Badge of each node state, as the Nodes page shows it.
+NODE_STATE_BADGES = {"up": "badge-ok", "draining": "badge-busy", "down": "badge-bad"}
+
+
+def node_sections(only: str | None = None) -> list[dict[str, Any]]:
+    """Each node's host checks for the page: ``local`` first (even before its first report),
+    then the others by name; only the node ``only`` when given.
+
+    Raises:
+        Http404: ``only`` is not a node the hub knows.
+    """
+    summaries = {s["name"]: s for s in nodes.summaries()}
+    names = sorted(set(summaries) | {host_reports.LOCAL_NODE},
+                   key=lambda name: (name != host_reports.LOCAL_NODE, name))  # fmt: skip
+    if only is not None:
+        if only not in names:
+            raise Http404(f"There is no node {only[:64]!r}.")
+        names = [only]
+    return [node_section(name, summaries.get(name)) for name in names]
+
+
+def node_section(name: str, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """One node's section: its state (``down`` before its first report), the host checks of
+    its newest report with the report's age, and what to say when they are missing or old.
+
+    ``local`` keeps the element ids the page had when it showed ``local`` only.
+    """
+    part = host_part(name)
+    checks = [{**c, "ran_on": RAN_ON_HOST} for c in part["checks"]]
+    rows = for_page({"checks": checks})["host_checks"]
+    state = summary["state"] if summary else "down"
+    local = name == host_reports.LOCAL_NODE
+    return {
+        "name": name,
+        "state": state,
+        "badge": NODE_STATE_BADGES.get(state, "badge-idle"),
+        "refused_reason": (summary or {}).get("refused_reason"),
+        "host_report": part["host_report"],
+        "checks": rows,
+        "summary_line": summary_line(rows) if rows else "",
+        "reason_html": with_code(part["host_checks_reason"]),
+        "last_known": last_known(state, (summary or {}).get("last_report_age_s"))
+        if part["host_report"]
+        else "",
+        "section_id": "host-checks" if local else f"host-checks-{name}",
+        "id_prefix": "" if local else f"node-{name}-",
+    }
+
+
+def last_known(state: str, age_s: float | None) -> str:
+    """For a node that is down: its checks are the last known ones, and how old they are (the
+    hub's clock: when the report was received). Empty for a node that reports."""
+    if state != "down" or age_s is None:
+        return ""
+    minutes = max(1, round(age_s / 60))
+    return f"Down: last known, {minutes} minute{'' if minutes == 1 else 's'} old"
+
+
+def page_summary(report: dict[str, Any] | None, sections: list[dict[str, Any]]) -> str:
+    """The line above the sections: every shown check counted, and the nodes that are down."""
+    checks = [c for section in sections for c in section["checks"]]
+    checks += report["hub_checks"] if report else []
+    line = summary_line(checks)
+    if report and report.get("running") and not report["hub_checks"]:
+        line += "; the hub's checks are still running"
+    elif report and report.get("failed"):
+        line += f"; {report['failed']}"
+    down = [s["name"] for s in sections if s["state"] == "down"]
+    if down:
+        line += f"; down: {', '.join(down)}"
+    return line
 
 
 def combined(hub: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:

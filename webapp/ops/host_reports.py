@@ -126,8 +126,20 @@ def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:
         return {"available": True, "reason": target.status({}).reason}
     report = latest(node)
     if report is None:
-        return {"available": False, "reason": not_reported_reason()}
-    status = report["targets"].get(name)
-    if status is None:
-        return {"available": False, "reason": f"The last report does not mention {name}."}
-    return {"available": bool(status["available"]), "reason": str(status["reason"])}
+        found = {"available": False, "reason": not_reported_reason()}
+    elif (status := report["targets"].get(name)) is None:
+        found = {"available": False, "reason": f"The last report does not mention {name}."}
+    else:
+        found = {"available": bool(status["available"]), "reason": str(status["reason"])}
+    if not found["available"] and node == LOCAL_NODE:
+        # Another node may build it (webapp/ops/routing.py sends the build there).
+        from webapp.ops.routing import nodes_that_build
+
+        elsewhere = nodes_that_build(name)
+        if elsewhere:
+            return {
+                "available": True,
+                "reason": f"Builds on node {', '.join(elsewhere)} (not on this host: "
+                f"{found['reason']})",
+            }
+    return found

@@ -1,16 +1,17 @@
 """Metrics: scrape Triton, keep the series in tiers, read it back for pages, API and advice.
 
-* :func:`scrape_and_store` (the beat task, every METRICS_SCRAPE_SECONDS) parses one scrape,
-  diffs it against the previous one kept in :class:`MetricsState` (under a row lock, so any
-  worker on any host may run next), stores one raw :class:`MetricPoint` per model version,
-  rolls finished minutes and 10-minute spans up, prunes what is past its tier's retention, and
-  tells open pages ("metrics" topic).
+* :func:`scrape_and_store` (the beat task, every METRICS_SCRAPE_SECONDS, once per node)
+  parses one node's scrape, diffs it against that node's previous one kept in
+  :class:`MetricsState` (under a row lock, so any worker on any host may run next), stores one
+  raw :class:`MetricPoint` per model version, rolls that node's finished minutes and 10-minute
+  spans up, prunes what is past its tier's retention, and tells open pages ("metrics" topic).
 * :func:`record_client_call`: the hub's own inference calls, counted in memory (a dict update
   under a lock) and flushed to :class:`ClientTally` rows by a short-lived timer thread; the
   next scrape folds them into the same points. For ``npu_ge`` models, whose backend reports
   nothing to Triton, they are the only numbers.
-* :func:`model_metrics`, :func:`sparklines`: the series for one model (API and Metrics tab)
-  and the models list's last hour.
+* :func:`model_metrics`, :func:`sparklines`: the series for one model (API and Metrics tab),
+  summed over the nodes or of one node, and the models list's last hour (summed);
+  :func:`node_request_rates`: each node's requests/s of the last minutes (the Nodes page).
 
 The arithmetic lives in model_store.runtime (metrics, series, advice); this is storage glue.
 """
@@ -29,12 +30,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import QuerySet
+from django.db.models import F, Max, Q, QuerySet, Sum
 
 from model_store.config import parse_pbtxt
 from model_store.errors import ModelStoreError
 from model_store.runtime.advice import ServingConfig, advise
 from model_store.runtime.metrics import Scrape, parse_scrape
+from model_store.runtime.metrics_fetch import fetch_metrics_text
 from model_store.runtime.series import (
     MINUTE,
     RAW,
@@ -42,6 +44,7 @@ from model_store.runtime.series import (
     TEN_MINUTES,
     TIERS,
     Point,
+    add_sources,
     bucket_start,
     downsample,
     merge_versions,
@@ -50,7 +53,9 @@ from model_store.runtime.series import (
     scrape_to_json,
 )
 from model_store.targets import get_target
-from webapp.ops.models import ClientTally, MetricPoint, MetricsState
+from webapp.ops.host_reports import LOCAL_NODE
+from webapp.ops.models import ClientTally, HostReport, MetricPoint, MetricsState, Node
+from webapp.ops.nodes import state as node_state
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +89,15 @@ def _dt(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=UTC)
 
 
-def state_key() -> str:
-    return str(settings.TRITON_METRICS_URL)
+#: The stack's own Triton, the node scraped as before the hub knew others.
+LOCAL = LOCAL_NODE
+_STATE_PREFIX = "node:"
+
+
+def state_key(node: str = LOCAL) -> str:
+    """A node's :class:`MetricsState` key. Before metrics were per node the key was the metrics
+    URL; migration 0004 renamed that row ``node:local``."""
+    return f"{_STATE_PREFIX}{node}"
 
 
 # --------------------------------------------------------------------------- client-side calls
@@ -185,8 +197,21 @@ def _points(rows: QuerySet[MetricPoint]) -> list[Point]:
     ]
 
 
-def _insert(points: Sequence[Point], tier: int) -> None:
-    """INSERT the points as rows of ``tier`` in one ``executemany``.
+def _points_by_node(rows: QuerySet[MetricPoint], into: dict[str, list[Point]]) -> None:
+    """The rows as points, appended to their node's list in ``into``."""
+    for node, model, version, start, seconds, *rest in rows.values_list("node", *_COLUMNS):
+        point = Point(
+            model,
+            version,
+            start.timestamp(),
+            seconds,
+            **dict(zip(_POINT_FIELDS, rest, strict=True)),
+        )
+        into.setdefault(node, []).append(point)
+
+
+def _insert(points: Sequence[Point], tier: int, node: str) -> None:
+    """INSERT the points as ``node``'s rows of ``tier`` in one ``executemany``.
 
     ``bulk_create`` spent 9 ms of a 100-model scrape preparing 100 instances' values; this
     takes 1.5 ms (bench/metrics_scrape.py). Table and column names come from the model.
@@ -196,13 +221,14 @@ def _insert(points: Sequence[Point], tier: int) -> None:
     meta = MetricPoint._meta
     quote = connection.ops.quote_name
     column_of = {f.name: str(f.column) for f in meta.concrete_fields}
-    columns = ", ".join(quote(column_of[name]) for name in (*_COLUMNS, "tier"))
-    marks = ", ".join(["%s"] * (len(_COLUMNS) + 1))
+    columns = ", ".join(quote(column_of[name]) for name in (*_COLUMNS, "tier", "node"))
+    marks = ", ".join(["%s"] * (len(_COLUMNS) + 2))
     sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})"  # noqa: S608
     adapt = connection.ops.adapt_datetimefield_value
     fields_of = operator.attrgetter(*_POINT_FIELDS)
     rows = [
-        (p.model, p.version, adapt(_dt(p.start)), p.seconds, *fields_of(p), tier) for p in points
+        (p.model, p.version, adapt(_dt(p.start)), p.seconds, *fields_of(p), tier, node)
+        for p in points
     ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
@@ -218,20 +244,39 @@ class ScrapeResult:
     skipped: str = ""  # why nothing was stored ("" when points were)
 
 
-def scrape_and_store(*, text: str | None = None, now: float | None = None) -> ScrapeResult:
-    """One scrape: parse, diff against the previous one, store, roll up, prune, publish.
+def scrape_and_store(
+    *,
+    node: str = LOCAL,
+    metrics_url: str | None = None,
+    text: str | None = None,
+    now: float | None = None,
+) -> ScrapeResult:
+    """One scrape of ``node``: parse, diff against its previous one, store, roll up, prune,
+    publish.
 
-    ``text``/``now`` let tests and the benchmark feed recorded scrapes; by default Triton's
-    endpoint is read (TritonUnavailable / TritonRequestError propagate; MetricsParseError too).
+    ``text``/``now`` let tests and the benchmark feed recorded scrapes. Otherwise ``local`` is
+    read as the hub's runtime reads its Triton (``TRITON_METRICS_URL``), and any other node at
+    ``metrics_url``, the address its own report gave, with the bounds of
+    :func:`~model_store.runtime.metrics_fetch.fetch_metrics_text` (5 s, 8 MiB, http(s) only).
+    TritonUnavailable / TritonRequestError propagate; MetricsParseError too.
     """
     if text is None:
-        from webapp.ops.triton import get_runtime
+        if metrics_url is not None:
+            text = fetch_metrics_text(metrics_url)
+        elif node == LOCAL:
+            from webapp.ops.triton import get_runtime
 
-        text = get_runtime(timeout=5.0).scrape_metrics()
+            text = get_runtime(timeout=5.0).scrape_metrics()
+        else:
+            raise ValueError(f"node {node!r}: no metrics URL to scrape")
     cur = parse_scrape(text, at=time.time() if now is None else now)
-    flush_client_calls()  # calls counted in this process (a sweep in this worker)
+    # The hub's own calls go through its gateway to local's Triton, so they count as local's
+    # (a gateway spreading calls over nodes would have to say which node served each one).
+    local = node == LOCAL
+    if local:
+        flush_client_calls()  # calls counted in this process (a sweep in this worker)
     with transaction.atomic():
-        state, _ = MetricsState.objects.select_for_update().get_or_create(key=state_key())
+        state, _ = MetricsState.objects.select_for_update().get_or_create(key=state_key(node))
         prev = _previous(state)
         if prev is not None and not prev.at < cur.at:
             # Another worker stored a later scrape while this one waited for the lock.
@@ -243,15 +288,16 @@ def scrape_and_store(*, text: str | None = None, now: float | None = None) -> Sc
         resets: list[tuple[str, str]] = []
         if prev is not None:
             points, resets = points_between(prev, cur)
-            points = _fold_client_calls(points, prev.at, cur.at - prev.at)
-            _insert(points, RAW)
-        _roll_up(state, cur.at)
-        _prune(state, cur.at)
+            if local:
+                points = _fold_client_calls(points, prev.at, cur.at - prev.at)
+            _insert(points, RAW, node)
+        _roll_up(state, cur.at, node)
+        _prune(state, cur.at, node)
         state.at, state.scrape = cur.at, scrape_to_json(cur)
         state.save()
     if prev is None:
         return ScrapeResult(0, [], skipped="first scrape (a baseline to diff the next one with)")
-    _publish(points, cur.at)
+    _publish(points, cur.at, node)
     return ScrapeResult(len(points), resets)
 
 
@@ -295,31 +341,34 @@ def _with_calls(point: Point, requests: float, failures: float, ms: float) -> Po
     )
 
 
-def _roll_up(state: MetricsState, now: float) -> None:
-    """Raw -> 1-minute rows for every finished minute, then 1-minute -> 10-minute rows."""
+def _roll_up(state: MetricsState, now: float, node: str) -> None:
+    """Raw -> 1-minute rows for every finished minute, then 1-minute -> 10-minute rows, of
+    ``node`` only (each node's state row says how far its own roll-ups got)."""
     for source, width, field in ((RAW, MINUTE, "minute_done"), (MINUTE, TEN_MINUTES, "ten_done")):
         done: datetime = getattr(state, field)
         boundary = _dt(bucket_start(now, width))
         if boundary <= done:
             continue
-        rows = MetricPoint.objects.filter(tier=source, start__gte=done, start__lt=boundary)
-        _insert(downsample(_points(rows), width), width)
+        rows = MetricPoint.objects.filter(
+            node=node, tier=source, start__gte=done, start__lt=boundary
+        )
+        _insert(downsample(_points(rows), width), width, node)
         setattr(state, field, boundary)
 
 
-def _prune(state: MetricsState, now: float) -> None:
-    """Delete rows past their tier's retention (never rows not rolled up yet)."""
+def _prune(state: MetricsState, now: float, node: str) -> None:
+    """Delete ``node``'s rows past their tier's retention (never rows not rolled up yet)."""
     not_before = {RAW: state.minute_done, MINUTE: state.ten_done}
     for tier in TIERS:
         cutoff = _dt(now - tier.keep)
         guard = not_before.get(tier.width)
         if guard is not None:
             cutoff = min(cutoff, guard)
-        MetricPoint.objects.filter(tier=tier.width, start__lt=cutoff).delete()
+        MetricPoint.objects.filter(node=node, tier=tier.width, start__lt=cutoff).delete()
 
 
-def _publish(points: list[Point], at: float) -> None:
-    """Tell open pages a scrape was stored: per model, requests/s of this interval."""
+def _publish(points: list[Point], at: float, node: str) -> None:
+    """Tell open pages a scrape of ``node`` was stored: per model, requests/s of this interval."""
     from webapp import live
 
     summary: dict[str, dict[str, float]] = {}
@@ -329,38 +378,96 @@ def _publish(points: list[Point], at: float) -> None:
         entry = summary.setdefault(point.model, {"requests_per_s": 0.0, "client_per_s": 0.0})
         entry["requests_per_s"] += point.requests / point.seconds
         entry["client_per_s"] += point.client_requests / point.seconds
-    live.publish("metrics", {"at": at, "models": summary})
+    live.publish("metrics", {"at": at, "node": node, "models": summary})
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _state() -> MetricsState | None:
-    return MetricsState.objects.filter(key=state_key()).first()
+def _state(node: str = LOCAL) -> MetricsState | None:
+    return MetricsState.objects.filter(key=state_key(node)).first()
+
+
+def _states() -> dict[str, MetricsState]:
+    """Every node's scraper state by node name (one query)."""
+    rows = MetricsState.objects.filter(key__startswith=_STATE_PREFIX)
+    return {row.key.removeprefix(_STATE_PREFIX): row for row in rows}
 
 
 def read_points(
-    names: Sequence[str] | None, width: int, since: float, state: MetricsState | None
-) -> list[Point]:
-    """Points of ``names`` (None: every model) from ``since`` on, at ``width`` (0: raw).
+    names: Sequence[str] | None,
+    width: int,
+    since: float,
+    states: dict[str, MetricsState],
+    *,
+    node: str | None = None,
+) -> dict[str, list[Point]]:
+    """Per node, points of ``names`` (None: every model) from ``since`` on, at ``width`` (0:
+    raw); only ``node``'s when given.
 
     A coarse tier only holds finished buckets, so the rest of the range is read from the
-    finer tiers (from the instants the roll-ups reached) and bucketed here: the newest
-    bucket is live, not a minute late.
+    finer tiers (from the instants each node's roll-ups reached) and bucketed here: the
+    newest bucket is live, not a minute late. One query per tier, whatever the node count.
     """
-    parts: list[tuple[int, float]] = [(width, since)]
-    if state is not None and state.minute_done and state.ten_done:
+    rows = MetricPoint.objects.all()
+    if node is not None:
+        rows = rows.filter(node=node)
+    if names is not None:
+        rows = rows.filter(model_name__in=list(names))
+    finer: dict[int, Q] = {}
+    for name, state in states.items():
+        if (node is not None and name != node) or not (state.minute_done and state.ten_done):
+            continue
+        parts: list[tuple[int, float]] = []
         if width == TEN_MINUTES:
             parts.append((MINUTE, max(since, state.ten_done.timestamp())))
         if width in (MINUTE, TEN_MINUTES):
             parts.append((RAW, max(since, state.minute_done.timestamp())))
-    points: list[Point] = []
-    for tier, start in parts:
-        rows = MetricPoint.objects.filter(tier=tier, start__gte=_dt(start))
-        if names is not None:
-            rows = rows.filter(model_name__in=list(names))
-        points.extend(_points(rows.order_by("start")))
-    return points if width == RAW else downsample(points, width)
+        for tier, start in parts:
+            finer[tier] = finer.get(tier, Q()) | Q(node=name, start__gte=_dt(start))
+    by_node: dict[str, list[Point]] = {}
+    _points_by_node(rows.filter(tier=width, start__gte=_dt(since)).order_by("start"), by_node)
+    for tier, condition in finer.items():
+        _points_by_node(rows.filter(condition, tier=tier).order_by("start"), by_node)
+    if width != RAW:
+        by_node = {name: downsample(points, width) for name, points in by_node.items()}
+    return by_node
+
+
+def _across_nodes(by_node: dict[str, list[Point]], width: int) -> list[Point]:
+    """One series of several nodes' points: per model, version and bucket, their sum.
+
+    Nodes scrape on their own clocks, so raw points (one per scrape) are first put on the
+    scrape interval's grid; buckets of a tier line up already. One node's points are kept
+    as they are.
+    """
+    lists = [points for points in by_node.values() if points]
+    if len(lists) <= 1:
+        return lists[0] if lists else []
+    if width == RAW:
+        grid = max(1, int(settings.METRICS_SCRAPE_SECONDS))
+        lists = [downsample(points, grid) for points in lists]
+    groups: dict[tuple[str, str, float], list[Point]] = {}
+    for points in lists:
+        for point in points:
+            groups.setdefault((point.model, point.version, point.start), []).append(point)
+    summed = [
+        add_sources(items, model=model, version=version, start=start)
+        for (model, version, start), items in groups.items()
+    ]
+    return [p for p in summed if p is not None]
+
+
+def _window_total(by_node: dict[str, list[Point]], model: str) -> Point | None:
+    """All of ``model``'s points of a window, every version and node: the counts exactly."""
+    per_node = [merge_versions(points, model=model) for points in by_node.values()]
+    return add_sources(
+        [p for p in per_node if p is not None],
+        model=model,
+        version="*",
+        start=min((p.start for p in per_node if p is not None), default=0.0),
+        keep_rates=False,
+    )
 
 
 def _version_key(version: str) -> tuple[int, str]:
@@ -416,21 +523,29 @@ def _totals(point: Point | None) -> dict[str, Any]:
     }
 
 
-def model_metrics(model: Any, range_key: str, *, now: float | None = None) -> dict[str, Any]:
+def model_metrics(
+    model: Any, range_key: str, *, node: str | None = None, now: float | None = None
+) -> dict[str, Any]:
     """What ``GET /api/v1/models/{name}/metrics`` answers and the Metrics tab draws.
 
-    ``model`` is a registry Model (its target and serving config shape the advice).
+    ``model`` is a registry Model (its target and serving config shape the advice). ``node``
+    None sums every node (the same version's points of the same bucket add up); a name reads
+    that node's points only. ``nodes`` lists the nodes with points of the model in the range
+    whichever is read (what a node picker offers).
     """
     seconds, width, label = RANGES[range_key]
     now = time.time() if now is None else now
-    state = _state()
+    states = _states()
     since = now - seconds if width == RAW else bucket_start(now - seconds, width) + width
-    points = read_points([model.name], width, since, state)
+    everywhere = read_points([model.name], width, since, states)
+    by_node = everywhere if node is None else {node: everywhere.get(node, [])}
+    points = _across_nodes(by_node, width)
     points.sort(key=lambda p: (p.start, _version_key(p.version)))
-    raw_recent = read_points([model.name], RAW, now - RECENT_SECONDS, state)
-    latest = _latest(model.name, raw_recent)
-    total = merge_versions(points, model=model.name)
-    recent = merge_versions(raw_recent, model=model.name)
+    recent_by_node = read_points([model.name], RAW, now - RECENT_SECONDS, states, node=node)
+    latest = _latest(model.name, recent_by_node)
+    total = _window_total(by_node, model.name)
+    recent = _window_total(recent_by_node, model.name)
+    scraped = [states[name].at for name in ([node] if node else states) if name in states]
     advice = advise(
         target=model.target,
         total=total,
@@ -446,7 +561,9 @@ def model_metrics(model: Any, range_key: str, *, now: float | None = None) -> di
         "since": since,
         "now": now,
         "scrape_seconds": settings.METRICS_SCRAPE_SECONDS,
-        "last_scrape": state.at if state is not None else None,
+        "last_scrape": max((at for at in scraped if at is not None), default=None),
+        "node": node,
+        "nodes": sorted(name for name, items in everywhere.items() if items),
         "statistics": "triton"
         if get_target(model.target).reports_statistics
         else f"none ({model.target})",
@@ -459,20 +576,34 @@ def model_metrics(model: Any, range_key: str, *, now: float | None = None) -> di
     }
 
 
-def _latest(name: str, raw: list[Point]) -> dict[str, Any] | None:
-    """The newest scrape interval of ``name``, all versions together."""
-    if not raw:
+def _latest(name: str, raw_by_node: dict[str, list[Point]]) -> dict[str, Any] | None:
+    """The newest scrape interval of ``name``, all versions (and nodes) together.
+
+    Each node's newest interval counts if it ended after the newest one began: a node that
+    stopped being scraped minutes ago adds nothing to "now".
+    """
+    newest_of = {n: _newest(raw) for n, raw in raw_by_node.items() if raw}
+    if not newest_of:
         return None
-    newest = max(p.start for p in raw)
-    items = [p for p in raw if p.start == newest]
-    merged = merge_versions(items, model=name)
+    began = max(items[0].start for items in newest_of.values())
+    current = [items for items in newest_of.values() if items[0].start + items[0].seconds >= began]
+    per_node = [merge_versions(items, model=name) for items in current]
+    merged = add_sources(
+        [p for p in per_node if p is not None], model=name, version="*", start=began
+    )
     if merged is None:
         return None
     data = _point_dict(merged)
-    versions = sorted({p.version for p in items}, key=_version_key)
+    versions = sorted({p.version for items in current for p in items}, key=_version_key)
     data["version"] = ",".join(versions)
     data["versions"] = versions
     return data
+
+
+def _newest(raw: list[Point]) -> list[Point]:
+    """The points of the newest interval in ``raw`` (one node's, every version)."""
+    newest = max(p.start for p in raw)
+    return [p for p in raw if p.start == newest]
 
 
 # --------------------------------------------------------------------------- models list
@@ -492,31 +623,28 @@ WIDTH, HEIGHT = 120, 24
 
 
 def sparklines(models: Iterable[Any], *, now: float | None = None) -> dict[str, Sparkline]:
-    """Per model name: the last hour in 1-minute buckets (two queries for the whole list)."""
+    """Per model name: the last hour in 1-minute buckets, summed over the nodes (a handful of
+    queries for the whole list, whatever the node count)."""
     targets = {m.name: m.target for m in models}
     if not targets:
         return {}
     now = time.time() if now is None else now
-    state = _state()
+    states = _states()
     since = bucket_start(now - 3600, MINUTE) + MINUTE
-    buckets = read_points(list(targets), MINUTE, since, state)
+    buckets = _across_nodes(read_points(list(targets), MINUTE, since, states), MINUTE)
     # The newest interval of each model, if it ended within the last three scrapes (or minute).
     recent_end = now - max(3 * settings.METRICS_SCRAPE_SECONDS, 60)
-    latest_raw = [
-        p
-        for p in read_points(list(targets), RAW, now - RECENT_SECONDS, state)
-        if p.start + p.seconds >= recent_end
-    ]
+    # Per model, each node's newest interval (all versions merged): nodes scrape on their own
+    # clocks, so "newest" is per node, then the nodes' rates add up.
+    newest: dict[str, list[Point]] = {}
+    for raw in read_points(list(targets), RAW, now - RECENT_SECONDS, states).values():
+        for model, items in _newest_per_model(p for p in raw if p.start + p.seconds >= recent_end):
+            merged = merge_versions(items, model=model)
+            if merged is not None:
+                newest.setdefault(model, []).append(merged)
     by_model: dict[str, dict[float, list[Point]]] = {}
     for point in buckets:
         by_model.setdefault(point.model, {}).setdefault(point.start, []).append(point)
-    newest: dict[str, list[Point]] = {}
-    for point in latest_raw:
-        items = newest.setdefault(point.model, [])
-        if items and items[0].start < point.start:
-            items.clear()
-        if not items or items[0].start == point.start:
-            items.append(point)
     out: dict[str, Sparkline] = {}
     for name, target in targets.items():
         client = not get_target(target).reports_statistics
@@ -526,10 +654,22 @@ def sparklines(models: Iterable[Any], *, now: float | None = None) -> dict[str, 
             merged = merge_versions(items, model=name)
             if merged is not None:
                 series.append((start, float(merged.rates()[key] or 0.0)))
-        last = merge_versions(newest.get(name, []), model=name)
+        last = add_sources(newest.get(name, []), model=name, version="*", start=now)
         latest = float(last.rates()[key] or 0.0) if last is not None else None
         out[name] = _sparkline(series, since, latest, client)
     return out
+
+
+def _newest_per_model(points: Iterable[Point]) -> list[tuple[str, list[Point]]]:
+    """Per model, the points of its newest interval (one node's points: every version)."""
+    newest: dict[str, list[Point]] = {}
+    for point in points:
+        items = newest.setdefault(point.model, [])
+        if items and items[0].start < point.start:
+            items.clear()
+        if not items or items[0].start == point.start:
+            items.append(point)
+    return list(newest.items())
 
 
 def _sparkline(
@@ -544,3 +684,49 @@ def _sparkline(
         x, y = coords[0].split(",")
         coords.append(f"{min(float(x) + 3, WIDTH):.1f},{y}")
     return Sparkline(latest, peak, " ".join(coords), client)
+
+
+# --------------------------------------------------------------------------- nodes page
+
+
+def node_request_rates(*, now: float | None = None) -> dict[str, float]:
+    """Per node with points: requests/s over the last RECENT_SECONDS, all its models together.
+
+    One query: the raw points of the window, summed per node and scrape interval (the models
+    of one scrape share its interval, so its seconds count once). Triton's requests only; the
+    hub's own calls to ``npu_ge`` models, which Triton does not count, are left out.
+    """
+    now = time.time() if now is None else now
+    rows = (
+        MetricPoint.objects.filter(tier=RAW, start__gte=_dt(now - RECENT_SECONDS))
+        .values("node", "start")
+        .annotate(requests=Sum(F("success") + F("failures")), seconds=Max("seconds"))
+    )
+    sums: dict[str, list[float]] = {}
+    for row in rows:
+        entry = sums.setdefault(row["node"], [0.0, 0.0])
+        entry[0] += row["requests"] or 0
+        entry[1] += row["seconds"] or 0.0
+    return {node: requests / seconds for node, (requests, seconds) in sums.items() if seconds > 0}
+
+
+# --------------------------------------------------------------------------- which nodes
+
+
+def remote_scrape_targets() -> list[tuple[str, str]]:
+    """``(name, metrics URL)`` of every node other than ``local`` to scrape now: not down
+    (draining nodes still serve, so they are scraped) and with a metrics URL in its report.
+    Two queries."""
+    others = list(Node.objects.exclude(name=LOCAL))
+    reports = {r.node: r for r in HostReport.objects.filter(node__in=[n.name for n in others])}
+    moment = datetime.now(tz=UTC)
+    targets: list[tuple[str, str]] = []
+    for node in others:
+        url = node.triton.get("metrics") if isinstance(node.triton, dict) else None
+        if (
+            isinstance(url, str)
+            and url
+            and node_state(node, reports.get(node.name), moment) != "down"
+        ):
+            targets.append((node.name, url))
+    return targets

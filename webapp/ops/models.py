@@ -10,8 +10,10 @@ from django.db import models
 
 
 class MetricPoint(models.Model):
-    """One model version over ``[start, start + seconds)`` in one tier (0 raw, 60, 600 s)."""
+    """One model version on one node over ``[start, start + seconds)`` in one tier (0 raw,
+    60, 600 s). ``node`` is the :class:`Node` whose Triton was scraped (``local``: the stack's)."""
 
+    node = models.CharField(max_length=64, default="local")
     model_name = models.CharField(max_length=64)
     version = models.CharField(max_length=20)
     tier = models.PositiveSmallIntegerField()
@@ -35,9 +37,11 @@ class MetricPoint(models.Model):
 
     class Meta:
         indexes = [
-            # A model page's chart: one model, one tier, a time range.
+            # A model page's chart: one model, one tier, a time range (every node or one).
             models.Index(fields=["model_name", "tier", "start"], name="metric_model_tier_start"),
-            # Roll-ups and pruning: one tier, a time range, every model.
+            # Roll-ups and pruning: one node, one tier, a time range, every model.
+            models.Index(fields=["node", "tier", "start"], name="metric_node_tier_start"),
+            # The models list and the Nodes page: one tier, a time range, every node.
             models.Index(fields=["tier", "start"], name="metric_tier_start"),
         ]
 
@@ -46,7 +50,8 @@ class MetricPoint(models.Model):
 
 
 class MetricsState(models.Model):
-    """The previous scrape (parsed) and how far the roll-ups got; one row per metrics URL.
+    """The previous scrape (parsed) and how far the roll-ups got; one row per node, keyed
+    ``node:<name>`` (``webapp.ops.metrics_store.state_key``).
 
     Consecutive scrape tasks may run in different worker processes or hosts: whichever runs
     next diffs against this row, under a row lock (the database's, never a process's).

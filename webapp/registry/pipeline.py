@@ -8,12 +8,10 @@ directory on the shared store (``state.json``) and in the database, never in mem
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import shutil
 import socket
-from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +24,18 @@ from model_store.config import lint, render_pbtxt
 from model_store.errors import ModelStoreError
 from model_store.memory_fit import activations_from_onnx
 from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
-from model_store.store import ModelStore, atomic_write_text, link_or_copy, sha256_file
+from model_store.store import ModelStore, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
 from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
-from model_store.verification_inputs import check_samples
+from model_store.verification_inputs import check_samples, sample_to_json
 from model_store.verify import verify
-from webapp.registry import jobs
+from webapp.ops.routing import NoBuildHost, Route, build_route
+from webapp.registry import job_state, jobs
 from webapp.registry.db_outage import is_connection_error, retrying
 from webapp.registry.models import Event, Job, Version
+from webapp.registry.node_builds import NodeBuildFailed, build_on_node
 from webapp.registry.storage import get_store
 from webapp.registry.verify_triton import should_try_triton, verify_through_triton
 
@@ -53,21 +53,6 @@ class StepFailed(Exception):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _work(store: ModelStore, job: Job) -> Path:
-    return store.work_dir(job.uuid.hex)
-
-
-def _state(store: ModelStore, job: Job) -> dict[str, Any]:
-    path = _work(store, job) / "state.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _save_state(store: ModelStore, job: Job, **values: Any) -> None:
-    path = _work(store, job) / "state.json"
-    state = _state(store, job) | values
-    atomic_write_text(path, json.dumps(state))
 
 
 def _check_free_space(store: ModelStore, need: int, what: str) -> None:
@@ -157,7 +142,7 @@ def run_validate(job: Job) -> None:
     target = get_target(job.model.target)
     jobs.start_step(job, "validate", Version.Status.VALIDATING)
     _check_cancel(job)
-    work = _work(store, job)
+    work = job_state.work_dir(store, job)
     store.fresh_work_dir(job.uuid.hex, "source")
     source_dir = store.source_dir(job.model.name, version.number)
     if (source_dir / "bundle.zip").exists():
@@ -206,7 +191,7 @@ def run_validate(job: Job) -> None:
                 f"The verification sample does not fit the model: {exc}", "invalid_sample"
             ) from exc
         jobs.log(job, "The supplied sample fits the model's inputs; it will be verified too.")
-    _save_state(store, job, onnx_path=str(onnx_path))
+    job_state.update(store, job, onnx_path=str(onnx_path))
     warnings = sum(1 for f in report.findings if f.level == "warning")
     note = f"{warnings} warning(s)" if warnings else "no problems found"
     jobs.finish_step(job, "validate", note, "warning" if warnings else "done")
@@ -218,11 +203,15 @@ def run_compile(job: Job) -> None:
     target = get_target(job.model.target)
     jobs.start_step(job, "compile", Version.Status.COMPILING)
     _check_cancel(job)
-    state = _state(store, job)
+    state = job_state.read(store, job)
     onnx_path = Path(state["onnx_path"])
     # The artifact and the intermediate models a build writes: about twice the source.
     source_bytes = sum(p.stat().st_size for p in onnx_path.parent.rglob("*") if p.is_file())
     _check_free_space(store, 2 * source_bytes, "compiling (twice the model's size)")
+    route = _build_route(job, version)
+    if route.node is not None:
+        _compile_on_node(job, version, route, onnx_path)
+        return
     build_dir = store.fresh_work_dir(job.uuid.hex, "build")
     cancelled = jobs.CancelCheck(job)
     ctx = BuildContext(
@@ -242,23 +231,65 @@ def run_compile(job: Job) -> None:
         jobs.add_command(job, command)
     for note in result.notes:
         jobs.log(job, note)
-    _save_state(store, job, artifact=str(result.artifact), artifact_name=result.artifact_name)
+    job_state.update(store, job, artifact=str(result.artifact), artifact_name=result.artifact_name)
     if target.needs_cann:
-        _record_toolkit(job, version, ctx.env)
+        status = cann_status(ctx.env)
+        _record_toolkit(job, version, status.version or "", status.ops_version or "")
     size = result.artifact.stat().st_size
     jobs.finish_step(job, "compile", f"{result.artifact_name}, {size / 1e6:.1f} MB")
 
 
-def _record_toolkit(job: Job, version: Version, env: Mapping[str, str]) -> None:
+def _build_route(job: Job, version: Version) -> Route:
+    """This worker, or the node with the toolkit and NPUs the target needs (ops/routing.py)."""
+    try:
+        route = build_route(job.model.target, version.options)
+    except NoBuildHost as exc:
+        raise StepFailed(exc.message, exc.code) from None
+    if route.node is None and get_target(job.model.target).needs_cann:
+        jobs.log(job, f"Building on this worker: {route.why}.")
+    return route
+
+
+def _compile_on_node(job: Job, version: Version, route: Route, onnx_path: Path) -> None:
+    samples = (
+        [sample_to_json(sample_arrays(version))] if version.verification_sample is not None else []
+    )
+    try:
+        answer = build_on_node(job, version, route, onnx_path, samples)
+    except NodeBuildFailed as exc:
+        raise StepFailed(exc.message, exc.code, cancelled=exc.cancelled) from None
+    for command in answer["commands"]:
+        jobs.add_command(job, command)
+    for note in answer["notes"]:
+        jobs.log(job, note)
+    artifact = answer["artifact"]
+    job_state.update(
+        get_store(),
+        job,
+        artifact=str(artifact),
+        artifact_name=answer["artifact_name"],
+        built_on=route.node,
+        node_verification=answer["verification"],
+    )
+    cann = answer["cann"]
+    _record_toolkit(
+        job, version, str(cann.get("version") or ""), str(cann.get("ops_version") or "")
+    )
+    size = artifact.stat().st_size
+    jobs.finish_step(
+        job, "compile", f"{answer['artifact_name']}, {size / 1e6:.1f} MB, on node {route.node}"
+    )
+
+
+def _record_toolkit(job: Job, version: Version, cann: str, ops: str) -> None:
     """The CANN that built the artifact, kept on the version: an OM must not be served by an
     older CANN (docs/cann.md#version-compatibility; the publish gate compares the two)."""
-    status = cann_status(env)
-    version.cann_version = status.version or ""
-    version.cann_ops_version = status.ops_version or ""
+    version.cann_version = cann[:40]
+    version.cann_ops_version = ops[:40]
     retrying(lambda: version.save(update_fields=["cann_version", "cann_ops_version", "updated"]))
-    if status.version:
-        ops = f" (operator package {status.ops_version})" if status.ops_version else ""
-        jobs.log(job, f"Built with CANN {status.version}{ops}.")
+    if cann:
+        ops_note = f" (operator package {ops})" if ops else ""
+        jobs.log(job, f"Built with CANN {cann}{ops_note}.")
     else:
         jobs.log(job, "The CANN version of this toolkit is unknown; it cannot be compared with "
                  "the serving host's before publishing.", "warning")  # fmt: skip
@@ -269,7 +300,7 @@ def run_verify(job: Job) -> None:
     store = get_store()
     jobs.start_step(job, "verify", Version.Status.VERIFYING)
     _check_cancel(job)
-    state = _state(store, job)
+    state = job_state.read(store, job)
     artifact = Path(state["artifact"])
     source = Path(state["onnx_path"])
     plan = get_target(job.model.target).verify_plan(version.options, inspect_onnx(source))
@@ -278,6 +309,10 @@ def run_verify(job: Job) -> None:
         f"Running the source and the {plan.artifact_kind.upper()} artifact on the same inputs "
         f"({plan.precision} tolerances)…",
     )
+    if isinstance(state.get("node_verification"), dict):
+        # Verified on the node that built it, on its NPU (webapp/registry/node_builds.py).
+        _record_verification(job, version, plan.note, state["node_verification"])
+        return
     samples = [sample_arrays(version)] if version.verification_sample is not None else None
     report = verify(
         source,
@@ -293,8 +328,12 @@ def run_verify(job: Job) -> None:
         # The worker cannot execute it (no pyACL or no NPU here): the serving Triton may.
         jobs.log(job, f"Not run on this worker: {report.reason}", "warning")
         data = verify_through_triton(job, version, plan, source, artifact, samples, report)
-    if plan.note:
-        data["note"] = plan.note
+    _record_verification(job, version, plan.note, data)
+
+
+def _record_verification(job: Job, version: Version, note: str, data: dict[str, Any]) -> None:
+    if note:
+        data["note"] = note
     version.verification = data
     version.save(update_fields=["verification", "updated"])
     for output in data.get("outputs", []):
@@ -306,6 +345,7 @@ def run_verify(job: Job) -> None:
     status = data["status"]
     if status == "passed":
         where = " through Triton" if data.get("via") == "triton" else ""
+        where += f" on node {data['node']}" if data.get("node") else ""
         jobs.finish_step(job, "verify", "passed" + where)
     elif status == "not_run":
         jobs.log(job, f"Not verified: {data.get('reason')}", "warning")
@@ -325,7 +365,7 @@ def run_package(job: Job) -> None:
     target = get_target(job.model.target)
     jobs.start_step(job, "package", Version.Status.PACKAGING)
     _check_cancel(job)
-    state = _state(store, job)
+    state = job_state.read(store, job)
     artifact = Path(state["artifact"])
     name, number = job.model.name, version.number
     info = (

@@ -1,4 +1,5 @@
-"""The hub's HTTP API as a node uses it: post a report, download a packaged version.
+"""The hub's HTTP API as a node uses it: post a report, download a packaged version, fetch a
+build's source and send its artifact back.
 
 Plain ``urllib`` (no new dependency). Every call has a timeout; a JSON answer is read up to
 :data:`MAX_JSON_BYTES` and a download up to the caller's limit, so a wrong or hostile URL
@@ -9,7 +10,6 @@ cannot make the node hang or fill its memory or disk. The token goes only into t
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.error
 import urllib.parse
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from model_store.names import validate_model_name, validate_version
-from model_store.store import CHUNK_SIZE, FILE_MODE
+from model_store.store import StreamTooLarge, save_stream
 
 #: Largest JSON answer read from the hub (a report answer is a few hundred bytes).
 MAX_JSON_BYTES = 64 * 1024
@@ -112,6 +112,43 @@ class HubClient:
             size = _save(response, dest, max_bytes)
         return Download(dest, size, announced if _SHA256.fullmatch(announced) else None)
 
+    def download_build_source(self, node: str, job: str, dest: Path, *, max_bytes: int) -> Download:
+        """``GET /api/v1/nodes/{node}/builds/{job}/source.tar`` into the new file ``dest``.
+
+        Raises:
+            HubError: No answer, an error status (404: the build is not running any more),
+                or more than ``max_bytes``.
+        """
+        path = f"{self._build_path(node, job)}/source.tar"
+        with self._open("GET", path, None) as response:
+            announced = (response.headers.get("X-Content-SHA256") or "").strip().lower()
+            size = _save(response, dest, max_bytes)
+        return Download(dest, size, announced if _SHA256.fullmatch(announced) else None)
+
+    def upload_build_artifact(self, node: str, job: str, tar: Path, sha256: str) -> None:
+        """``PUT /api/v1/nodes/{node}/builds/{job}/artifact.tar``, streamed from ``tar``.
+
+        Raises:
+            HubError: No answer, or the hub refused the tar (its reason).
+        """
+        path = f"{self._build_path(node, job)}/artifact.tar"
+        size = tar.stat().st_size
+        with tar.open("rb") as body:
+            request = urllib.request.Request(  # noqa: S310 - base URL checked to be http(s)
+                self.base_url + path, data=body, method="PUT",
+                headers={"Authorization": f"Token {self.token}", "Accept": "application/json",
+                         "Content-Type": "application/x-tar", "Content-Length": str(size),
+                         "X-Content-SHA256": sha256},
+            )  # fmt: skip
+            with self._send(request, "PUT", path) as response:
+                response.read(MAX_JSON_BYTES)
+
+    @staticmethod
+    def _build_path(node: str, job: str) -> str:
+        if not re.fullmatch(r"[0-9a-f]{32}", job):
+            raise HubError(f"{job[:40]!r} is not a build's id.", code="invalid_field")
+        return f"/api/v1/nodes/{urllib.parse.quote(validate_model_name(node))}/builds/{job}"
+
     # -- plumbing ------------------------------------------------------------------------
     def _json(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
         with self._open(method, path, body) as response:
@@ -133,6 +170,9 @@ class HubClient:
             headers={"Authorization": f"Token {self.token}", "Accept": "application/json",
                      **({"Content-Type": "application/json"} if body is not None else {})},
         )  # fmt: skip
+        return self._send(request, method, path)
+
+    def _send(self, request: urllib.request.Request, method: str, path: str) -> Any:
         try:
             return _OPENER.open(request, timeout=self.timeout_s)
         except urllib.error.HTTPError as exc:
@@ -175,21 +215,10 @@ def _refusal(method: str, path: str, exc: urllib.error.HTTPError) -> HubError:
 
 def _save(response: Any, dest: Path, max_bytes: int) -> int:
     """Streams the body into the new file ``dest``, stopping past ``max_bytes``."""
-    size = 0
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
-        with os.fdopen(fd, "wb") as out:
-            while block := response.read(CHUNK_SIZE):
-                size += len(block)
-                if size > max_bytes:
-                    raise HubError(
-                        f"The package is over {max_bytes} bytes; the node stopped reading it.",
-                        response.status, "too_large",
-                    )  # fmt: skip
-                out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return size
+        return save_stream(response.read, dest, max_bytes)
+    except StreamTooLarge:
+        raise HubError(
+            f"The package is over {max_bytes} bytes; the node stopped reading it.",
+            response.status, "too_large",
+        ) from None  # fmt: skip

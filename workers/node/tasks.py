@@ -16,7 +16,7 @@ from typing import Any
 from model_store.errors import ModelStoreError
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.errors import TritonRuntimeError
-from workers.node import placing
+from workers.node import building, placing
 from workers.node.app import app, hub, settings
 from workers.node.hub_client import HubError
 from workers.node.reporting import send_report
@@ -64,3 +64,13 @@ def unload(model: str) -> dict[str, Any]:
         return placing.unload(settings, model, runtime=_runtime())
     except (ModelStoreError, TritonRuntimeError) as exc:
         return _failure(model, exc)
+
+
+@app.task(name="node.build")
+def build(**message: Any) -> dict[str, Any]:
+    """Build and verify a version the hub cannot build here (:mod:`~workers.node.building`)."""
+    try:
+        request = building.checked_request(message)
+        return building.build(settings, hub, request)
+    except (HubError, ModelStoreError) as exc:
+        return _failure(message.get("model"), exc)

@@ -65,6 +65,7 @@ from webapp.api.types.models import (
     RetireQuery,
 )
 from webapp.api.types.nodes import (
+    ArtifactReceived,
     DrainIn,
     NodeList,
     NodeOut,
@@ -149,6 +150,7 @@ __all__ = [
     "Accepted",
     "Activations",
     "Advice",
+    "ArtifactReceived",
     "Audit",
     "Check",
     "ChunkOut",

@@ -2,7 +2,8 @@
 
 Each :class:`MetricPoint` holds rates per second and mean times per request for one scrape or
 one bucket (``Rate`` and ``Ms`` describe those fields); :class:`Metrics` adds the totals,
-the versions seen and the advice drawn from them. :class:`MetricsQuery` picks the range.
+the versions and nodes seen and the advice drawn from them. :class:`MetricsQuery` picks the
+range and, optionally, one node.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class Metrics(Out):
     now: Number
     scrape_seconds: int
     last_scrape: Number | None
+    node: str | None = Field(description="the node read; null: every node's points summed")
+    nodes: list[str] = Field(
+        description="the nodes with points of the model in the range (whichever is read)"
+    )
     statistics: Literal["triton", "none (npu_ge)"]
     versions: list[str]
     serving_version: int | None
@@ -90,4 +95,8 @@ class MetricsQuery(Schema):
         "1h",
         description="1h: a point per scrape; 6h, 24h: 1-minute buckets; 7d: 10-minute buckets",
         json_schema_extra={"enum": list(RANGES)},
+    )
+    node: str | None = Field(
+        None,
+        description="one node's numbers (a name from GET /api/v1/nodes); default: all nodes summed",
     )

@@ -96,3 +96,11 @@ class NodeOut(Out):
 
 class NodeList(Out):
     nodes: list[NodeOut]
+
+
+class ArtifactReceived(Out):
+    """The hub checked the node's artifact tar against its SHA-256 and unpacked it."""
+
+    received: bool
+    sha256: str
+    files: list[str]

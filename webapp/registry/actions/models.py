@@ -9,7 +9,6 @@ lock, like every other change to what Triton serves.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
@@ -21,8 +20,7 @@ from model_store.names import validate_model_name
 from webapp import live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry.actions.serving import enqueue_serving_job
-from webapp.registry.jobs import initial_steps
+from webapp.registry.actions.serving import queue_locked_job
 from webapp.registry.models import (
     MAX_TAGS_PER_MODEL,
     TAG_MAX_LENGTH,
@@ -33,7 +31,6 @@ from webapp.registry.models import (
     ModelTag,
     Target,
 )
-from webapp.registry.serving import acquire_lock, lock_busy_error, release_lock
 
 MAX_DESCRIPTION = 2000
 
@@ -208,35 +205,16 @@ def request_retire(
             "busy",
             409,
         )
-    job_uuid = uuid.uuid4()
-    if not acquire_lock(model, job_uuid.hex):
-        raise lock_busy_error(model)
-    try:
-        with transaction.atomic():
-            job = Job.objects.create(
-                uuid=job_uuid,
-                kind=Job.Kind.RETIRE,
-                model=model,
-                steps=initial_steps((Job.Kind.RETIRE,)),
-                params={
-                    "from": model.serving_version,
-                    "purge_sources": purge_sources,
-                    "reason": reason[:500],
-                },
-                created_by=user,
-            )
-            Event.objects.create(
-                model=model,
-                job=job,
-                kind="retire.requested",
-                actor=user,
-                message=f"{user.get_username()} asked to retire {model.name}"
-                + (" and purge its sources" if purge_sources else "")
-                + (f": {reason[:500]}" if reason else "."),
-                data=job.params,
-            )
-            transaction.on_commit(lambda: enqueue_serving_job(job))
-    except Exception:
-        release_lock(model, job_uuid.hex)
-        raise
-    return job
+    return queue_locked_job(
+        model,
+        Job.Kind.RETIRE,
+        user,
+        params={
+            "from": model.serving_version,
+            "purge_sources": purge_sources,
+            "reason": reason[:500],
+        },
+        message=f"{user.get_username()} asked to retire {model.name}"
+        + (" and purge its sources" if purge_sources else "")
+        + (f": {reason[:500]}" if reason else "."),
+    )

@@ -126,6 +126,32 @@ def _queue(
     changes: list[dict[str, str]] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Job:
+    params = {
+        "from": model.serving_version,
+        "to": version.number if version else model.serving_version,
+        "reason": reason[:500],
+        "changes": changes or [],
+        **(extra or {}),
+    }
+    message = _describe(kind, model.name, params, user)
+    return queue_locked_job(model, kind, user, params=params, message=message, version=version)
+
+
+def queue_locked_job(
+    model: Model,
+    kind: str,
+    user: User,
+    *,
+    params: dict[str, Any],
+    message: str,
+    version: Version | None = None,
+) -> Job:
+    """Take the model's switch lock, record the job and its ``<kind>.requested`` Event, and send
+    the job to a worker once that is committed (every serving-kind request, retire included).
+
+    The lock is held by the job from here on (the worker releases it when the job ends); if
+    recording fails, it is released again so that the model is not left locked by no job.
+    """
     job_uuid = uuid.uuid4()
     if not acquire_lock(model, job_uuid.hex):
         raise lock_busy_error(model)
@@ -137,13 +163,7 @@ def _queue(
                 model=model,
                 version=version,
                 steps=jobs.initial_steps((kind,)),
-                params={
-                    "from": model.serving_version,
-                    "to": version.number if version else model.serving_version,
-                    "reason": reason[:500],
-                    "changes": changes or [],
-                    **(extra or {}),
-                },
+                params=params,
                 created_by=user,
             )
             Event.objects.create(
@@ -152,7 +172,7 @@ def _queue(
                 job=job,
                 kind=f"{kind}.requested",
                 actor=user,
-                message=_describe(job, user),
+                message=message,
                 data=job.params,
             )
             transaction.on_commit(lambda: enqueue_serving_job(job))
@@ -172,11 +192,10 @@ def enqueue_serving_job(job: Job) -> None:
         log.warning("serving job %s could not be queued yet", job.uuid, exc_info=True)
 
 
-def _describe(job: Job, user: User) -> str:
-    p = job.params
-    name = job.model.name
-    if job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
-        verb = "roll back" if job.kind == Job.Kind.ROLLBACK else "serve"
+def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> str:
+    """The request's Event message, from the job's kind and params (``p``)."""
+    if kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
+        verb = "roll back" if kind == Job.Kind.ROLLBACK else "serve"
         origin = f" (from v{p['from']})" if p.get("from") else ""
         text = f"{user.get_username()} asked to {verb} {name} v{p['to']}{origin}"
     elif "compare" in p:
@@ -186,7 +205,7 @@ def _describe(job: Job, user: User) -> str:
             else f"{user.get_username()} asked to stop comparing versions of {name}"
         )
     else:
-        text = f"{user.get_username()} asked to {job.kind} {name}"
+        text = f"{user.get_username()} asked to {kind} {name}"
     return text + (f": {p['reason']}" if p.get("reason") else ".")
 
 

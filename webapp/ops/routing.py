@@ -1,0 +1,126 @@
+"""Where a host-bound build runs: this worker, or a node with the toolkit and the NPU it needs.
+
+A target that needs CANN (``acl``, ``npu_ge``) compiles with ATC, and its artifact can only be
+run, for verification, on an NPU of the SoC it was built for. ATC itself cross-compiles for any
+SoC, so the choice, from the nodes' newest reports (docs/nodes.md#host-bound-builds), is:
+
+1. a node that is ``up`` (not draining), reports the target available (CANN and ATC found)
+   and has NPUs of the version's SoC: it compiles *and* verifies; this worker's own host (the
+   node ``local``) first, then the others by name;
+2. else this worker, when its own environment has the toolkit (it compiles; verification
+   then goes through Triton or stays "not run", as on a single machine);
+3. else any other such node without the SoC's NPUs (it compiles, verification is not run);
+4. else no node can: the step fails at once and says which SoC and toolkit are missing and
+   what each node lacks.
+
+Draining nodes take nothing new, builds included.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from model_store.targets import get_target
+from webapp.errors import HubError
+from webapp.ops import nodes
+from webapp.ops.host_reports import LOCAL_NODE
+from webapp.ops.models import HostReport, Node
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where to build: ``node`` None means in this worker; ``verifies`` that the place has
+    NPUs of the SoC, so the artifact is verified where it is built."""
+
+    node: str | None
+    verifies: bool
+    why: str
+
+
+class NoBuildHost(HubError):
+    """No node can build this target for this SoC now."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "no_build_node", 409)
+
+
+def build_route(target_name: str, options: dict[str, Any]) -> Route:
+    """Where a build of ``target_name`` with ``options`` (``soc_version``) runs; see the module.
+
+    Raises:
+        NoBuildHost: Neither this worker nor an up node has the toolkit.
+    """
+    target = get_target(target_name)
+    if not target.needs_cann:
+        return Route(None, False, "needs nothing special")
+    soc = str(options.get("soc_version") or "")
+    here = target.status(dict(os.environ)).available
+    candidates = _candidates(target_name)
+    with_soc = [c for c in candidates if soc and c["soc"] == soc]
+    local = next((c for c in with_soc if c["name"] == LOCAL_NODE), None)
+    if local is not None and here:
+        return Route(None, True, f"this host has the toolkit and {soc} NPUs")
+    others = [c for c in with_soc if c["name"] != LOCAL_NODE]
+    if others:
+        chosen = others[0]["name"]
+        return Route(chosen, True, f"node {chosen} has the toolkit and {soc} NPUs")
+    if here:
+        return Route(None, False, "this host has the toolkit (no node has NPUs of the SoC)")
+    compile_only = [c for c in candidates if c["name"] != LOCAL_NODE]
+    if compile_only:
+        chosen = compile_only[0]["name"]
+        return Route(chosen, False, f"node {chosen} has the toolkit (no {soc or 'NPU'} there)")
+    raise NoBuildHost(_nobody(target_name, soc))
+
+
+def nodes_that_build(target_name: str) -> list[str]:
+    """The up nodes other than ``local`` that can build ``target_name`` now, by name."""
+    return [c["name"] for c in _candidates(target_name) if c["name"] != LOCAL_NODE]
+
+
+def _candidates(target_name: str) -> list[dict[str, Any]]:
+    """Up nodes whose newest report says ``target_name`` builds there, by name."""
+    found = []
+    for summary, report in _up_nodes():
+        status = (report.get("targets") or {}).get(target_name) or {}
+        if isinstance(status, dict) and status.get("available") is True:
+            found.append(summary)
+    return found
+
+
+def _up_nodes() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    rows = list(Node.objects.all())
+    reports = {r.node: r for r in HostReport.objects.filter(node__in=[n.name for n in rows])}
+    now = timezone.now()
+    up = []
+    for node in rows:
+        report = reports.get(node.name)
+        summary = nodes.summary(node, report, now)
+        if summary["state"] == "up" and report is not None and isinstance(report.data, dict):
+            up.append((summary, report.data))
+    return up
+
+
+def _nobody(target_name: str, soc: str) -> str:
+    every = nodes.summaries()
+    what = f"the Ascend toolkit (CANN with ATC) for {target_name}"
+    if soc:
+        what += f" and NPUs of SoC {soc}"
+    if not every:
+        return (
+            f"No node with {what} is up: no node has reported. Start a node on the Ascend "
+            "host (make node, or deploy/node/)."
+        )
+    states = "; ".join(
+        f"{n['name']}: {n['state']}" + (f", SoC {n['soc']}" if n.get("soc") else ", no NPU")
+        + (f", CANN {n['cann_version']}" if n.get("cann_version") else ", no CANN")
+        for n in every
+    )  # fmt: skip
+    return (
+        f"No node with {what} is up ({states}). Start or undrain a node on an Ascend host "
+        "with CANN, then upload again."
+    )

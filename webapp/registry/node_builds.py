@@ -1,0 +1,261 @@
+"""The compile step when it runs on a node: send it, hand the node its source, take the artifact.
+
+:func:`webapp.ops.routing.build_route` chose a node (docs/nodes.md#host-bound-builds). Then:
+
+1. the validated source (the ONNX file and any external data) is written as a files tar in
+   the job's work directory, with its SHA-256;
+2. ``node.build`` goes to the node's queue with ids, names, the options and that SHA-256
+   (never a path: the node shares no file system with the hub);
+3. the node fetches the source with its token (:func:`source_tar`), checks the hash, runs
+   ATC and verifies the artifact on its NPU, and uploads the artifact as a files tar
+   (:func:`receive_artifact`), which is checked and unpacked here;
+4. the node's answer (ATC's command and log, its CANN version, the verification report)
+   comes back through the result backend; the artifact it names must be among the files it
+   uploaded, with the hash it announced.
+
+The hub worker waits for the answer, asking every few seconds whether the job was cancelled
+or the node went down (then the step fails with that reason). A node can lie about the
+numbers it reports as any Triton host can; it cannot write outside the job's directory, and
+the artifact is packaged from the bytes it uploaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+from django.conf import settings
+from django.http import HttpRequest
+
+from model_store.names import validate_file_name
+from model_store.package_tar.files import extract_files, write_files
+from model_store.package_tar.layout import PackageTarError
+from model_store.store import StreamTooLarge, save_stream, sha256_file
+from webapp import dispatch
+from webapp.errors import HubError
+from webapp.ops import nodes
+from webapp.ops.routing import Route
+from webapp.registry import job_state, jobs
+from webapp.registry.models import Job, Version
+from webapp.registry.storage import get_store
+
+log = logging.getLogger(__name__)
+
+#: How often the waiting worker asks about cancel and the node's state, in seconds.
+POLL_S = 2.0
+#: A line about the wait in the job's log this often, in seconds.
+STILL_WAITING_S = 60.0
+#: At most this many of the node's log lines are copied to the job (ATC's tail matters).
+MAX_LOG_LINES = 300
+#: The compile task's own limit is an hour; the wait ends a little before it.
+WAIT_LIMIT_S = 3500
+SOURCE_TAR = "node-source.tar"
+ARTIFACT_TAR = "node-artifact.tar"
+ARTIFACT_DIR = "node-build"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class NodeBuildFailed(Exception):
+    """The node answered with a failure, or stopped answering; recorded on the job."""
+
+    def __init__(self, message: str, code: str, *, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.cancelled = cancelled
+
+
+def build_on_node(
+    job: Job, version: Version, route: Route, onnx_path: Path, samples: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Runs the compile (and the verification) on ``route.node``; the checked answer.
+
+    Returns:
+        ``{"artifact": Path, "artifact_name", "commands", "notes", "cann", "verification"}``.
+
+    Raises:
+        NodeBuildFailed: The node refused or failed (its reason), went down, the job was
+            cancelled, or its answer does not check out.
+    """
+    node = route.node
+    assert node is not None
+    store = get_store()
+    work = store.work_dir(job.uuid.hex)
+    job.params = {**(job.params or {}), "build_node": node}
+    Job.objects.filter(pk=job.pk).update(params=job.params)
+    jobs.log(job, f"Building on node {node}: {route.why}.")
+    source_root = onnx_path.parent
+    (work / SOURCE_TAR).unlink(missing_ok=True)
+    files = {str(p.relative_to(source_root)): p for p in source_root.rglob("*") if p.is_file()}
+    source = write_files(files, work / SOURCE_TAR)
+    result = dispatch.node_task(
+        node,
+        "node.build",
+        {
+            "job": job.uuid.hex,
+            "model": job.model.name,
+            "version": version.number,
+            "target": job.model.target,
+            "options": version.options,
+            "source_sha256": source.sha256,
+            "source_name": str(onnx_path.relative_to(source_root)),
+            "samples": samples,
+        },
+    )
+    answer = _wait(job, node, result)
+    if answer.get("ok") is not True:
+        _copy_log(job, node, answer)
+        raise NodeBuildFailed(
+            f"Node {node}: {str(answer.get('reason') or 'the build failed')[:2000]}",
+            str(answer.get("code") or "node_build_failed")[:64],
+        )
+    return _checked_answer(job, node, work, answer)
+
+
+def _wait(job: Job, node: str, result: Any) -> dict[str, Any]:
+    started = last_said = time.monotonic()
+    while True:
+        try:
+            answer = result.get(timeout=POLL_S, disable_sync_subtasks=False, propagate=False)
+        except CeleryTimeout:
+            answer = None
+        if isinstance(answer, dict):
+            return answer
+        if answer is not None or result.failed():
+            raise NodeBuildFailed(
+                f"Node {node} crashed running the build: {str(result.result)[:500]}",
+                "node_build_failed",
+            )
+        if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
+            result.revoke()
+            raise NodeBuildFailed("Cancelled on request.", "cancelled", cancelled=True)
+        state = nodes.summary_of(node)["state"]
+        if state == "down":
+            raise NodeBuildFailed(
+                f"Node {node} stopped reporting during the build (down for "
+                f"{nodes.down_after_s():.0f} s); upload again to build elsewhere.",
+                "node_down",
+            )
+        waited = time.monotonic() - started
+        if waited > WAIT_LIMIT_S:
+            result.revoke()
+            raise NodeBuildFailed(f"Node {node} did not finish within {WAIT_LIMIT_S} s.", "timeout")
+        if time.monotonic() - last_said >= STILL_WAITING_S:
+            last_said = time.monotonic()
+            jobs.log(job, f"Still building on node {node} ({waited:.0f} s).")
+
+
+def _copy_log(job: Job, node: str, answer: dict[str, Any]) -> None:
+    lines = answer.get("log")
+    for line in (lines if isinstance(lines, list) else [])[-MAX_LOG_LINES:]:
+        jobs.log(job, f"[{node}] {str(line)[:4000]}")
+
+
+def _checked_answer(job: Job, node: str, work: Path, answer: dict[str, Any]) -> dict[str, Any]:
+    _copy_log(job, node, answer)
+    received = _received(job)
+    announced = str(answer.get("artifact_sha256") or "")
+    if received is None or received["sha256"] != announced:
+        raise NodeBuildFailed(
+            f"Node {node} says it built the artifact, but the hub did not receive that upload "
+            f"(announced {announced[:64] or 'nothing'}).",
+            "node_artifact_missing",
+        )
+    name = validate_file_name(answer.get("artifact_name"))
+    if name not in received["files"]:
+        raise NodeBuildFailed(
+            f"Node {node} named the artifact {name!r}, which is not among the files it uploaded.",
+            "node_artifact_missing",
+        )
+    verification = answer.get("verification")
+    return {
+        "artifact": work / ARTIFACT_DIR / name,
+        "artifact_name": name,
+        "commands": [str(c)[:4000] for c in _list(answer.get("commands"))][:20],
+        "notes": [str(n)[:2000] for n in _list(answer.get("notes"))][:50],
+        "cann": answer.get("cann") if isinstance(answer.get("cann"), dict) else {},
+        "verification": _checked_verification(verification, node),
+    }
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _checked_verification(report: object, node: str) -> dict[str, Any]:
+    """The node's verification report, as the version page shows one, said to be from it."""
+    if not isinstance(report, dict) or report.get("status") not in ("passed", "failed", "not_run"):
+        return {"status": "not_run", "reason": f"node {node} sent no verification report"}
+    return {**report, "node": node}
+
+
+# --------------------------------------------------------------------------- the node's calls
+
+
+def running_build(name: str, job_uuid: str) -> tuple[Job, Path]:
+    """The compile job ``job_uuid`` that node ``name`` is building now, and its work dir.
+
+    Raises:
+        HubError: 404 when there is no such job building on that node (finished, another
+            node's, or never): the node learns nothing more.
+    """
+    job = None
+    if re.fullmatch(r"[0-9a-f]{32}", job_uuid):
+        job = (
+            Job.objects.filter(uuid=job_uuid, kind=Job.Kind.COMPILE, step="compile")
+            .exclude(state__in=[Job.State.SUCCEEDED, Job.State.FAILED, Job.State.CANCELLED])
+            .first()
+        )
+    if job is None or (job.params or {}).get("build_node") != name:
+        raise HubError(f"Node {name!r} has no build {job_uuid[:32]!r} running.", "not_found", 404)
+    return job, get_store().work_dir(job.uuid.hex)
+
+
+def source_tar(name: str, job_uuid: str) -> tuple[Path, str]:
+    """The source tar of a running build, and its SHA-256 (the one sent with the task)."""
+    _, work = running_build(name, job_uuid)
+    path = work / SOURCE_TAR
+    if not path.is_file():
+        raise HubError("The build's source is not ready.", "not_found", 404)
+    return path, sha256_file(path)
+
+
+def receive_artifact(name: str, job_uuid: str, request: HttpRequest) -> dict[str, Any]:
+    """Streams the node's artifact tar into the job's work dir, checks and unpacks it."""
+    job, work = running_build(name, job_uuid)
+    announced = (request.headers.get("X-Content-SHA256") or "").strip().lower()
+    if not _HEX64.fullmatch(announced):
+        raise HubError("Send the tar's SHA-256 in X-Content-SHA256.", "invalid_field")
+    limit = 2 * settings.UPLOAD_MAX_BYTES
+    tar = work / ARTIFACT_TAR
+    tar.unlink(missing_ok=True)
+    shutil.rmtree(work / ARTIFACT_DIR, ignore_errors=True)
+    _save_body(request, tar, limit)
+    try:
+        files = extract_files(tar, work / ARTIFACT_DIR, announced, max_bytes=limit)
+    except PackageTarError as exc:
+        raise HubError(f"The artifact tar was refused: {exc}", "invalid_artifact", 400) from None
+    finally:
+        tar.unlink(missing_ok=True)
+    job_state.update(get_store(), job, node_artifact={"sha256": announced, "files": files})
+    jobs.log(job, f"Received the artifact from node {name} ({', '.join(files)[:500]}).")
+    return {"received": True, "sha256": announced, "files": files}
+
+
+def _save_body(request: HttpRequest, dest: Path, limit: int) -> None:
+    try:
+        save_stream(request.read, dest, limit)
+    except StreamTooLarge:
+        raise HubError(
+            f"The artifact is over {limit} bytes (twice UPLOAD_MAX_BYTES).", "too_large", 413
+        ) from None
+
+
+def _received(job: Job) -> dict[str, Any] | None:
+    found = job_state.read(get_store(), job).get("node_artifact")
+    return found if isinstance(found, dict) else None
