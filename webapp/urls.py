@@ -8,7 +8,7 @@ from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
-from webapp.registry import adopt_views, try_views
+from webapp.registry import adopt_views, placement_views, try_views
 from webapp.registry import views as registry_views
 
 handler404 = "webapp.api.views.not_found"
@@ -44,6 +44,7 @@ urlpatterns = [
     path("models/<str:name>/rollback/", registry_views.model_rollback, name="model-rollback"),
     path("models/<str:name>/unload/", registry_views.model_unload, name="model-unload"),
     path("models/<str:name>/load/", registry_views.model_load, name="model-load"),
+    path("models/<str:name>/placement/", placement_views.model_placement, name="model-placement"),
     path("models/<str:name>/edit/", registry_views.model_edit, name="model-edit"),
     path("models/<str:name>/retire/", registry_views.model_retire, name="model-retire"),
     path(

@@ -20,7 +20,14 @@ import pytest
 from model_store import spawn
 from tests.fakes.toolkit import make_fake_toolkit
 from tests.fixtures.multipart import multipart_file
-from tests.fixtures.stack import ROOT, fresh_machine_env, interrupt, wait_for_line
+from tests.fixtures.stack import (
+    ROOT,
+    fresh_machine_env,
+    interrupt,
+    manage_token,
+    start_node,
+    start_stack,
+)
 from tests.fixtures.waiting import wait_until
 from tests.integration.test_acl_first_contact import NOT_A_REAL_HOSTS, Hub
 
@@ -33,12 +40,7 @@ DOWN_WITHIN_S = 3 * PROBE_S + 2 * PROBE_S  # three intervals, plus a beat and a 
 
 
 def _start_node(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    node = spawn.start(
-        ["make", "node", "NAME=b"], cwd=ROOT, env=env,
-        stdout=log.open("wb"), stderr=subprocess.STDOUT, new_session=True,
-    )  # fmt: skip
-    wait_for_line(log, "ready (Ctrl-C stops this node only)", node, timeout=120)
-    return node
+    return start_node(env, "b", log)[0]
 
 
 def _node(hub: Hub, name: str) -> dict[str, Any]:
@@ -59,18 +61,11 @@ def test_a_build_needing_cann_runs_on_the_node_that_has_it(tmp_path: Path) -> No
         if not key.startswith(NOT_A_REAL_HOSTS)
     } | {"HOST_PROBE_SECONDS": str(PROBE_S)}
     node_env = env | make_fake_toolkit(tmp_path / "Ascend", layout="cann", path=env["PATH"])
-    stack_log, node_log = tmp_path / "stack.log", tmp_path / "node.log"
-    stack = spawn.start(
-        [sys.executable, "-m", "webapp.stack"], cwd=ROOT, env=env,
-        stdout=stack_log.open("wb"), stderr=subprocess.STDOUT, new_session=True,
-    )  # fmt: skip
+    node_log = tmp_path / "node.log"
+    stack = start_stack(env, tmp_path / "stack.log")
     node = None
     try:
-        wait_for_line(stack_log, "Triton Model Hub is ready", stack, timeout=240)
-        token = spawn.run(
-            [sys.executable, "manage.py", "apitoken", "ops", "--role", "operator"],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120,
-        ).stdout.split()[-1]  # fmt: skip
+        token = manage_token(env, "apitoken", "ops", "--role", "operator")
         hub = Hub(int(env["HUB_PORT"]), token, node_env["ASCEND_TOOLKIT_HOME"])
         node = _start_node(node_env, node_log)
 

@@ -22,6 +22,7 @@ from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, json_object, 
 from webapp.errors import HubError
 from webapp.ops import nodes
 from webapp.registry import node_builds
+from webapp.registry.rollout import note_triton_models
 
 router = Router(tags=["nodes"])
 
@@ -97,13 +98,16 @@ def node_report(request: HttpRequest, name: str) -> Any:
             f"The report is from {report.node.name[:64]!r}, posted for {name!r}.", "invalid_field"
         )
     stored = {k: v for k, v in body.items() if k != "node"}
-    return nodes.accept_report(
+    accepted = nodes.accept_report(
         name,
         stored,
         triton=report.node.triton.model_dump(),
         version=report.node.hub_version,
         labels=dict(report.node.labels),
     )
+    # What its Triton serves against what the hub placed there: drift is placed again.
+    note_triton_models(name, stored.get("triton_models"))
+    return accepted
 
 
 def _the_node_itself(request: HttpRequest, name: str) -> str:

@@ -175,3 +175,24 @@ def history(request: HttpRequest, name: str) -> Any:
 def audit(request: HttpRequest) -> Any:
     rows = Event.objects.select_related("model", "version", "actor")[:500]
     return {"events": [e.to_dict() for e in rows]}
+
+
+@router.put(
+    "/models/{name}/placement",
+    response=SWITCH_RESPONSES,
+    auth=OPERATOR,
+    url_name="api-placement",
+    summary='Where the model serves: {"nodes": [...]} or {"labels": {...}} ({} labels: every '
+    "node); 202 with the job that places the serving version where it is missing and unloads "
+    "it where no longer named (?wait=true: its outcome)",
+    openapi_extra=SWITCH_DOC,
+)
+def placement(
+    request: HttpRequest, name: str, data: types.PlacementIn, wait: Query[types.WaitQuery]
+) -> Any:
+    job = serving.request_placement(
+        model=model_or_404(name),
+        body=data.model_dump(exclude_unset=True),
+        user=request.user,  # type: ignore[arg-type]
+    )
+    return _answer(request, job, wait)

@@ -23,6 +23,7 @@ from webapp.ops.health import run_checks
 from webapp.ops.server_state import devices_summary, triton_summary
 from webapp.registry.actions.models import create_model, edit_model, request_retire
 from webapp.registry.catalogue import CatalogueQuery, find_models
+from webapp.registry.rollout import per_node
 
 router = Router(tags=["server"], exclude_unset=True)
 
@@ -138,7 +139,8 @@ def model_create(request: HttpRequest, data: types.ModelIn) -> Any:
     summary="Model detail",
 )
 def model_detail(request: HttpRequest, name: str) -> Any:
-    return model_or_404(name).to_dict(versions=True)
+    model = model_or_404(name)
+    return model.to_dict(versions=True) | per_node(model)
 
 
 @router.patch(

@@ -30,7 +30,7 @@ def is_embedded() -> bool:
     return os.environ.get("HUB_TRITON_EMBEDDED") == "1"
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=32)
 def _inference_runtime(http: str, grpc: str, metrics: str, timeout: float) -> TritonRuntime:
     runtime = TritonRuntime(http_url=http, grpc_url=grpc, metrics_url=metrics, timeout=timeout)
     _created.append(runtime)
@@ -53,6 +53,11 @@ def inference_runtime() -> TritonRuntime:
         settings.TRITON_METRICS_URL,
         float(settings.INFER_TIMEOUT_SECONDS),
     )
+
+
+def node_inference_runtime(http: str, grpc: str | None) -> TritonRuntime:
+    """The long-lived inference client of another node's Triton (its reported URLs)."""
+    return _inference_runtime(http, grpc or "", "", float(settings.INFER_TIMEOUT_SECONDS))
 
 
 @atexit.register

@@ -30,9 +30,10 @@ from model_store.inference import (
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
-from webapp.ops.triton import inference_runtime
+from webapp.ops.triton import inference_runtime, node_inference_runtime
 from webapp.registry.models import Model, Version
 from webapp.registry.ratelimit import RateLimited, check_rate
+from webapp.registry.rollout import inference_node
 
 MAX_TOP_K = 50
 DEFAULT_PRESET = "imagenet"
@@ -158,7 +159,8 @@ def run(
             )
         default = Preprocess.from_dict(raw)
     arrays = decode_inputs(specs, body.get("inputs"), limits(), default_preprocess=default)
-    runtime = inference_runtime()
+    elsewhere = inference_node(model, version.number)
+    runtime = inference_runtime() if elsewhere is None else node_inference_runtime(*elsewhere[1:])
     protocol: Literal["http", "grpc"] = "grpc" if runtime.grpc_url else "http"
     call_started = time.perf_counter()
     try:
@@ -177,6 +179,7 @@ def run(
             name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in arrays.items()
         },
         "outputs": described,
+        "node": "local" if elsewhere is None else elsewhere[0],
         "latency": {
             "triton_ms": round(triton_ms, 3),
             "hub_ms": round((time.perf_counter() - started) * 1000, 3),

@@ -61,6 +61,9 @@ class Model(models.Model):
     labels = models.JSONField(default=list, blank=True)
     # How the "Try it" panel prepares inputs: {"preprocess": {...}, "image_inputs": [...]}.
     try_settings = models.JSONField(default=dict, blank=True)
+    # Which nodes serve it: {"nodes": [...]} or {"labels": {...}}; empty is local alone
+    # (webapp/registry/placement.py).
+    placement = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -119,6 +122,46 @@ class Model(models.Model):
 TAG_PATTERN = r"^[a-z0-9][a-z0-9._:/-]*$"
 TAG_MAX_LENGTH = 40
 MAX_TAGS_PER_MODEL = 20
+
+
+class NodeServing(models.Model):
+    """What one node other than ``local`` serves of one model, as its last step left it.
+
+    ``local``'s is the model's own ``serving_version``. Rows are written by rollouts and
+    placement jobs (webapp/registry/rollout.py) and read by the model's API and page.
+    """
+
+    class State(models.TextChoices):
+        PLACING = "placing", "Placing"
+        SERVING = "serving", "Serving"
+        FAILED = "failed", "Failed"
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="node_servings")
+    node = models.CharField(max_length=64)
+    version = models.PositiveIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PLACING)
+    error = models.TextField(blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["model", "node"], name="node_serving_model_node")
+        ]
+        ordering = ["node"]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} on {self.node}: v{self.version} {self.state}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "version": self.version,
+            "state": self.state,
+            "error": self.error or None,
+            "duration_s": self.duration_s,
+            "updated": self.updated.isoformat(),
+        }
 
 
 class ModelTag(models.Model):
@@ -251,6 +294,7 @@ class Job(models.Model):
         SWEEP = "sweep", "Performance sweep"
         RETIRE = "retire", "Retire"
         ADOPT = "adopt", "Adopt"
+        PLACE = "place", "Place on nodes"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"

@@ -24,11 +24,9 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.http import HttpRequest
 
@@ -38,18 +36,14 @@ from model_store.package_tar.layout import PackageTarError
 from model_store.store import StreamTooLarge, save_stream, sha256_file
 from webapp import dispatch
 from webapp.errors import HubError
-from webapp.ops import nodes
 from webapp.ops.routing import Route
 from webapp.registry import job_state, jobs
 from webapp.registry.models import Job, Version
+from webapp.registry.node_tasks import NodeTaskFailed, wait_for_answer
 from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
 
-#: How often the waiting worker asks about cancel and the node's state, in seconds.
-POLL_S = 2.0
-#: A line about the wait in the job's log this often, in seconds.
-STILL_WAITING_S = 60.0
 #: At most this many of the node's log lines are copied to the job (ATC's tail matters).
 MAX_LOG_LINES = 300
 #: The compile task's own limit is an hour; the wait ends a little before it.
@@ -60,14 +54,8 @@ ARTIFACT_DIR = "node-build"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-class NodeBuildFailed(Exception):
+class NodeBuildFailed(NodeTaskFailed):
     """The node answered with a failure, or stopped answering; recorded on the job."""
-
-    def __init__(self, message: str, code: str, *, cancelled: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.cancelled = cancelled
 
 
 def build_on_node(
@@ -107,7 +95,10 @@ def build_on_node(
             "samples": samples,
         },
     )
-    answer = _wait(job, node, result)
+    try:
+        answer = wait_for_answer(job, node, result, limit_s=WAIT_LIMIT_S, what="build")
+    except NodeTaskFailed as exc:
+        raise NodeBuildFailed(exc.message, exc.code, cancelled=exc.cancelled) from None
     if answer.get("ok") is not True:
         _copy_log(job, node, answer)
         raise NodeBuildFailed(
@@ -115,39 +106,6 @@ def build_on_node(
             str(answer.get("code") or "node_build_failed")[:64],
         )
     return _checked_answer(job, node, work, answer)
-
-
-def _wait(job: Job, node: str, result: Any) -> dict[str, Any]:
-    started = last_said = time.monotonic()
-    while True:
-        try:
-            answer = result.get(timeout=POLL_S, disable_sync_subtasks=False, propagate=False)
-        except CeleryTimeout:
-            answer = None
-        if isinstance(answer, dict):
-            return answer
-        if answer is not None or result.failed():
-            raise NodeBuildFailed(
-                f"Node {node} crashed running the build: {str(result.result)[:500]}",
-                "node_build_failed",
-            )
-        if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
-            result.revoke()
-            raise NodeBuildFailed("Cancelled on request.", "cancelled", cancelled=True)
-        state = nodes.summary_of(node)["state"]
-        if state == "down":
-            raise NodeBuildFailed(
-                f"Node {node} stopped reporting during the build (down for "
-                f"{nodes.down_after_s():.0f} s); upload again to build elsewhere.",
-                "node_down",
-            )
-        waited = time.monotonic() - started
-        if waited > WAIT_LIMIT_S:
-            result.revoke()
-            raise NodeBuildFailed(f"Node {node} did not finish within {WAIT_LIMIT_S} s.", "timeout")
-        if time.monotonic() - last_said >= STILL_WAITING_S:
-            last_said = time.monotonic()
-            jobs.log(job, f"Still building on node {node} ({waited:.0f} s).")
 
 
 def _copy_log(job: Job, node: str, answer: dict[str, Any]) -> None:

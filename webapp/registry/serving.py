@@ -33,11 +33,12 @@ from model_store.serving import (
 )
 from webapp import live
 from webapp.errors import HubError
+from webapp.ops import nodes as ops_nodes
 from webapp.ops.triton import get_runtime
-from webapp.registry import jobs
+from webapp.registry import jobs, placement, rollout
 from webapp.registry.cann_check import cann_skew
 from webapp.registry.db_outage import is_connection_error, retrying, wait_for_database
-from webapp.registry.models import Event, Job, Model, ReconcileReport, Version
+from webapp.registry.models import Event, Job, Model, NodeServing, ReconcileReport, Version
 from webapp.registry.retire import run_retire
 from webapp.registry.storage import get_store
 
@@ -160,6 +161,8 @@ def run_job(job_id: int) -> None:
             _run_unload(job)
         elif job.kind == Job.Kind.RETIRE:
             run_retire(job)
+        elif job.kind == Job.Kind.PLACE:
+            _run_place(job)
         else:
             _run_load(job)
     except TritonUnavailable as exc:
@@ -202,7 +205,15 @@ def _reconcile_soon() -> None:
         log.warning("could not queue a reconcile", exc_info=True)
 
 
+def _rollout_nodes(model: Model) -> list[str]:
+    return placement.resolve(placement.of(model), ops_nodes.summaries())
+
+
 def _run_switch(job: Job) -> None:
+    targets = _rollout_nodes(job.model)
+    if targets != [placement.LOCAL]:
+        _run_rollout(job, targets)
+        return
     model, params = job.model, job.params
     to_version, from_version = int(params["to"]), params.get("from")
     runtime = get_runtime(timeout=SWITCH_TIMEOUT_S)
@@ -255,6 +266,112 @@ def _run_switch(job: Job) -> None:
     )
     jobs.finish_step(job, job.kind, f"v{to_version} is READY ({result.duration_s:.2f} s)")
     jobs.succeed(job, f"v{to_version} serving")
+
+
+def _run_rollout(job: Job, targets: list[str]) -> None:
+    """Serve or roll back on every node of the placement, one node at a time; stop at the
+    first that fails (webapp/registry/rollout.py)."""
+    model, params, version = job.model, job.params, job.version
+    assert version is not None
+    to_version, from_version = int(params["to"]), params.get("from")
+    steps: list[rollout.NodeStep] = []
+    for node in targets:
+        if node == placement.LOCAL:
+            result = switch_version(
+                get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), name=model.name,
+                target=model.target, to_version=to_version, from_version=from_version,
+                timeout_s=SWITCH_TIMEOUT_S, on_log=lambda line: jobs.log(job, line),
+            )  # fmt: skip
+            step = rollout.NodeStep(
+                node, result.ok, from_version, to_version, round(result.duration_s, 3),
+                reason=result.reason or "",
+            )  # fmt: skip
+        else:
+            step = rollout.place_on_node(job, model, node, version)
+        rollout.log_step(job, step)
+        steps.append(step)
+        if not step.ok:
+            break
+    done = all(s.ok for s in steps)
+    local_moved = any(s.node == placement.LOCAL and s.ok for s in steps)
+    if done or local_moved or (placement.LOCAL not in targets and any(s.ok for s in steps)):
+        # The version the placement serves (and local's, when local is in it).
+        updates: dict[str, Any] = {"serving_version": to_version, "compare_version": None}
+        if from_version is not None and from_version != to_version:
+            updates["previous_version"] = from_version
+        retrying(lambda: Model.objects.filter(pk=model.pk).update(**updates))
+    evidence: dict[str, Any] = {
+        "from": from_version, "to": to_version, "reason": params.get("reason", ""),
+        "nodes": [s.to_dict() for s in steps],
+        "duration_s": round(sum(s.duration_s for s in steps), 3),
+    }  # fmt: skip
+    now = rollout.where_now(model, to_version if local_moved else from_version, targets)
+    if not done:
+        failed = steps[-1]
+        _failed(
+            job,
+            f"Rollout of v{to_version} stopped at node {failed.node}: {failed.reason}. "
+            f"Serving now: {now}. Retry (nodes already on v{to_version} are left as they are) "
+            "or roll back.",
+            "rollout_stopped",
+            evidence,
+        )
+        return
+    verb = "rolled back" if job.kind == Job.Kind.ROLLBACK else "switched"
+    retrying(
+        lambda: Event.objects.create(
+            model=model, version=version, job=job, kind=job.kind, actor=job.created_by,
+            message=f"{_who(job)} {verb} {model.name} to v{to_version} on "
+            f"{len(steps)} node(s) ({now}) in {evidence['duration_s']:.2f} s.",
+            data=evidence,
+        )
+    )  # fmt: skip
+    jobs.finish_step(job, job.kind, f"v{to_version} serving on {len(steps)} node(s)")
+    jobs.succeed(job, f"v{to_version} serving on {now}")
+
+
+def _run_place(job: Job) -> None:
+    """Bring the nodes in line with the model's placement: the serving version where it is
+    missing, unloaded where the placement no longer names the node."""
+    model = job.model
+    targets = _rollout_nodes(model)
+    version = (
+        model.versions.filter(number=model.serving_version).first()
+        if model.serving_version
+        else None
+    )
+    steps: list[rollout.NodeStep] = []
+    for node in targets:
+        if version is None or node == placement.LOCAL:
+            continue
+        if rollout.serving_on(model, node) != version.number:
+            steps.append(rollout.place_on_node(job, model, node, version))
+            rollout.log_step(job, steps[-1])
+    for row in NodeServing.objects.filter(model=model).exclude(node__in=targets):
+        steps.append(rollout.unload_from_node(job, model, row.node))
+        rollout.log_step(job, steps[-1])
+    runtime = get_runtime(timeout=SWITCH_TIMEOUT_S)
+    local_ready = model.name in {
+        r["name"] for r in runtime.repository_index() if r.get("state") == "READY"
+    }
+    if placement.LOCAL not in targets and local_ready:
+        unload_model(runtime, model.name)
+        jobs.log(job, "Node local: unloaded (not in the placement).")
+    elif placement.LOCAL in targets and version is not None and not local_ready:
+        ok, reason = load_serving(get_store(), runtime, model.name, timeout_s=SWITCH_TIMEOUT_S)
+        steps.append(rollout.NodeStep(placement.LOCAL, ok, None, version.number, 0.0, reason))
+        rollout.log_step(job, steps[-1])
+    failed = [s for s in steps if not s.ok]
+    if failed:
+        _failed(
+            job,
+            "; ".join(f"node {s.node}: {s.reason}" for s in failed),
+            "placement_incomplete",
+            {"nodes": [s.to_dict() for s in steps]},
+        )
+        return
+    jobs.finish_step(job, job.kind, f"{len(steps)} node(s) changed")
+    jobs.succeed(job, f"placed on {', '.join(targets) or 'no node'}")
 
 
 def _run_unload(job: Job) -> None:
@@ -364,6 +481,9 @@ def reconcile() -> ReconcileReport:
         if not acquire_lock(model, holder):
             continue
         try:
+            if placement.LOCAL not in _rollout_nodes(model):
+                _keep_off_local(runtime, model, repairs)
+                continue
             _reconcile_model(store, runtime, model, repairs, warnings)
             # What is still wrong after the repairs, in the store's own plain words.
             for problem in repository_state(store, runtime, model.name)["problems"]:
@@ -373,6 +493,10 @@ def reconcile() -> ReconcileReport:
             warnings.append(f"{model.name}: could not be checked ({exc}).")
         finally:
             release_lock(model, holder)
+    for name in _place_on_nodes_that_miss_it():
+        repairs.append(
+            f"{name}: a node of its placement does not serve it; a placement job is queued."
+        )
     # A verification's temporary model (model_store.serving.trial) is ours, not drift; one a
     # crashed worker left behind is removed once older than any verification can take.
     for trial in remove_stale_trials(store, runtime, older_than_s=TRIAL_STALE_AFTER_S):
@@ -383,6 +507,53 @@ def reconcile() -> ReconcileReport:
         if row["name"] not in known and row.get("state") == "READY":
             warnings.append(f"Triton serves {row['name']}, which this hub does not know.")
     return _save_report(repairs, warnings)
+
+
+def _keep_off_local(runtime: Any, model: Model, repairs: list[str]) -> None:
+    """The placement leaves ``local`` out: the stack's Triton should not serve the model."""
+    ready = any(
+        r["name"] == model.name and r.get("state") == "READY" for r in runtime.repository_index()
+    )
+    if ready:
+        unload_model(runtime, model.name)
+        repairs.append(f"{model.name}: not placed on local; unloaded from its Triton.")
+
+
+def _place_on_nodes_that_miss_it() -> list[str]:
+    """Queue a placement job for each model that an up node of its placement does not serve
+    as recorded (a node that joined late, or came back): the nodes' side of reconcile."""
+    from webapp.registry.actions.serving import queue_locked_job
+
+    summaries = ops_nodes.summaries()
+    up = {n["name"] for n in summaries if n["state"] == "up"} - {placement.LOCAL}
+    if not up:
+        return []
+    queued = []
+    for model in Model.objects.exclude(placement={}).exclude(serving_version=None):
+        rows = {r.node: r for r in model.node_servings.all()}
+        missing = [
+            node
+            for node in placement.resolve(placement.of(model), summaries)
+            if node in up
+            and not (
+                (row := rows.get(node)) is not None
+                and row.version == model.serving_version
+                and row.state == NodeServing.State.SERVING
+            )
+        ]
+        if not missing:
+            continue
+        try:
+            queue_locked_job(
+                model, Job.Kind.PLACE, None, params={"missing": missing, "reason": "reconcile"},
+                message=f"Reconcile: {', '.join(missing)} should serve {model.name} "
+                f"v{model.serving_version}.",
+                version=model.versions.filter(number=model.serving_version or 0).first(),
+            )  # fmt: skip
+        except HubError:  # a switch holds the lock: the next reconcile looks again
+            continue
+        queued.append(model.name)
+    return queued
 
 
 def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:

@@ -18,7 +18,7 @@ from webapp.api.app import store_error
 from webapp.errors import HubError, error_json, show_error
 from webapp.http import HubRequest
 from webapp.ops import host_reports
-from webapp.registry import demo, jobs
+from webapp.registry import demo, jobs, placement_views
 from webapp.registry.actions import models as model_actions
 from webapp.registry.actions import serving as serving_actions
 from webapp.registry.actions import versions as version_actions
@@ -117,6 +117,7 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
         return render(request, "registry/_version_rows.html", context)
     if request.GET.get("part") == "state":  # the live badge in every tab's header
         return render(request, "registry/_model_state.html", context)
+    context["nodes_card"] = placement_views.nodes_card(model)
     return render(request, "registry/model_detail.html", context)
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from model_store.host_report import build_host_report
+from model_store.runtime.client import TritonRuntime
+from model_store.runtime.errors import TritonRuntimeError
 from workers.node.hub_client import HubClient, HubError, ReportAnswer
 from workers.node.settings import NodeSettings
 
@@ -34,6 +36,9 @@ def hub_version() -> str:
 def node_report(settings: NodeSettings) -> dict[str, Any]:
     """The body of ``POST /api/v1/nodes/{name}/reports``."""
     report = build_host_report(settings.env, backends_dir=_backends_dir(settings))
+    served = triton_models(settings)
+    if served is not None:
+        report["triton_models"] = served
     report["node"] = {
         "name": settings.name,
         "triton": {
@@ -45,6 +50,24 @@ def node_report(settings: NodeSettings) -> dict[str, Any]:
         "labels": dict(settings.labels),
     }
     return report
+
+
+def triton_models(settings: NodeSettings) -> dict[str, list[int]] | None:
+    """``{model: [ready versions]}`` as this node's Triton says now, or None when it does not
+    answer: the hub compares it with what it placed here (drift, and a Triton that restarted
+    empty) and places again what is missing."""
+    runtime = TritonRuntime(
+        http_url=settings.triton_http, api_key=settings.triton_api_key, timeout=5.0
+    )
+    try:
+        rows = runtime.repository_index()
+    except (TritonRuntimeError, OSError):
+        return None
+    served: dict[str, list[int]] = {}
+    for row in rows:
+        if row.get("state") == "READY" and str(row.get("version", "")).isdigit():
+            served.setdefault(row["name"], []).append(int(row["version"]))
+    return {name: sorted(versions) for name, versions in served.items()}
 
 
 def send_report(settings: NodeSettings, client: HubClient) -> ReportAnswer:

@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from ninja import Schema
 from pydantic import Field
 
 from webapp.api.types.common import DateTime, In, ModelName, Out, TargetName
+from webapp.api.types.serving import NodeServingOut
 from webapp.api.types.versions import VersionOut
 from webapp.registry.models import Target
 
@@ -98,6 +99,10 @@ class RetireQuery(Schema):
 
 class ModelDetail(ModelOut):
     versions: list[VersionOut]
+    placement: dict[str, Any] = Field(
+        description='Where it serves: {"nodes": [...]} or {"labels": {...}} (docs/nodes.md)'
+    )
+    nodes: list[NodeServingOut] = Field(description="Per node of the placement: what it serves")
 
 
 class ModelList(Out):

@@ -99,3 +99,24 @@ class History(Out):
 
 class Audit(Out):
     events: list[EventOut]
+
+
+class PlacementIn(In):
+    """Exactly one of the two (the hub checks names and labels: 400 invalid_placement)."""
+
+    nodes: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None, max_length=256, description='Node names, e.g. ["local", "b"]'
+    )
+    labels: dict[str, Annotated[str, Field(max_length=128)]] | None = Field(
+        None, description='Labels every chosen node has, e.g. {"soc": "Ascend310P3"}; {}: all'
+    )
+
+
+class NodeServingOut(Out):
+    node: str
+    version: int | None
+    state: str = Field(description="serving, placing, failed or empty")
+    error: str | None
+    duration_s: float | None
+    updated: str | None
+    node_state: str = Field(description="The node's own state: up, down, draining, unknown")

@@ -78,6 +78,11 @@ class InferOut(Out):
     serving: bool | None = None
     inputs: dict[str, Any] | None = None
     latency: dict[str, Number] | None = None
+    node: str | None = Field(
+        None,
+        description="The node whose Triton answered (local unless the model is placed "
+        "on other nodes: then requests are spread over the nodes that serve the version)",
+    )
 
 
 class ExampleIn(In):

@@ -140,7 +140,7 @@ def _queue(
 def queue_locked_job(
     model: Model,
     kind: str,
-    user: User,
+    user: User | None,
     *,
     params: dict[str, Any],
     message: str,
@@ -220,4 +220,27 @@ def wait_for(job: Job, timeout_s: float = SWITCH_TIMEOUT_S + 30) -> Job:
         if job.is_finished and not holding:
             return job
         time.sleep(0.1)
+    return job
+
+
+def request_placement(*, model: Model, body: object, user: User) -> Job:
+    """Set the model's placement and queue the job that brings the nodes in line with it:
+    the serving version placed where it is missing, unloaded where no longer named."""
+    from webapp.registry import placement
+
+    wanted = placement.checked(body)
+    before = placement.of(model)
+    version = (
+        model.versions.filter(number=model.serving_version).first()
+        if model.serving_version
+        else None
+    )
+    with transaction.atomic():  # the job is sent after the commit, with the new placement
+        job = queue_locked_job(
+            model, Job.Kind.PLACE, user, params={"placement": wanted, "before": before},
+            message=f"{user.get_username()} placed {model.name} on {placement.describe(wanted)} "
+            f"(was {placement.describe(before)}).",
+            version=version,
+        )  # fmt: skip
+        Model.objects.filter(pk=model.pk).update(placement=wanted)
     return job

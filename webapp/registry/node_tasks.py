@@ -1,0 +1,74 @@
+"""Waiting for a node's answer to a task the hub sent to its queue (a build, a switch).
+
+The hub worker that sent the task waits on the result backend a few seconds at a time and,
+between two waits, asks whether the job was cancelled or the node went down: a node that
+stopped reporting will not answer, and a job must not wait for it until its time limit.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+
+from webapp.ops import nodes
+from webapp.registry import jobs
+from webapp.registry.models import Job
+
+#: How often the waiting worker asks about cancel and the node's state, in seconds.
+POLL_S = 2.0
+#: A line about the wait in the job's log this often, in seconds.
+STILL_WAITING_S = 60.0
+
+
+class NodeTaskFailed(Exception):
+    """The node crashed on the task, went down, the job was cancelled or the wait timed out."""
+
+    def __init__(self, message: str, code: str, *, cancelled: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.cancelled = cancelled
+
+
+def wait_for_answer(
+    job: Job, node: str, result: Any, *, limit_s: float, what: str
+) -> dict[str, Any]:
+    """The node's answer (a dict) to the task behind ``result``.
+
+    Raises:
+        NodeTaskFailed: See the class; the task is revoked when the hub stops waiting.
+    """
+    started = last_said = time.monotonic()
+    while True:
+        try:
+            answer = result.get(timeout=POLL_S, disable_sync_subtasks=False, propagate=False)
+        except CeleryTimeout:
+            answer = None
+        if isinstance(answer, dict):
+            return answer
+        if answer is not None or result.failed():
+            raise NodeTaskFailed(
+                f"Node {node} crashed running the {what}: {str(result.result)[:500]}",
+                f"node_{what}_failed",
+            )
+        if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
+            result.revoke()
+            raise NodeTaskFailed("Cancelled on request.", "cancelled", cancelled=True)
+        if nodes.summary_of(node)["state"] == "down":
+            result.revoke()
+            raise NodeTaskFailed(
+                f"Node {node} stopped reporting during the {what} (down after "
+                f"{nodes.down_after_s():.0f} s without a report).",
+                "node_down",
+            )
+        waited = time.monotonic() - started
+        if waited > limit_s:
+            result.revoke()
+            raise NodeTaskFailed(
+                f"Node {node} did not finish the {what} within {limit_s:.0f} s.", "timeout"
+            )
+        if time.monotonic() - last_said >= STILL_WAITING_S:
+            last_said = time.monotonic()
+            jobs.log(job, f"Still waiting for node {node} ({what}, {waited:.0f} s).")

@@ -1,0 +1,94 @@
+"""Where a model is served: its placement, and the nodes it names now.
+
+See docs/nodes.md#placement-and-rollouts.
+
+A placement is either a list of node names, ``{"nodes": ["local", "b"]}``, or a label
+selector, ``{"labels": {"soc": "Ascend310P3"}}``, which matches every node whose labels (its
+operator's, plus ``soc`` and ``cann`` from its report) include each pair; ``{"labels": {}}``
+matches every node. A model without one is served on ``local`` alone, as before nodes existed.
+
+Resolving a placement gives the nodes a rollout goes through, in order: ``local`` first (the
+stack's own Triton, which the hub's gateway uses), then the others by name. A draining node
+takes nothing new, so it is left out; a node that is down stays in (the rollout stops there
+with the reason, and reconcile brings it in line when it is back).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from webapp.errors import HubError
+
+LOCAL = "local"
+DEFAULT: dict[str, Any] = {"nodes": [LOCAL]}
+MAX_NODES = 256
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+_LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+
+
+def of(model: Any) -> dict[str, Any]:
+    """The model's placement (the default when it has none)."""
+    placement = getattr(model, "placement", None)
+    return placement if isinstance(placement, dict) and placement else dict(DEFAULT)
+
+
+def checked(body: object) -> dict[str, Any]:
+    """A placement as the API takes it, normalised (names sorted and unique).
+
+    Raises:
+        HubError: 400 ``invalid_placement`` naming what is wrong.
+    """
+    if not isinstance(body, dict) or len(body) != 1 or not ({"nodes", "labels"} & set(body)):
+        raise _invalid('Send {"nodes": ["name", ...]} or {"labels": {"key": "value", ...}}.')
+    if "nodes" in body:
+        names = body["nodes"]
+        if not isinstance(names, list) or not names or len(names) > MAX_NODES:
+            raise _invalid(f'"nodes" is a list of 1 to {MAX_NODES} node names.')
+        for name in names:
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise _invalid(f"{str(name)[:80]!r} is not a node name.")
+        return {"nodes": sorted(set(names), key=_order)}
+    labels = body["labels"]
+    if not isinstance(labels, dict) or len(labels) > 32:
+        raise _invalid('"labels" is an object of at most 32 key/value pairs.')
+    for key, value in labels.items():
+        if not _LABEL_KEY.fullmatch(str(key)) or not isinstance(value, str) or len(value) > 128:
+            raise _invalid(f"Label {str(key)[:64]!r}: the key is a name, the value a string.")
+    return {"labels": dict(sorted(labels.items()))}
+
+
+def resolve(placement: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]:
+    """The names of ``nodes`` (``webapp.ops.nodes.summaries()``) the placement selects, in
+    rollout order, draining ones left out."""
+    by_name = {n["name"]: n for n in nodes}
+    if "nodes" in placement:
+        chosen = [name for name in placement["nodes"] if name in by_name or name == LOCAL]
+    else:
+        wanted = placement.get("labels") or {}
+        chosen = [
+            n["name"]
+            for n in nodes
+            if all(str((n.get("labels") or {}).get(k)) == v for k, v in wanted.items())
+        ]
+    return sorted(
+        (name for name in chosen if by_name.get(name, {}).get("state") != "draining"), key=_order
+    )
+
+
+def describe(placement: dict[str, Any]) -> str:
+    """``nodes local, b`` or ``nodes labelled soc=Ascend310P3`` (``every node`` for ``{}``)."""
+    if "nodes" in placement:
+        return "nodes " + ", ".join(placement["nodes"])
+    labels = placement.get("labels") or {}
+    if not labels:
+        return "every node"
+    return "nodes labelled " + ", ".join(f"{k}={v}" for k, v in labels.items())
+
+
+def _order(name: str) -> tuple[int, str]:
+    return (0 if name == LOCAL else 1, name)
+
+
+def _invalid(message: str) -> HubError:
+    return HubError(message, "invalid_placement", 400)
