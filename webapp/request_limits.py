@@ -37,7 +37,7 @@ PUBLIC_FORMS = ("/login/", "/admin/login/")
 PUBLIC_FORM_MAX_BYTES = 64 << 10
 
 _ONE_SHOT_UPLOAD = re.compile(r"^/api/v1/models/[^/]+/versions$")
-_INFER = re.compile(r"^/api/v1/models/[^/]+/infer$")
+_INFER = re.compile(r"^(/api/v1/models/[^/]+|/v2/models/[^/]+(/versions/[^/]+)?)/infer$")
 _CHUNK = re.compile(r"^/api/v1/uploads/[^/]+$")
 _EXAMPLES = re.compile(r"^/api/v1/models/[^/]+/examples$")
 #: The Try it tab's run and save-example forms carry the same inputs as the infer API.

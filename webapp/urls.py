@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
+from webapp import gateway
 from webapp.accounts import views as account_views
 from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
@@ -88,5 +89,8 @@ urlpatterns = [
     path("server/adopt/", adopt_views.adopt_page, name="adopt"),
     path("metrics", ops_prometheus.metrics, name="metrics"),
     path("api/v1/", include("webapp.api.urls")),
+    # Triton's own HTTP protocol, read-only and authenticated (webapp/gateway.py).
+    path("v2", gateway.v2, name="v2-gateway"),
+    re_path(r"^v2/(?P<rest>.*)$", gateway.v2),
     path("admin/", admin.site.urls),
 ]

@@ -1,4 +1,5 @@
-"""Copyable code that calls a model: a curl command for the hub's API, a tritonclient script.
+"""Copyable code that calls a model: a curl command and a tritonclient script, both in Triton's
+own protocol (KServe v2), through the hub's ``/v2`` gateway or to Triton directly.
 
 Model and input names are chosen by users, so nothing user-controlled is pasted into the
 generated text raw: shell words go through ``shlex.quote``, URL path segments through
@@ -24,17 +25,18 @@ BODY_FILE = "request.json"
 def curl_snippet(
     base_url: str, model: str, body: Mapping[str, Any], *, version: int | None = None
 ) -> str:
-    """A shell command that POSTs ``body`` to the hub's ``/api/v1/models/<model>/infer``.
+    """A shell command that POSTs the v2 JSON ``body`` to the hub's Triton-protocol gateway,
+    ``/v2/models/<model>[/versions/<version>]/infer``.
 
-    The token comes from ``$HUB_TOKEN`` so it never lands in the snippet. ``version`` is
-    added to the body when given. Bodies over :data:`INLINE_BODY_LIMIT` characters are
-    read from ``request.json`` instead, and a comment line says so.
+    The token comes from ``$HUB_TOKEN`` so it never lands in the snippet. Bodies over
+    :data:`INLINE_BODY_LIMIT` characters are read from ``request.json`` instead, and a
+    comment line says so.
     """
-    payload = dict(body)
+    path = f"/v2/models/{quote(model, safe='')}"
     if version is not None:
-        payload["version"] = int(version)
-    url = f"{base_url.rstrip('/')}/api/v1/models/{quote(model, safe='')}/infer"
-    text = json.dumps(payload, indent=2)
+        path += f"/versions/{int(version)}"
+    url = f"{base_url.rstrip('/')}{path}/infer"
+    text = json.dumps(dict(body), indent=2)
     lines = []
     if len(text) > INLINE_BODY_LIMIT:
         lines.append(
@@ -60,8 +62,10 @@ def tritonclient_snippet(
     inputs: Sequence[TensorSpec],
     shapes: Mapping[str, Sequence[int]],
     outputs: Sequence[str],
+    *,
+    token_env: str | None = None,
 ) -> str:
-    """A runnable Python script that calls the model on Triton's HTTP endpoint directly.
+    """A runnable Python script that calls the model with ``tritonclient.http``.
 
     Args:
         triton_http_url: ``host:port``; an ``http://``/``https://`` prefix is handled.
@@ -70,7 +74,16 @@ def tritonclient_snippet(
         inputs: The inputs, for their names and dtypes.
         shapes: Concrete shape per input name; missing ones use the dims with 1 for any size.
         outputs: Output names to request and print.
+        token_env: The environment variable holding an API token, for the hub's ``/v2``
+            gateway (sent as ``Authorization: Bearer``); None for Triton itself.
     """
+    auth_import = "import os\n\n" if token_env else ""
+    headers = (
+        f'HEADERS = {{"Authorization": "Bearer " + os.environ[{token_env!r}]}}\n'
+        if token_env
+        else "HEADERS = None\n"
+    )
+    where = "through the hub's Triton-protocol gateway" if token_env else "on Triton directly"
     address, ssl = _split_scheme(triton_http_url)
     arrays = "".join(
         f"    {spec.name!r}: {_placeholder(spec, _shape(spec, shapes))},\n" for spec in inputs
@@ -78,16 +91,16 @@ def tritonclient_snippet(
     datatypes = "".join(f"    {spec.name!r}: {_triton_datatype(spec)!r},\n" for spec in inputs)
     output_names = [str(name) for name in outputs]
     return f'''#!/usr/bin/env python3
-"""Calls a model on Triton directly. Needs: pip install "tritonclient[http]" numpy"""
+"""Calls a model {where}. Needs: pip install "tritonclient[http]" numpy"""
 
-import numpy as np
+{auth_import}import numpy as np
 import tritonclient.http as httpclient
 
 TRITON_URL = {address!r}  # host:port, without http://
 MODEL = {model!r}
 VERSION = {"" if version is None else str(int(version))!r}  # "" lets Triton choose
 OUTPUTS = {output_names!r}
-
+{headers}
 client = httpclient.InferenceServerClient(url=TRITON_URL{", ssl=True" if ssl else ""})
 
 # Random placeholders of the right shape and dtype: replace them with your data,
@@ -105,7 +118,11 @@ for name, array in arrays.items():
     inputs.append(tensor)
 
 requested = [httpclient.InferRequestedOutput(name) for name in OUTPUTS]
-result = client.infer(MODEL, inputs, model_version=VERSION, outputs=requested)
+# A fresh dict per call: infer() adds the binary header's length to the one it is given.
+result = client.infer(
+    MODEL, inputs, model_version=VERSION, outputs=requested,
+    headers=dict(HEADERS) if HEADERS else None,
+)
 
 for name in OUTPUTS:
     array = result.as_numpy(name)

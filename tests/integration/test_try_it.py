@@ -51,7 +51,7 @@ def test_infer_returns_the_models_own_numbers_with_latency_and_snippets(api, ser
     assert 0 < body["latency"]["triton_ms"] <= body["latency"]["hub_ms"]
     assert (
         "curl" in body["snippets"]["curl"]
-        and "/api/v1/models/mlp/infer" in body["snippets"]["curl"]
+        and "/v2/models/mlp/versions/1/infer" in body["snippets"]["curl"]
     )
     compile(body["snippets"]["python"], "snippet.py", "exec")
 
@@ -65,6 +65,31 @@ def test_infer_returns_the_models_own_numbers_with_latency_and_snippets(api, ser
     )
     assert as_b64["outputs"][0]["values"] == out["values"]
     assert as_npy.json()["outputs"][0]["values"] == out["values"]
+
+
+def test_the_v2_json_form_is_taken_and_answered_in_v2_form(api, served_mlp) -> None:
+    x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)
+    body = {
+        "id": "req-7",
+        "inputs": [{"name": "x", "shape": [2, 8], "datatype": "FP32", "data": x.ravel().tolist()}],
+        "outputs": [{"name": "y"}],
+    }
+    answer = infer(api, body)
+    assert answer.status_code == 200, answer.json()
+    got = answer.json()
+    assert (got["model_name"], got["model_version"], got["id"]) == ("mlp", "1", "req-7")
+    (out,) = got["outputs"]
+    assert (out["name"], out["datatype"], out["shape"]) == ("y", "FP32", [2, 4])
+    expected = reference_outputs(mlp_payload(1), x)
+    assert np.allclose(np.asarray(out["data"], dtype=np.float32).reshape(2, 4), expected, atol=1e-5)
+    # The model's own checks apply: a datatype other than the model's, a shape that does
+    # not fit the data, an output it does not have.
+    wrong = dict(body["inputs"][0], datatype="INT64")
+    assert infer(api, {"inputs": [wrong]}).json()["code"] == "wrong_dtype"
+    short = dict(body["inputs"][0], shape=[3, 8])
+    assert infer(api, {"inputs": [short]}).json()["code"] == "wrong_shape"
+    unknown = infer(api, {"inputs": body["inputs"], "outputs": [{"name": "z"}]})
+    assert unknown.status_code == 400 and unknown.json()["code"] == "unknown_output"
 
 
 def test_bad_inputs_are_refused_with_reasons(api, served_mlp, settings) -> None:

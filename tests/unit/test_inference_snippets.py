@@ -55,18 +55,20 @@ needs_sh = pytest.mark.skipif(SH is None, reason="needs a POSIX shell")
 
 @needs_sh
 def test_curl_posts_the_body_with_the_token_from_the_environment() -> None:
-    body = {"inputs": {"input": [[1.0, 2.0]]}, "top_k": 3}
+    body = {"inputs": [{"name": "input", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}
     snippet = curl_snippet("https://hub.example/", "resnet", body, version=2)
     assert "$HUB_TOKEN" in snippet and "t0ken" not in snippet
     args = curl_args(snippet)
-    assert args[:4] == ["-sS", "-X", "POST", "https://hub.example/api/v1/models/resnet/infer"]
+    assert args[:4] == [
+        "-sS", "-X", "POST", "https://hub.example/v2/models/resnet/versions/2/infer",
+    ]  # fmt: skip
     assert args[4:8] == [
         "-H",
         "Authorization: Bearer t0ken",
         "-H",
         "Content-Type: application/json",
     ]
-    assert args[8] == "--data" and json.loads(args[9]) == {**body, "version": 2}
+    assert args[8] == "--data" and json.loads(args[9]) == body
     assert len(args) == 10
 
 
@@ -74,8 +76,8 @@ def test_curl_posts_the_body_with_the_token_from_the_environment() -> None:
 def test_curl_keeps_hostile_names_as_data() -> None:
     body = {"inputs": {HOSTILE: ['it\'s "quoted" $(id)']}}
     args = curl_args(curl_snippet("http://hub", HOSTILE, body, version=None))
-    assert args[3].startswith("http://hub/api/v1/models/x%27%3B%20rm%20-rf%20%2F%20%23")
-    assert args[3].endswith("/infer") and args[3].count("/") == 7
+    assert args[3].startswith("http://hub/v2/models/x%27%3B%20rm%20-rf%20%2F%20%23")
+    assert args[3].endswith("/infer") and args[3].count("/") == 6
     assert json.loads(args[9]) == body
 
 
@@ -99,7 +101,10 @@ class FakeClient:
     def __init__(self, url: str, ssl: bool = False) -> None:
         self.url, self.ssl = url, ssl
 
-    def infer(self, model: str, inputs: list[Any], model_version: str, outputs: list[Any]) -> Any:
+    def infer(
+        self, model: str, inputs: list[Any], model_version: str, outputs: list[Any],
+        headers: dict[str, str] | None = None,
+    ) -> Any:  # fmt: skip
         FakeClient.calls.append(
             {
                 "url": self.url,
@@ -108,6 +113,7 @@ class FakeClient:
                 "version": model_version,
                 "inputs": inputs,
                 "outputs": [o.name for o in outputs],
+                "headers": headers,
             }
         )
         result = types.SimpleNamespace()
@@ -202,3 +208,18 @@ def test_shapes_must_be_numbers() -> None:
         tritonclient_snippet("t:8000", "m", 1, inputs, code_in_a_shape, ["y"])
     with pytest.raises(ValueError):
         tritonclient_snippet("t:8000", "m", 1, inputs, {"x": [-1, 2]}, ["y"])
+
+
+def test_the_gateway_script_sends_the_token_from_the_environment(
+    fake_tritonclient: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HUB_TOKEN", "t0ken")
+    inputs = specs(("x", "TYPE_FP32", [1, 2]))
+    source = tritonclient_snippet(
+        "https://hub.example:8443", "m", 1, inputs, {}, ["y"], token_env="HUB_TOKEN"
+    )
+    assert "t0ken" not in source and "gateway" in source
+    run(source)
+    (call,) = fake_tritonclient
+    assert call["url"] == "hub.example:8443" and call["ssl"] is True
+    assert call["headers"] == {"Authorization": "Bearer t0ken"}

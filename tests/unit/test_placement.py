@@ -113,3 +113,19 @@ def test_a_node_that_joins_a_label_placement_late_is_given_the_model(served) -> 
 def test_where_now_names_each_nodes_version(served) -> None:
     NodeServing.objects.create(model=served, node="b", version=2, state="serving")
     assert rollout.where_now(served, 3, ["local", "b", "c"]) == "local v3, b v2, c (nothing)"
+
+
+def test_the_cann_gate_looks_at_every_node_of_the_placement(operator) -> None:  # type: ignore[no-untyped-def]
+    from webapp.registry.cann_check import cann_skew
+
+    model = Model.objects.create(name="om", target="acl", created_by=operator, serving_version=1)
+    version = Version.objects.create(
+        model=model, number=1, source_filename="m.onnx", source_size=1, artifact_name="model.om",
+        cann_version="8.5.0", status=Version.Status.READY,
+    )  # fmt: skip
+    older = report("b")
+    older["cann"] = {"available": True, "version": "8.0.RC3", "layout": "cann"}
+    Node_("b").report(older)
+    Model.objects.filter(pk=model.pk).update(placement={"nodes": ["b"]})
+    found = cann_skew(Version.objects.select_related("model").get(pk=version.pk))
+    assert found is not None and found.state == "too_new"

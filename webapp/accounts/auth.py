@@ -43,7 +43,12 @@ def role_not_required(view: ViewFunc) -> ViewFunc:
 
 
 def is_api_request(request: HttpRequest) -> bool:
-    return request.path.startswith(API_PREFIX)
+    """The hub's API, or Triton's protocol on the hub (``/v2``): answered in JSON."""
+    return (
+        request.path.startswith(API_PREFIX)
+        or request.path == "/v2"
+        or (request.path.startswith("/v2/"))
+    )
 
 
 class TokenAuthenticationMiddleware:

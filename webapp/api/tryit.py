@@ -29,12 +29,13 @@ router = Router(tags=["try it"], exclude_unset=True)
 @router.post(
     "/models/{name}/infer",
     response={
-        200: types.InferOut,
+        200: types.InferOut | types.V2InferOut,
         **dict.fromkeys((400, 413, 415, 422), types.Input),
         **errors(404, 409, 429, 503, 504),
     },
     url_name="api-infer",
-    summary="Run one inference on the serving version (or 'version')",
+    summary="Run one inference on the serving version (or 'version'); the hub's form or "
+    "the KServe v2 JSON form",
     description="Answers outputs (values; top_k with labels and probabilities for "
     "classifiers), input shapes, latency {triton_ms, hub_ms} and, with snippets=true, the same "
     "request as curl and tritonclient code. Refusals: 400 bad input, 404, 409 not served or "

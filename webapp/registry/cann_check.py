@@ -9,6 +9,7 @@ are concerned: an ``npu_ge`` version ships ONNX that the serving host's own CANN
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from model_store.cann_versions import Skew, skew
@@ -23,22 +24,41 @@ def builds_an_om(version: Version) -> bool:
     return name.endswith(".om")
 
 
-def serving_cann() -> dict[str, Any]:
-    """The serving host's CANN from the newest host report (``{}`` when never reported).
+def serving_cann(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
+    """A serving node's CANN from its newest host report (``{}`` when never reported).
 
     Read defensively: reports from older workers have no ``cann`` key.
     """
     try:
-        found = host_reports.cann()
+        found = host_reports.cann(node)
     except Exception:  # a report of an unexpected shape must not block serving
         return {}
     return found if isinstance(found, dict) else {}
 
 
 def cann_skew(version: Version) -> Skew | None:
-    """How the version's building CANN compares with the serving host's; None when not an OM."""
+    """How the version's building CANN compares with each serving node's (the nodes of the
+    model's placement): the first node where the OM must not run, else the first whose CANN
+    is unknown, else "ok". None when not an OM."""
     if not builds_an_om(version):
         return None
-    serving = serving_cann()
+    from webapp.ops import nodes as ops_nodes
+    from webapp.registry import placement
+
+    model = version.model
+    names = placement.resolve(placement.of(model), ops_nodes.summaries())
+    found = [_skew_on(version, name, len(names) > 1) for name in names or [placement.LOCAL]]
+    for state in ("too_new", "unknown"):
+        for one in found:
+            if one.state == state:
+                return one
+    return found[0]
+
+
+def _skew_on(version: Version, node: str, say_which: bool) -> Skew:
+    serving = serving_cann(node)
     serving_version = serving.get("version") if serving.get("available") is not False else None
-    return skew(version.cann_version or None, serving_version or None)
+    found = skew(version.cann_version or None, serving_version or None)
+    if say_which:
+        found = replace(found, message=f"Node {node}: {found.message}")
+    return found

@@ -27,6 +27,14 @@ from model_store.inference import (
     specs_from_signature,
     tritonclient_snippet,
 )
+from model_store.inference.v2 import (
+    is_v2_request,
+    missing_outputs,
+    payload_from_v2,
+    requested_outputs,
+    tensor_json,
+    v2_answer,
+)
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
@@ -158,7 +166,10 @@ def run(
                 code="bad_preprocess",
             )
         default = Preprocess.from_dict(raw)
-    arrays = decode_inputs(specs, body.get("inputs"), limits(), default_preprocess=default)
+    v2 = is_v2_request(body)
+    wanted = requested_outputs(body.get("outputs")) if v2 else None
+    payload = payload_from_v2(body["inputs"]) if v2 else body.get("inputs")
+    arrays = decode_inputs(specs, payload, limits(), default_preprocess=default)
     elsewhere = inference_node(model, version.number)
     runtime = inference_runtime() if elsewhere is None else node_inference_runtime(*elsewhere[1:])
     protocol: Literal["http", "grpc"] = "grpc" if runtime.grpc_url else "http"
@@ -170,6 +181,8 @@ def run(
         raise _triton_error(model, version, exc) from None
     triton_ms = (time.perf_counter() - call_started) * 1000
     record_client_call(model.name, version.number, triton_ms, ok=True)
+    if v2:
+        return _v2_answer(model, version, outputs, wanted, body.get("id"))
     described = describe_outputs(outputs, labels=model.labels or None, top_k=top_k)
     answer: dict[str, Any] = {
         "model": model.name,
@@ -190,6 +203,28 @@ def run(
     return answer
 
 
+def _v2_answer(
+    model: Model,
+    version: Version,
+    outputs: dict[str, Any],
+    wanted: list[str] | None,
+    request_id: object,
+) -> dict[str, Any]:
+    """A v2 request is answered in v2 form (model_store/inference/v2.py)."""
+    unknown = missing_outputs(outputs, wanted)
+    if unknown:
+        raise InferenceInputError(
+            f"{model.name} v{version.number} has no output {unknown[0]!r}; it has "
+            f"{', '.join(sorted(outputs))}.",
+            code="unknown_output",
+            field=unknown[0],
+        )
+    answer = v2_answer(model.name, version.number, outputs, wanted)
+    if isinstance(request_id, str) and len(request_id) <= 256:
+        answer["id"] = request_id
+    return answer
+
+
 def _snippets(
     model: Model,
     version: Version,
@@ -199,16 +234,22 @@ def _snippets(
     base_url: str,
     outputs: dict[str, Any],
 ) -> dict[str, str]:
-    """The same request as a curl command (to the hub) and a tritonclient script (to Triton)."""
-    request = {k: v for k, v in body.items() if k != "snippets"}
+    """The same request, as the tensors Triton received, in Triton's own protocol through the
+    hub's ``/v2`` gateway: a curl command and a tritonclient script (what clients use in
+    production, with an API token from ``$HUB_TOKEN``)."""
+    request = {
+        "inputs": [tensor_json(name, array) for name, array in arrays.items()],
+        "outputs": [{"name": name} for name in sorted(outputs)],
+    }
     return {
         "curl": curl_snippet(base_url, model.name, request, version=version.number),
         "python": tritonclient_snippet(
-            settings.TRITON_URL,
+            base_url,
             model.name,
             version.number,
             specs,
             {name: list(a.shape) for name, a in arrays.items()},
             sorted(outputs),
+            token_env="HUB_TOKEN",  # noqa: S106 - the variable's name, not a secret
         ),
     }

@@ -127,6 +127,7 @@ from webapp.api.types.tryit import (
     SweepOut,
     TrySettingsIn,
     TrySettingsOut,
+    V2InferOut,
 )
 from webapp.api.types.versions import (
     ChunkOut,
@@ -242,6 +243,7 @@ __all__ = [
     "Unhealthy",
     "UploadIn",
     "UploadOut",
+    "V2InferOut",
     "Verdict",
     "VersionDetail",
     "VersionList",

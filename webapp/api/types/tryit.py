@@ -57,7 +57,13 @@ class InferIn(Schema):
 
     model_config = ConfigDict(extra="allow")
 
-    inputs: dict[str, Any] = Field(description=TENSOR_DOC)
+    inputs: dict[str, Any] | list[Any] = Field(
+        description="The hub's form, an object of input name -> tensor (" + TENSOR_DOC + "); "
+        "or the KServe v2 / Open Inference Protocol form, a list of {name, shape, datatype, "
+        "data} (answered in v2 form)"
+    )
+    outputs: Any = Field(None, description='v2 form only: [{"name": ...}], the outputs wanted')
+    id: Any = Field(None, description="v2 form only: echoed in the answer")
     version: Any = Field(None, description="A version number; default: the serving one")
     top_k: Any = Field(None, description="1 to 50 (default 5)")
     preprocess: Annotated[Any, WithJsonSchema(Preprocess.model_json_schema())] = None
@@ -83,6 +89,22 @@ class InferOut(Out):
         description="The node whose Triton answered (local unless the model is placed "
         "on other nodes: then requests are spread over the nodes that serve the version)",
     )
+
+
+class V2Tensor(Out):
+    name: str
+    datatype: str
+    shape: list[int]
+    data: list[Any]
+
+
+class V2InferOut(Out):
+    """The answer to a v2 request, in v2 form (data flattened in row-major order)."""
+
+    model_name: str
+    model_version: str
+    outputs: list[V2Tensor]
+    id: str | None = None
 
 
 class ExampleIn(In):
