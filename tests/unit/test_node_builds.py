@@ -74,7 +74,7 @@ def test_no_node_means_a_clear_refusal_naming_the_soc_and_each_node() -> None:
     with pytest.raises(routing.NoBuildHost) as refused:
         routing.build_route("acl", {"soc_version": SOC})
     message = refused.value.message
-    assert refused.value.code == "no_build_node"
+    assert refused.value.code == "cann_missing"
     assert SOC in message and "b: up" in message and "no CANN" not in message[:40]
 
 

@@ -10,8 +10,8 @@ SoC, so the choice, from the nodes' newest reports (docs/nodes.md#host-bound-bui
 2. else this worker, when its own environment has the toolkit (it compiles; verification
    then goes through Triton or stays "not run", as on a single machine);
 3. else any other such node without the SoC's NPUs (it compiles, verification is not run);
-4. else no node can: the step fails at once and says which SoC and toolkit are missing and
-   what each node lacks.
+4. else no node can: the step fails at once (``cann_missing``, as before nodes existed) and
+   says which SoC and toolkit are missing, what each node lacks, and how to set up CANN here.
 
 Draining nodes take nothing new, builds included.
 """
@@ -45,7 +45,8 @@ class NoBuildHost(HubError):
     """No node can build this target for this SoC now."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, "no_build_node", 409)
+        # The code a job failed with before nodes existed ("no CANN here"), kept for scripts.
+        super().__init__(message, "cann_missing", 409)
 
 
 def build_route(target_name: str, options: dict[str, Any]) -> Route:
@@ -74,7 +75,8 @@ def build_route(target_name: str, options: dict[str, Any]) -> Route:
     if compile_only:
         chosen = compile_only[0]["name"]
         return Route(chosen, False, f"node {chosen} has the toolkit (no {soc or 'NPU'} there)")
-    raise NoBuildHost(_nobody(target_name, soc))
+    here_reason = target.status(dict(os.environ)).reason
+    raise NoBuildHost(f"{_nobody(target_name, soc)} This worker: {here_reason}")
 
 
 def nodes_that_build(target_name: str) -> list[str]:
