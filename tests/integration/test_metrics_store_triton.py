@@ -57,7 +57,7 @@ def test_the_scrape_task_stores_exactly_the_requests_sent(
     model = Model.objects.create(name=model_name, serving_version=1)
     x = np.random.default_rng(5).standard_normal((1, 4)).astype(np.float32)
 
-    assert scrape.apply().get()["skipped"].startswith("first scrape")  # the real task
+    assert scrape.apply().get()["nodes"]["local"]["skipped"].startswith("first scrape")  # real task
     sent = 17
     for _ in range(sent):
         runtime.infer(model_name, {"x": x})
