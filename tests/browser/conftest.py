@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 # Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a
 # thread with a running loop unless told that this is deliberate.
@@ -31,6 +32,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(
                     pytest.mark.skip(reason="no Chromium: `apt-get install -y chromium` (CI does)")
                 )
+
+
+# An assertion returns as soon as it holds; the wait only matters on a loaded machine (CI shares
+# two cores between Chromium, the web server, a worker and Triton), where 5 s was too short.
+expect.set_options(timeout=15_000)
 
 
 @pytest.fixture(scope="session")

@@ -52,8 +52,9 @@ def test_a_real_model_uploads_compiles_verifies_and_is_packaged(
         }"""
     )
     page.get_by_role("button", name="Upload and compile").click()
-    expect(page.locator(".upload-progress")).to_be_visible()
-    page.screenshot(path=str(screenshot_dir / "upload-progress.png"), full_page=True)
+    # The progress line may come and go between two polls (the record above keeps what it
+    # said). No picture of it: a full-page screenshot while the page streams the file can take
+    # longer than the upload itself on a loaded machine, and timed out in CI.
 
     # The form hands over to the job page, which follows the worker live.
     page.wait_for_url("**/jobs/**", timeout=60_000)
