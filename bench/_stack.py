@@ -192,22 +192,8 @@ class LocalStack:
         self._known_from(proc)
         if proc.poll() is None:
             say("stopping the stack (SIGINT) …")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                say("the stack did not stop in 120 s; sending SIGKILL to its group")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
         # Only processes this stack started (remembered by pid and start time via psutil).
-        _, alive = psutil.wait_procs(list(self._known.values()), timeout=15)
-        for left in alive:
-            say(f"killing a left-over child {left.pid}")
-            with contextlib.suppress(psutil.Error):
-                left.kill()
-        psutil.wait_procs(alive, timeout=10)
+        stop_group(proc, list(self._known.values()), "the stack", wait_s=120)
         say(f"stack stopped (exit code {proc.returncode})")
 
     def _known_from(self, proc: subprocess.Popen[bytes]) -> None:
@@ -215,6 +201,29 @@ class LocalStack:
             with contextlib.suppress(psutil.NoSuchProcess):
                 for child in psutil.Process(proc.pid).children(recursive=True):
                     self._known.setdefault(child.pid, child)
+
+
+def stop_group(
+    proc: subprocess.Popen[bytes], known: list[psutil.Process], what: str, *, wait_s: float
+) -> None:
+    """SIGINT to ``proc``'s process group (if it still runs), SIGKILL after ``wait_s``; then
+    kill any of ``known`` (its children, remembered while alive) that outlived it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            say(f"{what} did not stop in {wait_s:.0f} s; sending SIGKILL to its group")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    _, alive = psutil.wait_procs(known, timeout=15)
+    for left in alive:
+        say(f"{what}: killing a left-over child {left.pid}")
+        with contextlib.suppress(psutil.Error):
+            left.kill()
+    psutil.wait_procs(alive, timeout=10)
 
 
 def listening_process(port: int) -> psutil.Process | None:

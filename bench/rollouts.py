@@ -44,8 +44,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -66,6 +64,7 @@ from _stack import (
     machine,
     median,
     say,
+    stop_group,
     table,
     temp_workdir,
     write_results,
@@ -135,21 +134,7 @@ class NodeProcess:
             with contextlib.suppress(psutil.NoSuchProcess):
                 for child in psutil.Process(proc.pid).children(recursive=True):
                     self._known.setdefault(child.pid, child)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                say(f"node {self.name} did not stop in 60 s; SIGKILL to its group")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-        _, alive = psutil.wait_procs(list(self._known.values()), timeout=15)
-        for left in alive:
-            say(f"node {self.name}: killing a left-over child {left.pid}")
-            with contextlib.suppress(psutil.Error):
-                left.kill()
-        psutil.wait_procs(alive, timeout=10)
+        stop_group(proc, list(self._known.values()), f"node {self.name}", wait_s=60)
 
 
 def _memory_mib(procs: list[psutil.Process]) -> float:
