@@ -28,9 +28,18 @@ _LABEL_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
 
 def of(model: Any) -> dict[str, Any]:
-    """The model's placement (the default when it has none)."""
+    """The model's placement (the default when it has none), labels in key order.
+
+    PostgreSQL's jsonb keeps object keys in its own order (shorter keys first), so the order a
+    placement was saved in is not the order it is read back in; sorting here keeps pages and
+    answers the same on every database.
+    """
     placement = getattr(model, "placement", None)
-    return placement if isinstance(placement, dict) and placement else dict(DEFAULT)
+    if not isinstance(placement, dict) or not placement:
+        return dict(DEFAULT)
+    if isinstance(placement.get("labels"), dict):
+        return {"labels": dict(sorted(placement["labels"].items()))}
+    return placement
 
 
 def checked(body: object) -> dict[str, Any]:
