@@ -46,6 +46,19 @@ def _no_free_space_floor(settings) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(request: pytest.FixtureRequest, settings) -> None:  # type: ignore[no-untyped-def]
+    """Unit tests hash passwords with MD5: PBKDF2's million rounds cost ~0.4 s per persona on
+    these machines, for nothing a unit test checks. Tests with real services keep the real
+    hashers, since a stack started in another process verifies the passwords made here."""
+    if request.node.get_closest_marker("integration") or request.node.get_closest_marker("browser"):
+        return
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
+@pytest.fixture(autouse=True)
 def _no_cached_reports_from_earlier_tests() -> None:
     """Health and diagnostics answer from a short-lived cache; each test starts without it."""
     from webapp.ops import diagnostics, health, stack_status
