@@ -4,6 +4,10 @@ Chunk uploads (``PUT /api/v1/uploads/<id>``) are streamed to the store by
 ``webapp.api.stream_upload`` in front of Django, which would otherwise read each whole body
 into a temporary file before the view runs.
 
+Authenticated inference on Triton's own protocol (``POST /v2/models/.../infer``) is checked and
+passed to Triton in the event loop by ``webapp.gateway_fast``, with no database query once its
+token and model are known.
+
 Every other HTTP request runs through Django's WSGI handler on a fixed pool of threads
 (a2wsgi). Django's ASGI handler would hop between the event loop and a new thread several
 times per request (our middleware and views are synchronous), and give each request a new
@@ -34,13 +38,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from webapp.api.stream_upload import StreamingUploads, tune_malloc  # noqa: E402
+from webapp.gateway_fast import V2FastPath  # noqa: E402
 from webapp.routing import websocket_urlpatterns  # noqa: E402
 
 tune_malloc()  # large request bodies without a page fault per piece (see its docstring)
 
+# /v2 inference is checked and passed to Triton in the event loop (webapp/gateway_fast.py).
+v2_fast_path = V2FastPath(StreamingUploads(django_http_app))
+
 application = ProtocolTypeRouter(
     {
-        "http": StreamingUploads(django_http_app),
+        "http": v2_fast_path,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -10,6 +10,8 @@ from django.contrib.auth.models import User
 from django.db import models
 from django.utils import timezone
 
+from webapp.access_epoch import WatchedQuerySet
+
 TOKEN_PREFIX = "tmh_"  # noqa: S105 (a recognisable prefix, not a secret)
 
 
@@ -17,7 +19,7 @@ def hash_token(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+class ApiTokenQuerySet(WatchedQuerySet["ApiToken"]):
     def for_key(self, key: str) -> ApiToken | None:
         """The live token with this key (not revoked; expired ones too: the caller says so)."""
         return (

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 
 from model_store.targets import all_targets
+from webapp.access_epoch import WatchedQuerySet
 
 #: Where a model's versions are built to run: the targets of ``model_store.targets``, with
 #: their labels, in their order (the CPU default first). Built from there so that a new target
@@ -17,7 +18,7 @@ Target = models.TextChoices(  # type: ignore[call-overload]
 DEFAULT_TARGET = all_targets()[0].name
 
 
-class LiveModels(models.Manager["Model"]):
+class LiveModels(models.Manager.from_queryset(WatchedQuerySet)):  # type: ignore[misc]
     """The catalogue: models that are not retired. Finding a model by name goes through here,
     so a retired model's name is free for a new model (its own row, with its own history)."""
 
@@ -70,7 +71,8 @@ class Model(models.Model):
     # The default manager sees live models only, so get_object_or_404(Model, name=...) and
     # every lookup by name do; related lookups (job.model) use the base manager and still
     # reach a retired model.
-    all_objects = models.Manager()
+    # Both managers' update() moves the access epoch (webapp/access_epoch.py).
+    all_objects = models.Manager.from_queryset(WatchedQuerySet)()
     objects = LiveModels()
 
     class Meta:
@@ -143,6 +145,8 @@ class NodeServing(models.Model):
     error = models.TextField(blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
+
+    objects = models.Manager.from_queryset(WatchedQuerySet)()  # update() moves the access epoch
 
     class Meta:
         constraints = [

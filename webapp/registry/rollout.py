@@ -195,8 +195,17 @@ def inference_node(model: Model, version: int) -> tuple[str, str, str | None] | 
     """Where the hub's infer call for ``version`` goes: ``(node, http, grpc)``, taken in turn
     among the up nodes that serve it, or None for ``local`` (the default placement costs no
     query)."""
-    if not model.placement:
+    candidates = inference_candidates(model, version)
+    if not candidates:
         return None
+    return candidates[next(_turn) % len(candidates)]
+
+
+def inference_candidates(model: Model, version: int) -> list[tuple[str, str, str | None] | None]:
+    """Every place that serves ``version`` of ``model`` now: None for ``local``, else
+    ``(node, http, grpc)`` for an up or draining node; empty for the default placement."""
+    if not model.placement:
+        return []
     from webapp.ops import nodes as ops_nodes
     from webapp.registry import placement
 
@@ -211,6 +220,4 @@ def inference_node(model: Model, version: int) -> tuple[str, str, str | None] | 
         triton = (reachable.get(row.node) or {}).get("triton") or {}
         if triton.get("http"):
             candidates.append((row.node, str(triton["http"]), triton.get("grpc")))
-    if not candidates:
-        return None
-    return candidates[next(_turn) % len(candidates)]
+    return candidates
