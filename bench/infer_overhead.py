@@ -11,7 +11,8 @@ through every path (``tritonclient.http`` unless noted):
 
 1. ``direct-binary``: Triton's HTTP port, binary tensors (the baseline);
 2. ``direct-json``: Triton's HTTP port, the protocol's JSON (``binary_data=False``);
-3. ``gateway-binary``: the hub's ``/v2`` (webapp/gateway.py), binary tensors, ``Bearer`` token;
+3. ``gateway-binary``: the hub's ``/v2`` (its fast path, webapp/gateway_fast.py), binary
+   tensors, ``Bearer`` token;
 4. ``gateway-json``: the hub's ``/v2``, JSON;
 5. ``api-v2json``: ``POST /api/v1/models/{name}/infer`` with the protocol's JSON body;
 6. ``api-b64``: the same endpoint with ``{"b64", "shape"}``;
@@ -524,7 +525,9 @@ def main() -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     data: dict[str, Any] = {"benchmark": "infer_overhead", "machine": machine()}
     # The gateway changes often while its speed is worked on: which one was measured.
-    gateway = (ROOT / "webapp" / "gateway.py").read_bytes()
+    gateway = b"".join(
+        (ROOT / "webapp" / name).read_bytes() for name in ("gateway.py", "gateway_fast.py")
+    )
     data["gateway_py_sha256"] = hashlib.sha256(gateway).hexdigest()[:12]
     data["settings"] = {
         k: getattr(args, k) for k in ("rounds", "requests", "seconds", "concurrency", "warmup")

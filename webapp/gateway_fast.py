@@ -37,6 +37,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import redis
@@ -63,6 +64,23 @@ _INFER = re.compile(
     r"(?:/versions/(?P<version>[1-9][0-9]{0,18}))?/infer/?"
 )
 _HEADERS_ON = {h.lower().encode(): h for h in PASSED_ON}
+#: The Redis side of a call's checks, as one script: one command instead of a pipeline of
+#: seven (measured: a seven-command pipeline cost ~0.6 ms in redis-py's asyncio client, one
+#: command ~0.1 ms). The same keys as the Django path (webapp/registry/ratelimit.py,
+#: webapp/slow_requests.py), so that both count together.
+_COUNT_LUA = """
+local epoch = redis.call('GET', KEYS[1]) or ''
+local rate = 0
+if ARGV[1] == '1' then
+  rate = redis.call('INCR', KEYS[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], 0, ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5])
+local in_flight = redis.call('ZCARD', KEYS[3])
+redis.call('EXPIRE', KEYS[3], ARGV[6])
+return {epoch, rate, in_flight}
+"""
 
 log = logging.getLogger(__name__)
 #: Counts that tests and the benchmark read: calls answered here, calls passed to Django, and
@@ -125,6 +143,7 @@ class V2FastPath:
         self._turn = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: dict[str, aioredis.Redis] = {}
+        self._count_script: Any = None
         self._session: aiohttp.ClientSession | None = None
         self._background: set[asyncio.Task[None]] = set()
 
@@ -134,7 +153,7 @@ class V2FastPath:
             await self._session.close()
         for client in self._redis.values():
             await client.aclose()
-        self._loop, self._redis, self._session = None, {}, None
+        self._loop, self._redis, self._session, self._count_script = None, {}, None, None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = self._call_of(scope) if scope["type"] == "http" else None
@@ -144,7 +163,7 @@ class V2FastPath:
         key, name, version, length = call
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients belong to the loop that made them
-            self._loop, self._redis, self._session = loop, {}, None
+            self._loop, self._redis, self._session, self._count_script = loop, {}, None, None
         try:
             admitted = await self._admit(key, name, version)
         except (redis.RedisError, OSError) as exc:
@@ -249,17 +268,22 @@ class V2FastPath:
         """One round trip: the epoch, this call counted in the rate window and in flight."""
         longest = settings.INFER_TIMEOUT_SECONDS + 30
         window = int(now // WINDOW_SECONDS)
-        rate_key = f"hub:rate:infer:{user_key}:{window}"
-        pipe = client.pipeline(transaction=False)
-        pipe.get(EPOCH_KEY)
-        pipe.incr(rate_key)
-        pipe.expire(rate_key, WINDOW_SECONDS * 2)
-        pipe.zremrangebyscore(_slow_key(user_key), 0, now - longest)
-        pipe.zadd(_slow_key(user_key), {slot: now})
-        pipe.zcard(_slow_key(user_key))
-        pipe.expire(_slow_key(user_key), int(longest) + 1)
-        epoch, rate_count, _, _, _, in_flight, _ = await pipe.execute()
-        return epoch, int(rate_count), int(in_flight)
+        script = self._count_script
+        if script is None:
+            script = self._count_script = client.register_script(_COUNT_LUA)
+        epoch, rate_count, in_flight = await script(
+            keys=[EPOCH_KEY, f"hub:rate:infer:{user_key}:{window}", _slow_key(user_key)],
+            args=[
+                1 if settings.INFER_RATE_PER_MINUTE > 0 else 0,
+                WINDOW_SECONDS * 2,
+                repr(now - longest),
+                repr(now),
+                slot,
+                int(longest) + 1,
+            ],
+            client=client,
+        )
+        return epoch or None, int(rate_count), int(in_flight)
 
     def _check_limits(
         self, user_key: str, slot: str, rate_count: int, in_flight: int, now: float
