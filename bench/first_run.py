@@ -25,54 +25,43 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import ROOT, machine, say, table, temp_workdir, write_results  # noqa: E402
-from model_store import spawn  # noqa: E402
-from tests.fixtures.stack import fresh_machine_env, interrupt  # noqa: E402
+from bench._stack import ROOT, machine, say, table, temp_workdir, write_results
+from model_store import spawn
+from tests.fixtures.stack import fresh_machine_env, interrupt
 
 CASES = ("uv-warm", "uv-cold", "pip")
 PHOTO = ROOT / "demo" / "images" / "coffee.png"
 DEMO = "efficientnet-lite0"
 
 
-def _get(url: str, token: str = "") -> tuple[int, Any]:
-    request = urllib.request.Request(
-        url, headers={"Authorization": f"Token {token}"} if token else {}
-    )
+def _call(port: int, method: str, path: str, token: str = "", body: Any = None) -> tuple[int, Any]:
+    """One call to the hub on loopback: ``(status, JSON answer)``; ``(0, None)`` when nothing
+    listens yet."""
+    headers = {"Authorization": f"Token {token}"} if token else {}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, None
+        connection.request(method, path, json.dumps(body) if body is not None else None, headers)
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
     except OSError:
         return 0, None
-
-
-def _post(url: str, token: str, body: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=120) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+    finally:
+        connection.close()
 
 
 def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
@@ -85,7 +74,7 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
         env["UV_HOME"] = str(workdir / "uv-home")
     elif case == "pip":
         env["UV"] = "none"
-    base = f"http://127.0.0.1:{env['HUB_PORT']}"
+    port = int(env["HUB_PORT"])
     log_path = workdir / f"{case}.log"
     say(f"{case}: make run in a fresh clone …")
     with log_path.open("wb") as log:
@@ -94,7 +83,7 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
             ["make", "run"], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         try:
-            while _get(f"{base}/api/v1/health/live")[0] != 200:
+            while _call(port, "GET", "/api/v1/health/live")[0] != 200:
                 if proc.poll() is not None or time.monotonic() - started > timeout:
                     raise SystemExit(f"{case}: not ready:\n{log_path.read_text(errors='replace')}")
                 time.sleep(0.1)
@@ -106,16 +95,22 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
                 cwd=clone, env=env, capture_output=True, text=True, check=True, timeout=120,
             )  # fmt: skip
             token = minted.stdout.split()[-1]
-            status, body = _post(f"{base}/api/v1/demo", token, {})
+            status, body = _call(port, "POST", "/api/v1/demo", token, {})
             if status != 201:
                 raise SystemExit(f"{case}: adding the demo answered {status}: {body}")
-            while not (_get(f"{base}/api/v1/models/{DEMO}", token)[1] or {}).get("serving_version"):
+            while not (_call(port, "GET", f"/api/v1/models/{DEMO}", token)[1] or {}).get(
+                "serving_version"
+            ):
                 if time.monotonic() - started > timeout:
                     raise SystemExit(f"{case}: the demo was not served in {timeout} s")
                 time.sleep(0.2)
             photo = base64.b64encode(PHOTO.read_bytes()).decode()
-            status, answer = _post(
-                f"{base}/api/v1/models/{DEMO}/infer", token, {"inputs": {"image_b64": photo}}
+            status, answer = _call(
+                port,
+                "POST",
+                f"/api/v1/models/{DEMO}/infer",
+                token,
+                {"inputs": {"image_b64": photo}},
             )
             first_photo = time.monotonic() - started
             top = _top_label(answer)
@@ -125,6 +120,11 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
         finally:
             interrupt(proc)
     return {"case": case, "ready_s": round(ready, 2), "first_photo_s": round(first_photo, 2)}
+
+
+def _serving(port: int, token: str) -> bool:
+    model = _call(port, "GET", f"/api/v1/models/{DEMO}", token)[1] or {}
+    return bool(model.get("serving_version"))
 
 
 def _top_label(answer: Any) -> str:
