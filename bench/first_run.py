@@ -98,20 +98,13 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
             status, body = _call(port, "POST", "/api/v1/demo", token, {})
             if status != 201:
                 raise SystemExit(f"{case}: adding the demo answered {status}: {body}")
-            while not (_call(port, "GET", f"/api/v1/models/{DEMO}", token)[1] or {}).get(
-                "serving_version"
-            ):
+            while not _serving(port, token):
                 if time.monotonic() - started > timeout:
                     raise SystemExit(f"{case}: the demo was not served in {timeout} s")
                 time.sleep(0.2)
             photo = base64.b64encode(PHOTO.read_bytes()).decode()
-            status, answer = _call(
-                port,
-                "POST",
-                f"/api/v1/models/{DEMO}/infer",
-                token,
-                {"inputs": {"image_b64": photo}},
-            )
+            inputs = {"inputs": {"input": {"image_b64": photo}}}
+            status, answer = _call(port, "POST", f"/api/v1/models/{DEMO}/infer", token, inputs)
             first_photo = time.monotonic() - started
             top = _top_label(answer)
             say(f"{case}: first photo after {first_photo:.1f} s ({top})")
