@@ -26,6 +26,7 @@ urlpatterns = [
     path("models/<str:name>/", registry_views.model_detail, name="model"),
     path("models/<str:name>/try/", try_views.model_try, name="model-try"),
     path("models/<str:name>/try/run/", try_views.model_try_run, name="model-try-run"),
+    path("models/<str:name>/try/image/", try_views.model_try_image, name="model-try-image"),
     path(
         "models/<str:name>/try/examples/",
         try_views.model_try_example_save,

@@ -17,13 +17,21 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from django.http import QueryDict
 from django.utils.datastructures import MultiValueDict
 
-from model_store.inference import InferenceInputError
+from model_store.inference import (
+    PRESETS,
+    InferenceInputError,
+    Preprocess,
+    TensorSpec,
+    image_tensor_shape,
+)
+from model_store.inference.signature import CHANNEL_AXIS, LAYOUTS, Layout
+from webapp.errors import HubError
 from webapp.registry.inference import MAX_TOP_K
 
 #: Inputs a form may name; a signature has a handful, this bounds a hostile form.
@@ -140,3 +148,82 @@ def inputs(post: QueryDict, files: MultiValueDict[str, Any]) -> dict[str, Any]:
                 f"The values of {name} are not valid JSON: {exc}.", code="bad_json", field=name
             ) from None
     return body
+
+
+# ---------------------------------------------------------------- marking an input as an image
+# The operator's small form on each input that could take a photo: ``input`` (its name),
+# ``image`` ("1" to treat it as an image, "0" for a tensor), and when marking, ``preset`` (a
+# key of PRESETS, or "saved" to keep the model's own preprocessing) and, for an input whose
+# channel axis has no fixed size, ``layout`` (NCHW or NHWC).
+
+#: The ``preset`` value that keeps the model's saved (custom) preprocessing.
+KEEP_SAVED = "saved"
+
+
+@dataclass(frozen=True)
+class ImageMarking:
+    """What the form asks: treat ``input`` as an image (with ``preprocess``) or as a tensor."""
+
+    input: str
+    image: bool
+    preprocess: Preprocess | None = None
+
+
+def possible_layouts(spec: TensorSpec) -> list[Layout]:
+    """Layouts in which ``spec`` could hold a photo: a rank-4 float tensor whose channel axis
+    has 1 or 3 entries, or any number (then the layout must be chosen); empty when none."""
+    if not spec.rank_known or spec.rank != 4 or spec.numpy_dtype.kind != "f":
+        return []
+    return [layout for layout in LAYOUTS if spec.dims[CHANNEL_AXIS[layout]] in (1, 3, None)]
+
+
+def image_marking(post: QueryDict, specs: list[TensorSpec], saved: Preprocess) -> ImageMarking:
+    """Reads and checks the marking form against the serving version's inputs.
+
+    Raises:
+        HubError: 400 naming what is wrong (unknown input, a shape that cannot take a photo,
+            an unknown preset or layout).
+        InferenceInputError: The chosen preprocessing cannot fill this input (e.g. its height
+            and width are free and the preset does not crop to a size).
+    """
+    name = post.get("input", "")
+    spec = next((s for s in specs if s.name == name), None)
+    if spec is None:
+        known = ", ".join(s.name for s in specs) or "none"
+        raise HubError(
+            f"The serving version has no input {name!r} (its inputs: {known}).", "invalid_field"
+        )
+    choice = post.get("image")
+    if choice not in ("0", "1"):
+        raise HubError(
+            "Say whether the input takes a photo (image=1) or a tensor (image=0).", "invalid_field"
+        )
+    if choice == "0":
+        return ImageMarking(name, image=False)
+    layouts = possible_layouts(spec)
+    if not layouts:
+        raise HubError(
+            f"{name} ({spec.triton_type}, {spec.describe_shape()}) cannot take a photo: image "
+            "inputs are 4-D float tensors with 1 or 3 channels, [batch, 3, H, W] or "
+            "[batch, H, W, 3].",
+            "not_an_image_input",
+        )
+    preset = post.get("preset", "")
+    if preset == KEEP_SAVED:
+        chosen = saved
+    elif preset in PRESETS:
+        chosen = PRESETS[preset]
+    else:
+        raise HubError(
+            f"Choose a preprocessing preset: one of {', '.join(PRESETS)}.", "invalid_field"
+        )
+    layout = post.get("layout")
+    if layout is not None:
+        if layout not in layouts:
+            raise HubError(
+                f"{name} can hold a photo in layout {' or '.join(layouts)}, not {layout!r}.",
+                "invalid_field",
+            )
+        chosen = replace(chosen, layout=cast(Layout, layout))
+    image_tensor_shape(spec, chosen)  # the same check a photo meets before it is decoded
+    return ImageMarking(name, image=True, preprocess=chosen)

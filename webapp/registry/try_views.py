@@ -36,6 +36,7 @@ from webapp.registry import examples as saved_examples
 from webapp.registry.actions import demo as demo_actions
 from webapp.registry.actions import examples as example_actions
 from webapp.registry.actions import sweeps as sweep_actions
+from webapp.registry.actions import try_it as try_actions
 from webapp.registry.models import Job, Model, TryExample, Version
 from webapp.registry.state import state_of
 from webapp.request_limits import require_infer_body_within_cap
@@ -73,21 +74,39 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
             headers={"HX-Refresh": "true"} if model.serving_version else None,
             status=200 if model.serving_version else 204,
         )
+    return _try_page(request, model)
+
+
+def _serving(model: Model) -> Version | None:
+    if not model.serving_version:
+        return None
+    return model.versions.filter(number=model.serving_version).first()
+
+
+def _try_page(
+    request: HubRequest,
+    model: Model,
+    *,
+    mark_error: dict[str, str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The Try it tab; ``mark_error`` (``input``, ``message``) reopens a refused image form."""
     context = _header_context(request, model, "try")
-    serving = (
-        model.versions.filter(number=model.serving_version).first()
-        if model.serving_version
-        else None
-    )
+    serving = _serving(model)
     inputs: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
     preprocess = inference.saved_preprocess(model).to_dict()
+    presets = {k: {**p.to_dict(), "label": PRESET_LABELS[k]} for k, p in PRESETS.items()}
+    pp_fields = _preprocess_fields(preprocess, presets)
     if serving is not None:
         specs = inference.input_specs(serving)
         images = set(inference.image_inputs(model, specs))
+        marked = (model.try_settings or {}).get("image_inputs")
         for index, spec in enumerate(specs):
             is_image = spec.name in images
             example = None if is_image else example_value(spec, "zeros")
+            layouts = try_form.possible_layouts(spec)
+            detected = image_layout(spec)
             inputs.append(
                 {
                     "index": index,
@@ -95,13 +114,29 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
                     "dtype": spec.triton_type,
                     "shape": spec.describe_shape(),
                     "image": is_image,
-                    "image_like": image_layout(spec) is not None,
+                    "image_like": detected is not None,
                     "example": json.dumps(example) if example is not None else "",
                     "elements": _elements(example),
+                    # The "Treat as an image" form: offered where a photo could fit, and
+                    # wherever one is expected already (so it can be undone).
+                    "markable": is_image or bool(layouts),
+                    "marked": isinstance(marked, list) and spec.name in marked,
+                    "detected_layout": detected or "",
+                    # Only a channel axis of any size needs the layout chosen.
+                    "layouts": layouts if detected is None else [],
+                    "layout": (
+                        pp_fields["layout"]
+                        if pp_fields["layout"] in layouts
+                        else (layouts[0] if layouts else "")
+                    ),
+                    "mark_error": (
+                        mark_error["message"]
+                        if mark_error and mark_error["input"] == spec.name
+                        else ""
+                    ),
                 }
             )
         outputs = list(serving.signature.get("outputs", []))
-    presets = {k: {**p.to_dict(), "label": PRESET_LABELS[k]} for k, p in PRESETS.items()}
     packaged = model.versions.filter(status=Version.Status.READY).order_by("-number")
     context |= {
         "serving": serving,
@@ -109,8 +144,10 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
         "outputs": outputs,
         "packaged": packaged,
         "examples": saved_examples.listed(model),
-        "preprocess": _preprocess_fields(preprocess, presets),
+        "preprocess": pp_fields,
         "presets": presets,
+        "mark_presets": _mark_presets(presets, pp_fields["preset"], preprocess),
+        "mark_error": mark_error,
         # What try.js needs beyond the markup: the presets (to fill the fields when one is
         # picked) and the request limit (to refuse a too-big photo before sending it).
         "page_config": {
@@ -129,7 +166,101 @@ def model_try(request: HubRequest, name: str) -> HttpResponse:
             "timeout": settings.INFER_TIMEOUT_SECONDS,
         },
     }
-    return render(request, "registry/model_try.html", context)
+    return render(request, "registry/model_try.html", context, status=status)
+
+
+def _mark_presets(
+    presets: dict[str, Any], current: str, saved: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The choices of the "Treat as an image" form, each saying what it does; the model's
+    preset is chosen, and custom saved settings are offered first, to keep them."""
+    choices = [
+        {
+            "key": key,
+            "label": p["label"],
+            "summary": _preprocess_summary(p),
+            "checked": key == current,
+        }
+        for key, p in presets.items()
+    ]
+    if current == "custom":
+        choices.insert(
+            0,
+            {
+                "key": try_form.KEEP_SAVED,
+                "label": "This model's saved preprocessing",
+                "summary": _preprocess_summary(saved),
+                "checked": True,
+            },
+        )
+    return choices
+
+
+def _preprocess_summary(pp: dict[str, Any]) -> str:
+    """One line saying what a preprocessing does, e.g. "short side 256, centre 224 crop,
+    mean 127, std 128, RGB, layout from the model's shape"."""
+
+    def triple(values: list[float]) -> str:
+        return _number(values[0]) if len(set(values)) == 1 else ", ".join(map(_number, values))
+
+    size = (
+        "stretched to the model's size"
+        if not pp["resize_short"]
+        else f"short side {pp['resize_short']}, centre {pp['crop'] or 'model-size'} crop"
+    )
+    layout = pp.get("layout") or "layout from the model's shape"
+    return f"{size}; mean {triple(pp['mean'])}, std {triple(pp['std'])}; {pp['color']}, {layout}"
+
+
+@require_POST
+def model_try_image(request: HubRequest, name: str) -> HttpResponse:
+    """Treat one input of the serving version as an image (saving the preprocessing chosen
+    with it) or as a tensor again: ``image_inputs`` and ``preprocess`` of the model's Try it
+    settings, saved by the action the API's ``PUT .../try-settings`` uses."""
+    require_role(request.user, Role.OPERATOR)
+    model = get_object_or_404(Model, name=name)
+    serving = _serving(model)
+    label = request.POST.get("input", "")
+    try:
+        if serving is None:
+            raise HubError(
+                f"{model.name} is not served yet; its inputs are known once a version serves.",
+                "not_served",
+                409,
+            )
+        specs = inference.input_specs(serving)
+        marking = try_form.image_marking(request.POST, specs, inference.saved_preprocess(model))
+        wanted = set(inference.image_inputs(model, specs))
+        if marking.image:
+            wanted.add(marking.input)
+        else:
+            wanted.discard(marking.input)
+        names = [s.name for s in specs if s.name in wanted]
+        # Inputs of other versions keep their marks; only this signature's are decided here.
+        marked = (model.try_settings or {}).get("image_inputs")
+        known = {s.name for s in specs}
+        if isinstance(marked, list):
+            names += [n for n in marked if isinstance(n, str) and n not in known]
+        changes: dict[str, Any] = {"image_inputs": names}
+        if marking.preprocess is not None:
+            changes["preprocess"] = marking.preprocess.to_dict()
+        try_actions.save_try_settings(model=model, changes=changes, user=request.user)  # type: ignore[arg-type]
+    except (InferenceInputError, HubError) as exc:
+        if exc.status == 403:
+            raise
+        return _try_page(
+            request, model, mark_error={"input": label, "message": exc.message}, status=exc.status
+        )
+    if marking.preprocess is not None:
+        pp = marking.preprocess.to_dict()
+        how = next(
+            (PRESET_LABELS[k] for k, p in PRESETS.items() if p.to_dict() == pp),
+            _preprocess_summary(pp),
+        )
+        messages.success(request, f"{marking.input} now takes a photo, preprocessed as: {how}.")
+    else:
+        messages.success(request, f"{marking.input} now takes a tensor (JSON or .npy).")
+    return redirect("model-try", name=model.name)
 
 
 def _preprocess_fields(pp: dict[str, Any], presets: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.accounts.roles import Role, grant
@@ -17,7 +18,16 @@ from webapp.accounts.roles import Role, grant
 class Command(BaseCommand):
     help = "Create the user 'admin' if missing; password from HUB_ADMIN_PASSWORD or generated."
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="apply migrations first (make run: one Django start-up instead of two)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
         User = get_user_model()
         if User.objects.filter(username="admin").exists():
             self.stdout.write("Admin user 'admin' exists; sign in with its password.")
