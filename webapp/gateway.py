@@ -107,6 +107,10 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
         refused = _error(str(exc), 429)
         refused["Retry-After"] = str(exc.retry_after)
         return refused
+    if version and not call.version:
+        # The serving version, as the fast path and the infer API do: Triton alone would pick
+        # the highest loaded version, which during a rollback is not the serving one.
+        rest = f"models/{model.name}/versions/{version}/infer"
     try:
         require_infer_body_within_cap(request)
         with slow_requests.slow_request(user_key, longest_s=settings.INFER_TIMEOUT_SECONDS):
