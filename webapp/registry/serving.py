@@ -711,8 +711,22 @@ def _reconcile_model(
         ok, reason = load_serving(store, runtime, model.name, timeout_s=SWITCH_TIMEOUT_S)
         if ok:
             repairs.append(f"{model.name}: Triton had forgotten it; v{serving} is loaded again.")
+            _note_late_reload(model, serving)
         else:
             warnings.append(f"{model.name}: v{serving} does not load: {reason}")
+
+
+def _note_late_reload(model: Model, serving: int) -> None:
+    """Close an outage whose reload failed: a later reconcile loaded the model after all, so its
+    history says when it answered again (an outage's own reload says so itself)."""
+    last = model.events.filter(kind__startswith="triton.").order_by("-created").first()
+    if last is None or last.kind != "triton.reload_failed":
+        return
+    Event.objects.create(
+        model=model,
+        kind="triton.reloaded",
+        message=f"v{serving} of {model.name} answers again: a later reconcile loaded it.",
+    )
 
 
 def _passes_gate(model: Model, number: int) -> bool:
