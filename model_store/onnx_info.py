@@ -84,6 +84,9 @@ class OnnxInfo:
     sha256: str
     uses_external_data: bool = False
     external_data_files: list[str] = field(default_factory=list)
+    #: The model's ``metadata_props`` as found (exporters' notes, e.g. class names); read,
+    #: never run (``model_store.inference.class_names`` interprets them).
+    metadata_props: dict[str, str] = field(default_factory=dict)
 
     def signature_dims(self) -> dict[str, list[Dim] | None]:
         """Returns full shapes by tensor name, as ``model_store.config.lint`` takes them."""
@@ -128,6 +131,7 @@ def inspect_onnx(path: Path) -> OnnxInfo:
         sha256=hashlib.sha256(data).hexdigest(),
         uses_external_data=bool(external),
         external_data_files=external,
+        metadata_props={p.key: p.value for p in model.metadata_props},
     )
 
 

@@ -9,7 +9,7 @@ from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
-from webapp.registry import adopt_views, placement_views, try_views
+from webapp.registry import adopt_views, labels_views, placement_views, try_views
 from webapp.registry import views as registry_views
 
 handler404 = "webapp.api.views.not_found"
@@ -27,6 +27,7 @@ urlpatterns = [
     path("models/<str:name>/try/", try_views.model_try, name="model-try"),
     path("models/<str:name>/try/run/", try_views.model_try_run, name="model-try-run"),
     path("models/<str:name>/try/image/", try_views.model_try_image, name="model-try-image"),
+    path("models/<str:name>/try/labels/", labels_views.model_try_labels, name="model-try-labels"),
     path(
         "models/<str:name>/try/examples/",
         try_views.model_try_example_save,

@@ -10,11 +10,20 @@ Modules:
     image: safe image decoding and the resize/crop/normalise recipe (:class:`Preprocess`).
     decode: a request's ``inputs`` to arrays (:func:`decode_inputs`); examples: inputs that fit.
     outputs: :func:`describe_outputs` (top-k with labels) and :func:`parse_labels`.
+    class_names: labels offered in one click (ImageNet-1k, names in the ONNX metadata).
     snippets: curl and tritonclient code for a model.
 """
 
 from __future__ import annotations
 
+from model_store.inference.class_names import (
+    LabelOffer,
+    MetadataNames,
+    imagenet_labels,
+    label_offers,
+    names_from_metadata,
+    offered_labels,
+)
 from model_store.inference.decode import (
     DEFAULT_PREPROCESS,
     decode_inputs,
@@ -47,7 +56,9 @@ __all__ = [
     "PRESET_LABELS",
     "STATUS_BY_CODE",
     "InferenceInputError",
+    "LabelOffer",
     "Limits",
+    "MetadataNames",
     "Preprocess",
     "TensorSpec",
     "curl_snippet",
@@ -61,6 +72,10 @@ __all__ = [
     "image_size",
     "image_tensor_shape",
     "image_to_tensor",
+    "imagenet_labels",
+    "label_offers",
+    "names_from_metadata",
+    "offered_labels",
     "parse_labels",
     "specs_from_signature",
     "tritonclient_snippet",

@@ -263,13 +263,20 @@ function start(config) {
   });
 
   // ---------------------------------------------------------------- labels
-  var labels = $("[data-labels-file]", panel);
-  if (labels) labels.addEventListener("change", function () {
-    var file = labels.files[0];
+  // The Labels section is a partial swapped after a one-click choice, so the upload is
+  // listened for on the panel; once saved, the section is fetched again (count, buttons).
+  panel.addEventListener("change", function (e) {
+    var labels = e.target.closest && e.target.closest("[data-labels-file]");
+    var file = labels && labels.files[0];
     if (!file) return;
     var status = $("[data-labels-status]", panel);
     file.text().then(function (text) { return api("PUT", "/labels", text, true); }).then(function (res) {
-      status.textContent = res.ok ? res.data.count + " labels saved." : res.data.error;
+      if (!res.ok) { status.textContent = res.data.error; return; }
+      var saved = res.data.count + " labels saved; the next run shows them.";
+      htmx.ajax("GET", "/models/" + encodeURIComponent(config.model) + "/try/labels/", { target: "#try-labels", swap: "outerHTML" }).then(function () {
+        var fresh = $("[data-labels-status]", panel);
+        if (fresh) fresh.textContent = saved;
+      });
     });
   });
 

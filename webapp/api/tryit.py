@@ -9,6 +9,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 
+from model_store.inference.class_names import IMAGENET_1K, MODEL_FILE
 from webapp import slow_requests
 from webapp.api import types
 from webapp.api.app import OPERATOR, RETRY_AFTER, errors
@@ -138,15 +139,27 @@ def labels(request: HttpRequest, name: str) -> Any:
 
 @router.put(
     "/models/{name}/labels",
-    response={200: types.LabelsOut, **errors(400, 404, 413)},
+    response={200: types.LabelsOut, **errors(400, 404, 409, 413)},
     auth=OPERATOR,
-    summary="Replace them (operator): text/plain, one per line, or a JSON list or object",
+    summary="Replace them (operator): text/plain, one per line, or a JSON list or object; or "
+    '{"preset": "imagenet-1k"}, {"from_model_file": true} or {"labels": [...]}',
+    description="The two one-click sources are those Try it offers for the serving version "
+    "(409 not_offered otherwise): ImageNet-1k for an output of 1000 or 1001 classes, and the "
+    "class names found in the ONNX file's metadata.",
     openapi_extra={
         "requestBody": {
             "required": True,
             "content": {
                 "text/plain": {"schema": {"type": "string"}},
-                "application/json": {"schema": {"type": ["array", "object"]}},
+                "application/json": {
+                    "schema": {
+                        "oneOf": [
+                            {"type": "array", "items": {"type": "string"}},
+                            {"type": "object", "additionalProperties": {"type": "string"}},
+                            types.LabelsIn.model_json_schema(),
+                        ]
+                    }
+                },
             },
         }
     },
@@ -159,9 +172,54 @@ def labels_put(request: HttpRequest, name: str) -> Any:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError:
         raise HubError("The labels file must be UTF-8 text.", "bad_labels") from None
+    choice = _labels_choice(text)
+    user = request.user
     # An InferenceInputError (no usable labels) is answered like any store error.
-    try_actions.set_labels(model=model, text=text, user=request.user)  # type: ignore[arg-type]
+    if choice is None:
+        try_actions.set_labels(model=model, text=text, user=user)  # type: ignore[arg-type]
+    elif "labels" in choice:
+        try_actions.set_labels(model=model, text=json.dumps(choice["labels"]), user=user)  # type: ignore[arg-type]
+    else:
+        source = IMAGENET_1K if "preset" in choice else MODEL_FILE
+        try_actions.use_offered_labels(model=model, source=source, user=user)  # type: ignore[arg-type]
     return {"model": model.name, "count": len(model.labels), "labels": model.labels}
+
+
+_CHOICES = ("preset", "from_model_file", "labels")
+
+
+def _labels_choice(text: str) -> dict[str, Any] | None:
+    """The body as one of the three one-key objects, or None for labels as such (lines, a
+    list, an object of index -> name, which never has these keys).
+
+    Raises:
+        HubError: ``bad_labels`` (400) for such an object that is not one of the three.
+    """
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        body = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None  # not JSON: parse_labels reads it as lines and says what is wrong
+    if not isinstance(body, dict) or not set(body) & set(_CHOICES):
+        return None
+    usage = 'Send one of {"preset": "imagenet-1k"}, {"from_model_file": true}, {"labels": [...]}.'
+    if len(body) != 1:
+        keys = ", ".join(repr(k[:40]) for k in list(body)[:5])
+        raise HubError(f"Expected exactly one key, got {keys}. {usage}", "bad_labels")
+    if "preset" in body and body["preset"] != IMAGENET_1K:
+        raise HubError(
+            f"Unknown preset {str(body['preset'])[:50]!r}: the one preset is {IMAGENET_1K!r}.",
+            "bad_labels",
+        )
+    if "from_model_file" in body and body["from_model_file"] is not True:
+        raise HubError('"from_model_file" must be true.', "bad_labels")
+    if "labels" in body and not isinstance(body["labels"], list | dict):
+        raise HubError(
+            '"labels" must be a list of names or an object of index -> name.', "bad_labels"
+        )
+    return body
 
 
 @router.get(

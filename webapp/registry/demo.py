@@ -9,11 +9,12 @@ correctly from the start. Adding it is ``actions.demo.add_demo_model``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
-from webapp.registry.models import Model
+from webapp.registry.models import Job, Model
 
 NAME = "efficientnet-lite0"
 DESCRIPTION = (
@@ -36,3 +37,26 @@ def is_available() -> bool:
 
 def existing_demo() -> Model | None:
     return Model.objects.filter(name=NAME).first()
+
+
+@dataclass(frozen=True)
+class NextSteps:
+    """What the demo's Overview points at: its tabs once it serves, else the job on its way."""
+
+    served: bool
+    job: Job | None = None
+
+
+def next_steps(model: Model) -> NextSteps | None:
+    """The "Next steps" card of the demo model's page; None for every other model."""
+    if model.name != NAME:
+        return None
+    if model.serving_version is not None:
+        return NextSteps(served=True)
+    job = (
+        model.jobs.exclude(state__in=Job.FINISHED)
+        .exclude(kind=Job.Kind.SWEEP)
+        .order_by("-created")
+        .first()
+    )
+    return NextSteps(served=False, job=job)

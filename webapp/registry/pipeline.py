@@ -22,6 +22,7 @@ from django.conf import settings
 from model_store.compile.atc.environment import cann_status
 from model_store.config import lint, render_pbtxt
 from model_store.errors import ModelStoreError
+from model_store.inference import names_from_metadata
 from model_store.memory_fit import activations_from_onnx
 from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, link_or_copy, sha256_file
@@ -119,7 +120,7 @@ def signature_of(info: OnnxInfo) -> dict[str, Any]:
 
 
 def summary_of(info: OnnxInfo) -> dict[str, Any]:
-    return {
+    summary: dict[str, Any] = {
         "ir_version": info.ir_version,
         "opset": info.default_opset,
         "opset_imports": info.opset_imports,
@@ -131,6 +132,11 @@ def summary_of(info: OnnxInfo) -> dict[str, Any]:
         "sha256": info.sha256,
         "external_data_files": list(info.external_data_files),
     }
+    # Class names an exporter left in the file, offered on Try it (read once, here).
+    found = names_from_metadata(info.metadata_props)
+    if found is not None:
+        summary["class_names"] = found.to_dict()
+    return summary
 
 
 # --------------------------------------------------------------------------- steps

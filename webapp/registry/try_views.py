@@ -9,6 +9,7 @@ saved examples are listed, saved and deleted through partials too.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from model_store.inference import (
     PRESET_LABELS,
     PRESETS,
     InferenceInputError,
+    Preprocess,
     example_value,
     image_layout,
 )
@@ -31,7 +33,7 @@ from webapp import slow_requests
 from webapp.accounts.roles import Role, require_role, role_of
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
-from webapp.registry import demo, inference, try_form
+from webapp.registry import demo, inference, labels_views, try_form
 from webapp.registry import examples as saved_examples
 from webapp.registry.actions import demo as demo_actions
 from webapp.registry.actions import examples as example_actions
@@ -107,6 +109,7 @@ def _try_page(
             example = None if is_image else example_value(spec, "zeros")
             layouts = try_form.possible_layouts(spec)
             detected = image_layout(spec)
+            markable = is_image or bool(layouts)
             inputs.append(
                 {
                     "index": index,
@@ -119,7 +122,7 @@ def _try_page(
                     "elements": _elements(example),
                     # The "Treat as an image" form: offered where a photo could fit, and
                     # wherever one is expected already (so it can be undone).
-                    "markable": is_image or bool(layouts),
+                    "markable": markable,
                     "marked": isinstance(marked, list) and spec.name in marked,
                     "detected_layout": detected or "",
                     # Only a channel axis of any size needs the layout chosen.
@@ -131,7 +134,7 @@ def _try_page(
                     ),
                     "mark_error": (
                         mark_error["message"]
-                        if mark_error and mark_error["input"] == spec.name
+                        if markable and mark_error and mark_error["input"] == spec.name
                         else ""
                     ),
                 }
@@ -147,7 +150,10 @@ def _try_page(
         "preprocess": pp_fields,
         "presets": presets,
         "mark_presets": _mark_presets(presets, pp_fields["preset"], preprocess),
-        "mark_error": mark_error,
+        # A refusal about no input on the page (a stale form, a hand-made post) is shown once.
+        "mark_error_elsewhere": (
+            mark_error["message"] if mark_error and not any(i["mark_error"] for i in inputs) else ""
+        ),
         # What try.js needs beyond the markup: the presets (to fill the fields when one is
         # picked) and the request limit (to refuse a too-big photo before sending it).
         "page_config": {
@@ -156,7 +162,7 @@ def _try_page(
             "maxRequestBytes": settings.INFER_MAX_REQUEST_BYTES,
         },
         "photos": _demo_photos() if any(i["image"] for i in inputs) else [],
-        "labels_count": len(model.labels),
+        **labels_views.labels_context(model, serving, can_operate=context["can_operate"]),
         "compile_job": _pending_job(model),
         "limits": {
             "bytes": settings.INFER_MAX_REQUEST_BYTES,
@@ -197,8 +203,8 @@ def _mark_presets(
 
 
 def _preprocess_summary(pp: dict[str, Any]) -> str:
-    """One line saying what a preprocessing does, e.g. "short side 256, centre 224 crop,
-    mean 127, std 128, RGB, layout from the model's shape"."""
+    """One line saying what a preprocessing does, e.g. "short side 256, centre 224 crop;
+    mean 127, std 128; RGB" (and its layout when it fixes one)."""
 
     def triple(values: list[float]) -> str:
         return _number(values[0]) if len(set(values)) == 1 else ", ".join(map(_number, values))
@@ -208,8 +214,17 @@ def _preprocess_summary(pp: dict[str, Any]) -> str:
         if not pp["resize_short"]
         else f"short side {pp['resize_short']}, centre {pp['crop'] or 'model-size'} crop"
     )
-    layout = pp.get("layout") or "layout from the model's shape"
-    return f"{size}; mean {triple(pp['mean'])}, std {triple(pp['std'])}; {pp['color']}, {layout}"
+    layout = f", {pp['layout']}" if pp.get("layout") else ""
+    return f"{size}; mean {triple(pp['mean'])}, std {triple(pp['std'])}; {pp['color']}{layout}"
+
+
+def _preprocess_name(pp: Preprocess) -> str:
+    """A preset's label (with the layout when one was chosen), else what it does."""
+    plain = replace(pp, layout=None)
+    label = next((PRESET_LABELS[k] for k, p in PRESETS.items() if p == plain), None)
+    if label is None:
+        return _preprocess_summary(pp.to_dict())
+    return f"{label}, layout {pp.layout}" if pp.layout else label
 
 
 @require_POST
@@ -252,11 +267,7 @@ def model_try_image(request: HubRequest, name: str) -> HttpResponse:
             request, model, mark_error={"input": label, "message": exc.message}, status=exc.status
         )
     if marking.preprocess is not None:
-        pp = marking.preprocess.to_dict()
-        how = next(
-            (PRESET_LABELS[k] for k, p in PRESETS.items() if p.to_dict() == pp),
-            _preprocess_summary(pp),
-        )
+        how = _preprocess_name(marking.preprocess)
         messages.success(request, f"{marking.input} now takes a photo, preprocessed as: {how}.")
     else:
         messages.success(request, f"{marking.input} now takes a tensor (JSON or .npy).")

@@ -118,6 +118,7 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
     if request.GET.get("part") == "state":  # the live badge in every tab's header
         return render(request, "registry/_model_state.html", context)
     context["nodes_card"] = placement_views.nodes_card(model)
+    context["demo_next"] = demo.next_steps(model)
     return render(request, "registry/model_detail.html", context)
 
 

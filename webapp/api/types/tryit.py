@@ -25,6 +25,7 @@ __all__ = [
     "ExampleOut",
     "InferIn",
     "InferOut",
+    "LabelsIn",
     "LabelsOut",
     "Preprocess",
     "SweepIn",
@@ -125,6 +126,22 @@ class ExampleDetail(ExampleOut):
 
 class ExampleList(Out):
     examples: list[ExampleOut]
+
+
+class LabelsIn(In):
+    """Labels without a file: exactly one of the three keys (docs/labels.md)."""
+
+    preset: Literal["imagenet-1k"] | None = Field(
+        None,
+        description="The ImageNet-1k names shipped with the hub, for a serving version with an "
+        "output of 1000 classes (1001: 'background' first)",
+    )
+    from_model_file: Literal[True] | None = Field(
+        None, description="The class names found in the serving version's ONNX metadata"
+    )
+    labels: list[str] | dict[str, str] | None = Field(
+        None, description="The names themselves: a list, or an object of index -> name"
+    )
 
 
 class LabelsOut(Out):

@@ -6,9 +6,11 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from model_store.inference import Preprocess, parse_labels
+from model_store.inference import Preprocess, offered_labels, parse_labels
+from model_store.inference.class_names import IMAGENET_1K, MODEL_FILE
 from webapp.accounts.roles import Role, require_role
-from webapp.registry.models import Model
+from webapp.errors import HubError
+from webapp.registry.models import Model, Version
 
 
 def set_labels(*, model: Model, text: str, user: User) -> Model:
@@ -21,6 +23,51 @@ def set_labels(*, model: Model, text: str, user: User) -> Model:
     model.labels = parse_labels(text)
     model.save(update_fields=["labels", "updated"])
     return model
+
+
+def use_offered_labels(*, model: Model, source: str, user: User) -> Model:
+    """Replace the labels with those the serving version offers: ``"imagenet-1k"`` (an
+    output of 1000 or 1001 classes) or ``"model-file"`` (names in the ONNX metadata).
+
+    Raises:
+        HubError: ``bad_labels`` (400) for another ``source``; ``not_served`` (409) when no
+            version serves; ``not_offered`` (409) when the serving version does not offer it.
+    """
+    require_role(user, Role.OPERATOR)
+    if source not in (IMAGENET_1K, MODEL_FILE):
+        raise HubError(
+            f"Unknown labels source {source[:50]!r}; use {IMAGENET_1K!r} or {MODEL_FILE!r}.",
+            "bad_labels",
+        )
+    version = (
+        model.versions.filter(number=model.serving_version).first()
+        if model.serving_version
+        else None
+    )
+    if version is None:
+        raise HubError(
+            f"{model.name} is not served yet; labels are offered for the serving version.",
+            "not_served",
+            409,
+        )
+    labels = offered_labels(source, version.signature, version.onnx_summary)
+    if labels is None:
+        raise HubError(_not_offered(version, source), "not_offered", 409)
+    model.labels = labels
+    model.save(update_fields=["labels", "updated"])
+    return model
+
+
+def _not_offered(version: Version, source: str) -> str:
+    if source == IMAGENET_1K:
+        return (
+            f"v{version.number} has no output of ImageNet's size (a float output whose last "
+            "axis is 1000 or 1001); upload a labels file instead."
+        )
+    return (
+        f"v{version.number}'s ONNX file carries no class names in its metadata (keys such as "
+        "names, class_names, labels or classes); upload a labels file instead."
+    )
 
 
 def save_try_settings(*, model: Model, changes: dict[str, Any], user: User) -> Model:
