@@ -39,11 +39,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from model_store.runtime.keepalive_http import AnswerError, KeepAliveClient
 from webapp.access_epoch import KEY as EPOCH_KEY
 from webapp.api.stream_upload import Receive, Scope, Send
 from webapp.gateway import PASSED_BACK, PASSED_ON, PREFIX
@@ -144,16 +144,16 @@ class V2FastPath:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._redis: dict[str, aioredis.Redis] = {}
         self._count_script: Any = None
-        self._session: aiohttp.ClientSession | None = None
+        self._client: KeepAliveClient | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     async def aclose(self) -> None:
         """Close the connections to Redis and Triton (a server shutting down, or a test)."""
-        if self._session is not None:
-            await self._session.close()
+        if self._client is not None:
+            await self._client.aclose()
         for client in self._redis.values():
             await client.aclose()
-        self._loop, self._redis, self._session, self._count_script = None, {}, None, None
+        self._loop, self._redis, self._client, self._count_script = None, {}, None, None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         call = self._call_of(scope) if scope["type"] == "http" else None
@@ -163,7 +163,7 @@ class V2FastPath:
         key, name, version, length = call
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # clients belong to the loop that made them
-            self._loop, self._redis, self._session, self._count_script = loop, {}, None, None
+            self._loop, self._redis, self._client, self._count_script = loop, {}, None, None
         try:
             admitted = await self._admit(key, name, version)
         except (redis.RedisError, OSError) as exc:
@@ -352,8 +352,7 @@ class V2FastPath:
         if body is None:
             return  # the client went away
         address = settings.TRITON_URL if target is None else target[1]
-        if "://" not in address:
-            address = "http://" + address
+        host, _, port = address.split("://")[-1].rstrip("/").partition(":")
         path = f"{PREFIX}/models/{model}/versions/{version}/infer"
         headers = {
             _HEADERS_ON[name]: value.decode("latin-1")
@@ -362,20 +361,24 @@ class V2FastPath:
         }
         started = time.perf_counter()
         try:
-            async with self._client_session().post(
-                address + path, data=body, headers=headers
-            ) as answer:
-                payload = await answer.read()
-                status = answer.status
-                passed = [
-                    (h.lower().encode(), answer.headers[h].encode("latin-1"))
-                    for h in PASSED_BACK
-                    if h in answer.headers
-                ]
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            answer = await self._triton().post(
+                host,
+                int(port or 80),
+                path,
+                body,
+                headers,
+                timeout=float(settings.INFER_TIMEOUT_SECONDS),
+            )
+        except (OSError, TimeoutError, AnswerError) as exc:
             record_client_call(model, version, 0.0, ok=False)
             await _answer_error(send, f"Triton did not answer: {exc or type(exc).__name__}", 503)
             return
+        status, payload = answer.status, answer.body
+        passed = [
+            (h.lower().encode(), answer.headers[h.lower()].encode("latin-1"))
+            for h in PASSED_BACK
+            if h.lower() in answer.headers
+        ]
         ms = (time.perf_counter() - started) * 1000
         record_client_call(model, version, ms if status == 200 else 0.0, ok=status == 200)
         await _answer(send, status, payload, passed)
@@ -388,15 +391,10 @@ class V2FastPath:
             self._redis[url] = client
         return client
 
-    def _client_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=float(settings.INFER_TIMEOUT_SECONDS)),
-                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30),
-                auto_decompress=False,
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
-            )
-        return self._session
+    def _triton(self) -> KeepAliveClient:
+        if self._client is None:
+            self._client = KeepAliveClient()
+        return self._client
 
 
 def _slow_key(user_key: str) -> str:
