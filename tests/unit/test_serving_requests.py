@@ -5,6 +5,7 @@ The switch itself (worker + Triton) is tested in tests/integration/test_serving_
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -70,6 +71,41 @@ def test_an_expired_lock_can_be_taken_over(model, operator) -> None:
     job = serving_actions.request_switch(model=model, number=1, user=operator)
     model.refresh_from_db()
     assert model.lock_holder == job.uuid.hex
+
+
+def test_a_switch_waits_for_reconcile_to_finish_with_the_model(model, operator) -> None:
+    # Reconcile is housekeeping: a click that meets it waits (here until its lock lapses)
+    # rather than being refused.
+    make_version(model, 1)
+    Model.objects.filter(pk=model.pk).update(
+        lock_holder="reconcile-0a1b2c3d", lock_expires=timezone.now() + timedelta(seconds=0.3)
+    )
+    job = serving_actions.request_switch(model=model, number=1, user=operator)
+    model.refresh_from_db()
+    assert model.lock_holder == job.uuid.hex
+
+
+def test_a_reconcile_that_outlasts_the_wait_is_named_as_such(model, operator, monkeypatch) -> None:
+    make_version(model, 1)
+    monkeypatch.setattr(serving, "RECONCILE_WAIT_S", 0.2)
+    Model.objects.filter(pk=model.pk).update(
+        lock_holder="reconcile-0a1b2c3d", lock_expires=timezone.now() + timedelta(minutes=5)
+    )
+    with pytest.raises(HubError) as refused:
+        serving_actions.request_switch(model=model, number=1, user=operator)
+    assert refused.value.code == "switch_in_progress"
+    assert "periodic check is repairing mlp" in refused.value.message
+
+
+def test_a_switch_held_by_a_job_is_refused_without_waiting(model, operator) -> None:
+    make_version(model, 1)
+    Model.objects.filter(pk=model.pk).update(
+        lock_holder=uuid.uuid4().hex, lock_expires=timezone.now() + timedelta(minutes=5)
+    )
+    with pytest.raises(HubError) as refused:
+        serving_actions.request_switch(model=model, number=1, user=operator)
+    assert refused.value.code == "switch_in_progress"
+    assert "Another switch of mlp is in progress" in refused.value.message
 
 
 def test_release_only_frees_the_holders_own_lock(model) -> None:

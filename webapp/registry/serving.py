@@ -67,12 +67,40 @@ def acquire_lock(model: Model, holder: str) -> bool:
     return taken == 1
 
 
+#: Reconcile takes a model's lock under this prefix while it checks that one model.
+RECONCILE_HOLDER_PREFIX = "reconcile-"
+#: How long a person's request waits for reconcile to finish with a model before refusing:
+#: reconcile is the hub's own housekeeping (a check, at most one reload), not someone else's
+#: switch, so a click that happens to meet it should not be turned away.
+RECONCILE_WAIT_S = 15.0
+
+
+def acquire_lock_or_wait_for_reconcile(model: Model, holder: str) -> bool:
+    """``acquire_lock``, waiting up to RECONCILE_WAIT_S while the holder is reconcile."""
+    deadline = time.monotonic() + RECONCILE_WAIT_S
+    while not acquire_lock(model, holder):
+        model.refresh_from_db(fields=["lock_holder", "lock_expires"])
+        if not model.lock_holder.startswith(RECONCILE_HOLDER_PREFIX):
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def release_lock(model: Model, holder: str) -> None:
     Model.objects.filter(pk=model.pk, lock_holder=holder).update(lock_holder="", lock_expires=None)
 
 
 def lock_busy_error(model: Model) -> HubError:
     model.refresh_from_db(fields=["lock_holder", "lock_expires"])
+    if model.lock_holder.startswith(RECONCILE_HOLDER_PREFIX):
+        return HubError(
+            f"The hub's periodic check is repairing {model.name} (it reloads what Triton "
+            "forgot after a restart). Try again in a few seconds.",
+            "switch_in_progress",
+            409,
+        )
     holder = _as_uuid(model.lock_holder)
     job = Job.objects.filter(uuid=holder).first() if holder else None
     who = f" by {job.created_by.get_username()}" if job and job.created_by else ""
@@ -477,7 +505,7 @@ def reconcile() -> ReconcileReport:
         known.add(model.name)
         if model.lock_expires and model.lock_expires > timezone.now():
             continue
-        holder = f"reconcile-{uuid.uuid4().hex[:8]}"
+        holder = f"{RECONCILE_HOLDER_PREFIX}{uuid.uuid4().hex[:8]}"
         if not acquire_lock(model, holder):
             continue
         try:

@@ -23,7 +23,7 @@ from webapp.registry import jobs
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.serving import (
     SWITCH_TIMEOUT_S,
-    acquire_lock,
+    acquire_lock_or_wait_for_reconcile,
     ensure_may_answer,
     lock_busy_error,
     release_lock,
@@ -153,7 +153,7 @@ def queue_locked_job(
     recording fails, it is released again so that the model is not left locked by no job.
     """
     job_uuid = uuid.uuid4()
-    if not acquire_lock(model, job_uuid.hex):
+    if not acquire_lock_or_wait_for_reconcile(model, job_uuid.hex):
         raise lock_busy_error(model)
     try:
         with transaction.atomic():

@@ -26,7 +26,11 @@ from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
 from webapp.registry.jobs import COMPILE_STEPS, initial_steps
 from webapp.registry.models import Event, Job, Model, Version
-from webapp.registry.serving import acquire_lock, lock_busy_error, release_lock
+from webapp.registry.serving import (
+    acquire_lock_or_wait_for_reconcile,
+    lock_busy_error,
+    release_lock,
+)
 from webapp.registry.storage import get_store, get_uploads
 
 SOURCE_NAMES = {".onnx": "model.onnx", ".zip": "bundle.zip"}
@@ -247,7 +251,7 @@ def delete_version(*, version: Version, user: User) -> None:
     if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
         raise HubError("A job for this version is still running.", "busy", 409)
     holder = uuid.uuid4().hex
-    if not acquire_lock(model, holder):
+    if not acquire_lock_or_wait_for_reconcile(model, holder):
         raise lock_busy_error(model)
     try:
         store = get_store()
