@@ -531,6 +531,32 @@ class ModelStore:
             src.unlink()
         return digest
 
+    def share_source(self, name: str, version: int | str, new_version: int | str) -> None:
+        """Gives ``new_version`` the source of ``version`` (a config revision): its files
+        hard-linked where the filesystem allows (sources are read-only, so sharing the bytes
+        is safe), copied otherwise, without the package. Appears in one rename.
+
+        Raises:
+            StoreConflict: If ``new_version``'s source exists already.
+            NotFound: If ``version`` has no source.
+        """
+        src = self.source_dir(name, version)
+        target = self.source_dir(name, new_version)
+        what = f"Source version {target.name} of model {target.parent.name!r}"
+        if not src.is_dir():
+            raise NotFound(f"Version {version} of {name!r} has no stored source any more.")
+        if target.exists():
+            raise StoreConflict(f"{what} already exists. Pick a new version number.")
+        staging = _new_staging_dir(target.parent)
+        try:
+            for path in src.iterdir():
+                if path.is_file() and not path.is_symlink():
+                    link_or_copy(path, staging / path.name)
+                    (staging / path.name).chmod(READ_ONLY_MODE)
+            _publish_dir(staging, target, what)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
 
 def _check_job_id(job_id: str) -> str:
     """Returns ``job_id`` if it is safe as one path component (letters and digits)."""

@@ -16,14 +16,22 @@ from webapp.celery_app import app
 #: The compile job's steps, each a task ``workers.tasks.compile.<step>`` that runs one step of
 #: ``webapp.registry.pipeline`` and stops the chain when it fails.
 COMPILE_STEPS = ("validate", "compile", "verify", "package")
+#: A config revision that keeps the artifact: take the original's artifact, then package.
+REUSE_STEPS = ("reuse", "package")
+#: Every step a compile job's chain may hold (the worker declares a task for each).
+ALL_COMPILE_STEPS = ("validate", "compile", "verify", "reuse", "package")
 
 
-def compile_job(job_id: int) -> None:
-    """Queue validate -> compile -> verify -> package for one compile job."""
+def compile_job(job_id: int, steps: tuple[str, ...] = COMPILE_STEPS) -> None:
+    """Queue a compile job's steps as one chain (validate -> compile -> verify -> package, or
+    reuse -> package for a revision that keeps the artifact)."""
+    unknown = set(steps) - set(ALL_COMPILE_STEPS)
+    if unknown:
+        raise ValueError(f"no compile task for step(s) {sorted(unknown)}")
     chain(
         *(
             app.signature(f"workers.tasks.compile.{step}", args=(job_id,), immutable=True)
-            for step in COMPILE_STEPS
+            for step in steps
         )
     ).apply_async()
 

@@ -123,6 +123,11 @@ class AclTarget(Target):
     needs_cann = True
     hardware_verified = False
     device = "npu"
+    # The OM fixes batch gears, shapes and precision; only where and how Triton schedules it
+    # is free (new gears are a new ATC build).
+    config_only_options = frozenset(
+        {"device_id", "dynamic_batching", "max_queue_delay_us", "instance_count"}
+    )
 
     def option_specs(self) -> list[OptionSpec]:
         """ATC flags (soc_version, input_shape, precision, ...) and serving options."""

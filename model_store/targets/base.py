@@ -164,6 +164,9 @@ class Target(ABC):
             Triton's statistics extension, so the only numbers are the hub's own calls.
         accepts_uploads: False for a target whose versions only come from adopting an
             existing repository (``external``): it is not offered when creating a model.
+        config_only_options: Options that change only config.pbtxt, never the built artifact,
+            so a revision changing nothing else reuses the artifact and its verification
+            (``model_store.targets.revise``). Empty by default: anything not listed rebuilds.
 
     This class is the one place for such facts: the registry's choices, the API schema,
     serving, packaging, metrics and advice read them from here.
@@ -180,6 +183,7 @@ class Target(ABC):
     versions_side_by_side: ClassVar[bool] = True
     reports_statistics: ClassVar[bool] = True
     accepts_uploads: ClassVar[bool] = True
+    config_only_options: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def option_specs(self) -> list[OptionSpec]:

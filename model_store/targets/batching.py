@@ -11,6 +11,17 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.options import InvalidOptions, OptionSpec
 from model_store.targets.signature import has_dynamic_batch_axis
 
+#: Triton's scheduling and instance options: they end up in config.pbtxt only.
+SCHEDULING_OPTIONS = frozenset(
+    {
+        "max_batch_size",
+        "dynamic_batching",
+        "preferred_batch_sizes",
+        "max_queue_delay_us",
+        "instance_count",
+    }
+)
+
 # Batch limit offered when every input and output has a dynamic first axis.
 DEFAULT_MAX_BATCH_SIZE = 8
 MAX_BATCH_SIZE_LIMIT = 1024

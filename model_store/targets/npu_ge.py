@@ -39,6 +39,7 @@ from model_store.targets import atc_build
 from model_store.targets import npu_ge_checks as checks
 from model_store.targets.base import BuildContext, BuildResult, Target, TargetStatus, VerifyPlan
 from model_store.targets.batching import (
+    SCHEDULING_OPTIONS,
     batching_specs,
     dynamic_batching_for,
     instance_count_spec,
@@ -81,6 +82,10 @@ class NpuGeTarget(Target):
     # It reports nothing to Triton's statistics extension
     # (docs/ge-backend.md#statistics-reload-and-unload).
     reports_statistics = False
+    # GE compiles the graph when Triton loads it; the file the hub builds depends on shapes,
+    # opset and simplification only. Precision, static graphs and gears are config parameters
+    # too, but they change what runs, so they go through the pre-flight and verify again.
+    config_only_options = SCHEDULING_OPTIONS | {"device_ids"}
 
     def copies_per_device(
         self, instances: int, *, devices: int = 1, parameters: Mapping[str, str] | None = None

@@ -23,7 +23,12 @@ from model_store.config import ModelConfig
 from model_store.names import validate_model_name, validate_version
 from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets.base import BuildContext, BuildResult, Target, TargetStatus, VerifyPlan
-from model_store.targets.batching import batching_specs, dynamic_batching_for, instance_count_spec
+from model_store.targets.batching import (
+    SCHEDULING_OPTIONS,
+    batching_specs,
+    dynamic_batching_for,
+    instance_count_spec,
+)
 from model_store.targets.findings import Finding, warning
 from model_store.targets.options import InvalidOptions, OptionSpec
 from model_store.targets.signature import (
@@ -47,6 +52,9 @@ class OnnxRuntimeTarget(Target):
     artifact_name = ARTIFACT
     needs_cann = False
     hardware_verified = True
+    # The optimised file keeps its dynamic batch axis whatever Triton batches it to (fixed
+    # input shapes, which would change that, are a build option).
+    config_only_options = SCHEDULING_OPTIONS
 
     def option_specs(self) -> list[OptionSpec]:
         """simplify, ort_optimization_level, fp16, input_shapes, batching, instance_count."""

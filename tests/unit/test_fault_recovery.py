@@ -149,9 +149,9 @@ def test_an_adopt_whose_worker_is_gone_is_failed_so_the_next_adopt_retries(model
 def test_a_job_that_could_not_be_sent_is_sent_again(model, operator, monkeypatch) -> None:
     from webapp import dispatch
 
-    sent: list[int] = []
+    sent: list[tuple[int, tuple[str, ...]]] = []
 
-    def broker_down(job_id: int) -> None:
+    def broker_down(job_id: int, steps: tuple[str, ...]) -> None:
         raise ConnectionRefusedError("Redis does not answer")
 
     monkeypatch.setattr(dispatch, "compile_job", broker_down)
@@ -163,9 +163,9 @@ def test_a_job_that_could_not_be_sent_is_sent_again(model, operator, monkeypatch
     _enqueue_compile(job)  # no exception: the request that created the job still answers
     assert Job.objects.get(pk=job.pk).params.get("unsent") is True
 
-    monkeypatch.setattr(dispatch, "compile_job", sent.append)
+    monkeypatch.setattr(dispatch, "compile_job", lambda *args: sent.append(args))
     assert str(job.uuid) in serving.requeue_stalled_jobs()
-    assert sent == [job.pk]
+    assert sent == [(job.pk, jobs.COMPILE_STEPS)]
     assert "unsent" not in Job.objects.get(pk=job.pk).params
     assert serving.requeue_stalled_jobs() == []  # sent once, not at every reconcile
 

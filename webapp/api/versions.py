@@ -22,11 +22,20 @@ from model_store.targets import all_targets, options_json_schema
 from model_store.uploads import Upload, UploadStore
 from webapp.accounts.roles import Role, require_role
 from webapp.api import types
-from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, RETRY_AFTER, errors, parse_body
+from webapp.api.app import (
+    ADMIN,
+    EXTRA_SCHEMAS,
+    OPERATOR,
+    RETRY_AFTER,
+    errors,
+    json_object,
+    parse_body,
+)
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
 from webapp.ops import host_reports
 from webapp.registry import package_tars
+from webapp.registry.actions import revisions as revision_actions
 from webapp.registry.actions import versions as version_actions
 from webapp.registry.jobs import full_log_download
 from webapp.registry.models import Job
@@ -347,6 +356,58 @@ def version_override(request: HttpRequest, name: str, number: int, data: types.O
     version = version_or_404(name, number)
     version = version_actions.override_verification(version, request.user, data.reason)  # type: ignore[arg-type]
     return version.to_dict(detail=True)
+
+
+REVISE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "description": "The options to change, by name (the target's options_schema "
+                    "in GET /api/v1/targets); dynamic_batching also takes config.pbtxt's block: "
+                    "{preferred_batch_size, max_queue_delay_microseconds}, or false.",
+                    "example": {
+                        "instance_count": 2,
+                        "max_batch_size": 8,
+                        "dynamic_batching": {
+                            "preferred_batch_size": [4, 8],
+                            "max_queue_delay_microseconds": 500,
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/models/{name}/versions/{int:number}/revise",
+    response={200: types.RevisionPlanOut, 201: types.NewRevision, **errors(400, 404, 409)},
+    auth=OPERATOR,
+    url_name="api-version-revise",
+    summary="A new version with other serving options (operator): reuses the artifact when "
+    "only config.pbtxt changes, else compiles and verifies again; ?dry_run=true previews",
+    openapi_extra=REVISE_BODY,
+)
+def version_revise(request: HttpRequest, name: str, number: int, dry_run: bool = False) -> Any:
+    version = version_or_404(name, number)
+    changes = json_object(request.body)
+    if dry_run:
+        return revision_actions.preview_revision(version, changes)
+    revision, job, plan = revision_actions.request_revision(version, changes, request.user)  # type: ignore[arg-type]
+    body = {
+        "version": revision.number,
+        "job": str(job.uuid),
+        "status": revision.status,
+        "revision_of": version.number,
+        "reuses_artifact": plan.reuses_artifact,
+        "rebuild": plan.rebuild,
+        "changed": plan.changed,
+    }
+    return Status(201, body)
 
 
 DIGEST_HEADERS = {

@@ -36,6 +36,7 @@ STEP_LABELS = {
     "validate": "Validate the ONNX model",
     "compile": "Compile for the target",
     "verify": "Verify against the source",
+    "reuse": "Reuse the built artifact",
     "package": "Package the Triton version",
     "prepare": "Prepare the inputs",
     "sweep": "Drive the model at rising concurrency",

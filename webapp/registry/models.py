@@ -219,6 +219,11 @@ class Version(models.Model):
     # compile with CANN: an OM must not run on an older CANN (docs/cann.md#version-compatibility).
     cann_version = models.CharField(max_length=64, blank=True)
     cann_ops_version = models.CharField(max_length=64, blank=True)
+    # A config revision: the version whose source (and, when only config.pbtxt changed, whose
+    # artifact and verification) this one reuses (model_store.targets.revise).
+    revision_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
+    )
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
@@ -263,6 +268,7 @@ class Version(models.Model):
             "created": self.created.isoformat(),
             "created_by": self.created_by.get_username() if self.created_by else None,
             "error": self.error,
+            "revision_of": self.revision_of.number if self.revision_of else None,
         }
         if detail:
             data |= {

@@ -142,23 +142,29 @@ def summary_of(info: OnnxInfo) -> dict[str, Any]:
 # --------------------------------------------------------------------------- steps
 
 
+def _source_onnx(store: ModelStore, job: Job, version: Version) -> Path:
+    """The version's source as an ``.onnx`` path in the job's work directory (a bundle is
+    unpacked there with its external data files)."""
+    work = job_state.work_dir(store, job)
+    store.fresh_work_dir(job.uuid.hex, "source")
+    source_dir = store.source_dir(job.model.name, version.number)
+    if (source_dir / "bundle.zip").exists():
+        jobs.log(job, "Unpacking the bundle (one .onnx with its external data files)…")
+        return unpack_bundle(
+            source_dir / "bundle.zip", work / "source", max_total_bytes=settings.UPLOAD_MAX_BYTES
+        )
+    onnx_path = work / "source" / "model.onnx"
+    link_or_copy(source_dir / "model.onnx", onnx_path)
+    return onnx_path
+
+
 def run_validate(job: Job) -> None:
     version = _version(job)
     store = get_store()
     target = get_target(job.model.target)
     jobs.start_step(job, "validate", Version.Status.VALIDATING)
     _check_cancel(job)
-    work = job_state.work_dir(store, job)
-    store.fresh_work_dir(job.uuid.hex, "source")
-    source_dir = store.source_dir(job.model.name, version.number)
-    if (source_dir / "bundle.zip").exists():
-        jobs.log(job, "Unpacking the bundle (one .onnx with its external data files)…")
-        onnx_path = unpack_bundle(
-            source_dir / "bundle.zip", work / "source", max_total_bytes=settings.UPLOAD_MAX_BYTES
-        )
-    else:
-        onnx_path = work / "source" / "model.onnx"
-        link_or_copy(source_dir / "model.onnx", onnx_path)
+    onnx_path = _source_onnx(store, job, version)
     jobs.log(job, f"Checking {version.source_filename} for target {target.name}…")
     report = validate_model(onnx_path, target, version.options)
     for finding in report.findings:
@@ -365,6 +371,70 @@ def _record_verification(job: Job, version: Version, note: str, data: dict[str, 
         jobs.finish_step(job, "verify", "failed; publishing is blocked", "warning")
 
 
+def run_reuse(job: Job) -> None:
+    """A config revision that keeps the artifact (model_store.targets.revise): hand the
+    original's packaged file, checked against its recorded SHA-256, and its verification to
+    the package step. Nothing is rebuilt: the bytes are the same, so what was measured holds."""
+    version = _version(job)
+    store = get_store()
+    jobs.start_step(job, "reuse", Version.Status.PACKAGING)
+    _check_cancel(job)
+    original = version.revision_of
+    if original is None or original.status != Version.Status.READY or not original.artifact_name:
+        raise StepFailed(
+            "The version this revises is gone or no longer packaged, so there is no artifact "
+            "to reuse. Revise a packaged version instead.",
+            "original_gone",
+        )
+    name, number = job.model.name, original.number
+    artifact = store.package_dir(name, number) / str(number) / original.artifact_name
+    if not artifact.is_file():
+        raise StepFailed(
+            f"Version {number}'s packaged {original.artifact_name} is missing from the store; "
+            "nothing was reused. Upload the model again (or restore the store).",
+            "package_missing",
+        )
+    digest = sha256_file(artifact)
+    if digest != original.artifact_sha256:
+        raise StepFailed(
+            f"Version {number}'s {original.artifact_name} on disk is not the file that was "
+            f"verified (SHA-256 {digest[:12]}… instead of {original.artifact_sha256[:12]}…); it "
+            "is not reused. Check the store's disk, then upload the model again.",
+            "artifact_changed",
+        )
+    onnx_path = _source_onnx(store, job, version)
+    job_state.update(
+        store, job, artifact=str(artifact), artifact_name=original.artifact_name,
+        onnx_path=str(onnx_path),
+    )  # fmt: skip
+    verification = dict(original.verification or {"status": "not_run"})
+    verification["reused_from"] = number
+    verification["note"] = (
+        f"The artifact is version {number}'s, byte for byte (SHA-256 checked); its "
+        "verification holds. Only config.pbtxt changed."
+    )
+    version.verification = verification
+    version.cann_version = original.cann_version
+    version.cann_ops_version = original.cann_ops_version
+    retrying(
+        lambda: version.save(
+            update_fields=[
+                "verification",
+                "cann_version",
+                "cann_ops_version",
+                "findings",
+                "updated",
+            ]
+        )
+    )
+    jobs.log(
+        job,
+        f"Reusing version {number}'s {original.artifact_name} (SHA-256 {digest[:12]}… checked) "
+        f"and its verification ({verification.get('status')}); no compile needed.",
+    )
+    jobs.finish_step(job, "reuse", f"{original.artifact_name} of v{number}, SHA-256 checked")
+
+
 def run_package(job: Job) -> None:
     version = _version(job)
     store = get_store()
@@ -446,6 +516,7 @@ STEPS = {
     "validate": run_validate,
     "compile": run_compile,
     "verify": run_verify,
+    "reuse": run_reuse,
     "package": run_package,
 }
 

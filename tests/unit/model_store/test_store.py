@@ -303,6 +303,25 @@ def test_store_source_never_overwrites_a_stored_version(store: ModelStore) -> No
     assert (store.source_dir("mlp", 1) / "model.onnx").read_bytes() == b"first"
 
 
+def test_share_source_links_the_files_but_not_the_package(store: ModelStore) -> None:
+    store.store_source("mlp", 1, _upload(store, b"onnx bytes"))
+    (store.package_dir("mlp", 1) / "1").mkdir(parents=True)
+    store.share_source("mlp", 1, 2)
+    shared = store.source_dir("mlp", 2)
+    assert sorted(p.name for p in shared.iterdir()) == ["model.onnx", "model.onnx.sha256"]
+    assert (shared / "model.onnx").read_bytes() == b"onnx bytes"
+    assert (shared / "model.onnx").stat().st_ino == (
+        store.source_dir("mlp", 1) / "model.onnx"
+    ).stat().st_ino
+    assert not os.access(shared / "model.onnx", os.W_OK) or os.geteuid() == 0
+    assert stat.S_IMODE((shared / "model.onnx").stat().st_mode) & 0o222 == 0
+    with pytest.raises(StoreConflict, match="already exists"):
+        store.share_source("mlp", 1, 2)
+    with pytest.raises(NotFound, match="no stored source"):
+        store.share_source("mlp", 7, 8)
+    assert not store.source_dir("mlp", 8).exists()
+
+
 def test_store_source_refuses_a_missing_upload(store: ModelStore) -> None:
     with pytest.raises(NotFound, match="Upload it again"):
         store.store_source("mlp", 1, store.uploads_dir / "gone.upload")

@@ -22,9 +22,11 @@ __all__ = [
     "JobList",
     "JobOut",
     "LogLine",
+    "NewRevision",
     "NewVersion",
     "NewVersionIn",
     "OverrideIn",
+    "RevisionPlanOut",
     "Source",
     "TargetList",
     "TargetOut",
@@ -52,6 +54,10 @@ class VersionOut(Out):
     created: DateTime
     created_by: str | None
     error: str
+    revision_of: int | None = Field(
+        default=None,
+        description="The version this one revises (same source, other serving config), if any",
+    )
 
 
 class BuiltWith(Out):
@@ -74,6 +80,33 @@ class VersionDetail(VersionOut):
     artifact: dict[str, Any]
     built_with: BuiltWith
     jobs: list[str]
+
+
+class RevisionPlanOut(Out):
+    """What a config revision would do (``dry_run``), or did."""
+
+    revision_of: int = Field(description="The version revised")
+    options: dict[str, Any] = Field(description="The revision's options, resolved")
+    changed: dict[str, list[Any]] = Field(description="option -> [before, after]")
+    rebuild: list[str] = Field(
+        description="Changed options the artifact depends on; empty: the artifact is reused"
+    )
+    reuses_artifact: bool
+    config_pbtxt: str
+    diff: str = Field(description="Unified diff of config.pbtxt, original -> revision")
+    findings: list[dict[str, Any]]
+    problems: list[str] = Field(description="What the config linter says; empty: fine")
+    ok: bool = Field(description="No error finding and no lint problem")
+
+
+class NewRevision(Out):
+    version: int
+    job: str
+    status: str
+    revision_of: int
+    reuses_artifact: bool
+    rebuild: list[str]
+    changed: dict[str, list[Any]]
 
 
 class VersionList(Out):

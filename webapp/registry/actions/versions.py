@@ -172,7 +172,7 @@ def create_version(
 
 def _enqueue_compile(job: Job) -> None:
     try:
-        dispatch.compile_job(job.pk)
+        dispatch.compile_job(job.pk, tuple(step["name"] for step in job.steps))
     except Exception:
         # Redis (the broker) does not answer: the job stays queued, marked unsent, and
         # reconcile sends it once Redis is back (serving.requeue_stalled_jobs).
@@ -250,6 +250,13 @@ def delete_version(*, version: Version, user: User) -> None:
         )
     if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
         raise HubError("A job for this version is still running.", "busy", 409)
+    if Job.objects.filter(version__revision_of=version).exclude(state__in=Job.FINISHED).exists():
+        raise HubError(
+            f"A revision of version {version.number} is still being built from it; wait for "
+            "its job to finish.",
+            "busy",
+            409,
+        )
     holder = uuid.uuid4().hex
     if not acquire_lock_or_wait_for_reconcile(model, holder):
         raise lock_busy_error(model)
