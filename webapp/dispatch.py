@@ -46,6 +46,11 @@ def sweep_job(job_id: int) -> None:
     app.send_task("workers.tasks.perf.sweep", args=(job_id,))
 
 
+def tune_job(job_id: int) -> None:
+    """Queue a search for a better serving config (webapp.registry.tuning)."""
+    app.send_task("workers.tasks.perf.tune", args=(job_id,))
+
+
 def adopt_job(job_id: int) -> None:
     """Queue the copy of one adopted version (webapp.registry.adopt_work)."""
     app.send_task("workers.tasks.adopt.run_job", args=(job_id,))

@@ -246,6 +246,12 @@ TRY_EXAMPLES_BYTES_PER_MODEL = env_bytes("TRY_EXAMPLES_BYTES_PER_MODEL", default
 # Sweeps: the highest concurrency a person may ask for, and the time at each level.
 SWEEP_MAX_CONCURRENCY = env_int("SWEEP_MAX_CONCURRENCY", default=16, minimum=1)
 SWEEP_STEP_SECONDS = env_int("SWEEP_STEP_SECONDS", default=3, minimum=1)
+# Finding the best config (webapp/registry/tuning.py): trials share the host with what
+# serves, so their load and length are bounded.
+TUNE_MAX_BUDGET_S = env_int("TUNE_MAX_BUDGET_S", default=1800, minimum=30)
+TUNE_MAX_CONCURRENCY = env_int("TUNE_MAX_CONCURRENCY", default=4, minimum=1)
+TUNE_STEP_SECONDS = env_int("TUNE_STEP_SECONDS", default=2, minimum=1)
+TUNE_MAX_INSTANCES = env_int("TUNE_MAX_INSTANCES", default=4, minimum=1)
 
 # Any other request body (forms, JSON); larger ones get a 413 before they are read.
 REQUEST_MAX_BYTES = env_bytes("REQUEST_MAX_BYTES", default=1 << 20)

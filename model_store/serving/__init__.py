@@ -50,6 +50,7 @@ from model_store.serving.switching import (
 from model_store.serving.trial import (
     TrialLoadFailed,
     remove_stale_trials,
+    remove_trial,
     trial_model,
     trial_name,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "load_serving",
     "plain_reason",
     "remove_stale_trials",
+    "remove_trial",
     "repository_state",
     "serving_config",
     "signature_changes",

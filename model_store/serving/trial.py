@@ -18,7 +18,7 @@ import logging
 import secrets
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -110,6 +110,7 @@ def trial_model(
     *,
     version: int = 1,
     timeout_s: float = 120.0,
+    on_placed: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """Loads ``files`` with a copy of ``cfg`` under a fresh trial name; yields that name.
 
@@ -117,7 +118,8 @@ def trial_model(
     ``[version]``; ``files`` become ``<trial>/<version>/``. The directory is staged outside
     the repository and renamed into place, so Triton never reads a half-written one. The
     serving model is not touched. On exit (normal or by exception) the trial is unloaded and
-    its directory removed.
+    its directory removed. ``on_placed(name)`` runs once the directory is in place, before
+    the load, so a caller can record which trial a dead worker would leave behind.
 
     Raises:
         TrialLoadFailed: With Triton's reason when the load fails (after cleaning up).
@@ -131,6 +133,8 @@ def trial_model(
     )
     path = _place(store, trial, version, files)
     try:
+        if on_placed is not None:
+            on_placed(trial.name)
         ok, reason, _timed_out = load_and_wait(runtime, trial.name, [version], timeout_s, 0.05)
         if not ok:
             raise TrialLoadFailed(reason)
@@ -138,6 +142,15 @@ def trial_model(
     finally:
         _unload_quietly(runtime, trial.name, timeout_s=min(timeout_s, 60.0))
         _remove_dir(store, path)
+
+
+def remove_trial(store: ModelStore, runtime: ServingRuntime, name: str) -> bool:
+    """Unloads and removes one trial model by name (a dead worker's); False if it was gone."""
+    path = _trial_dir(store, name)
+    _unload_quietly(runtime, name, timeout_s=30.0)
+    existed = path.exists()
+    _remove_dir(store, path)
+    return existed
 
 
 def remove_stale_trials(

@@ -9,6 +9,7 @@ from webapp.api import (
     serving,
     tokens,
     tryit,
+    tuning,
     versions,
     views,
 )
@@ -23,6 +24,7 @@ app.add_routers(
     tryit.router,
     tokens.router,
     nodes.router,
+    tuning.router,
 )
 
 urlpatterns = app.urlpatterns()

@@ -41,8 +41,11 @@ STEP_LABELS = {
     "prepare": "Prepare the inputs",
     "sweep": "Drive the model at rising concurrency",
     "record": "Record the results",
+    "search": "Try configs as temporary models",
 }
 SWEEP_STEPS = ("prepare", "sweep", "record")
+TUNE_STEPS = ("prepare", "search", "record")
+UNFINISHED = (Job.State.QUEUED, Job.State.RUNNING)
 
 
 def initial_steps(names: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -601,7 +601,12 @@ def fail_interrupted_compiles() -> list[str]:
     host = socket.gethostname()
     repairs = []
     # Adopt jobs copy files into a version the same way (one version, whole or absent).
-    retry = {Job.Kind.COMPILE: "Upload the file again", Job.Kind.ADOPT: "Adopt again"}
+    retry = {
+        Job.Kind.COMPILE: "nothing was kept. Upload the file again",
+        Job.Kind.ADOPT: "nothing was kept. Adopt again",
+        # Its trials are recorded one by one; the loaded one is removed below (tuning.py).
+        Job.Kind.TUNE: "the trials measured so far are kept. Start the search again",
+    }
     running = Job.objects.filter(kind__in=list(retry), state=Job.State.RUNNING)
     for job in running.select_related("model", "version"):
         runner = (job.params or {}).get("runner") or {}
@@ -610,7 +615,7 @@ def fail_interrupted_compiles() -> list[str]:
             continue
         message = (
             f"The worker stopped in the middle of the {job.step} step (it was killed or "
-            f"restarted); nothing was kept. {retry[Job.Kind(job.kind)]} to retry."
+            f"restarted); {retry[Job.Kind(job.kind)]} to retry."
         )
         _record_failure(job, message, "interrupted")
         if job.kind == Job.Kind.ADOPT and job.version is not None:

@@ -527,6 +527,9 @@ def reconcile() -> ReconcileReport:
         )
     # A verification's temporary model (model_store.serving.trial) is ours, not drift; one a
     # crashed worker left behind is removed once older than any verification can take.
+    from webapp.registry.tuning import remove_abandoned_trials  # it imports this module
+
+    repairs.extend(remove_abandoned_trials())
     for trial in remove_stale_trials(store, runtime, older_than_s=TRIAL_STALE_AFTER_S):
         repairs.append(f"removed the temporary model {trial} a stopped verification left.")
     for row in runtime.repository_index():

@@ -32,3 +32,32 @@ def sweep(job_id: int) -> None:
         if not job.is_finished:
             jobs.fail(job, f"The sweep failed unexpectedly: {exc}", "internal_error")
         raise
+
+
+#: The longest tuning budget the hub accepts (TUNE_MAX_BUDGET_S), plus the last trial, the
+#: clean-up and slack: only catches a hang.
+TUNE_SOFT_LIMIT = 3600
+
+
+@app.task(
+    name="workers.tasks.perf.tune",
+    soft_time_limit=TUNE_SOFT_LIMIT,
+    time_limit=TUNE_SOFT_LIMIT + 120,
+    acks_late=True,
+    ignore_result=True,
+)
+def tune(job_id: int) -> None:
+    from webapp.registry import jobs
+    from webapp.registry.models import Job
+    from webapp.registry.tuning import run_tune_job
+
+    try:
+        run_tune_job(job_id)
+    except SoftTimeLimitExceeded:
+        job = Job.objects.get(pk=job_id)
+        jobs.fail(job, f"The search ran past {TUNE_SOFT_LIMIT} s and was stopped.", "timeout")
+    except Exception as exc:  # recorded on the job, so the page never shows "running" forever
+        job = Job.objects.get(pk=job_id)
+        if not job.is_finished:
+            jobs.fail(job, f"The search failed unexpectedly: {exc}", "internal_error")
+        raise

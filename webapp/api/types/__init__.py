@@ -130,6 +130,7 @@ from webapp.api.types.tryit import (
     TrySettingsOut,
     V2InferOut,
 )
+from webapp.api.types.tuning import TuneIn, TuneList, TuneOut
 from webapp.api.types.versions import (
     ChunkOut,
     JobDetail,
@@ -246,6 +247,9 @@ __all__ = [
     "Triton",
     "TrySettingsIn",
     "TrySettingsOut",
+    "TuneIn",
+    "TuneList",
+    "TuneOut",
     "Unhealthy",
     "UploadIn",
     "UploadOut",

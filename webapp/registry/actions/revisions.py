@@ -44,7 +44,7 @@ def _info(path: Path) -> OnnxInfo:
     return _inspect(str(path), stat.st_size, stat.st_mtime_ns)
 
 
-def _model_infos(version: Version) -> tuple[OnnxInfo, OnnxInfo | None]:
+def model_infos(version: Version) -> tuple[OnnxInfo, OnnxInfo | None]:
     """(the source's description, the packaged ONNX artifact's when there is one)."""
     store = get_store()
     name, number = version.model.name, version.number
@@ -91,7 +91,7 @@ def plan_for(version: Version, changes: object) -> RevisionPlan:
             ``no_change`` when the changes are wrong or change nothing.
     """
     _check_revisable(version)
-    info, packaged = _model_infos(version)
+    info, packaged = model_infos(version)
     model = version.model
     next_number = (model.versions.aggregate(m=Max("number"))["m"] or 0) + 1
     try:

@@ -1,0 +1,145 @@
+"""Asking for the best config of a served model, and making the winner a revision.
+
+The search runs on a worker (``webapp.registry.tuning``); here the request is checked and
+recorded. The version tuned is the one serving when asked; trials never touch it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from model_store.perf.tune import Objective
+from model_store.targets import get_target
+from webapp import dispatch, live
+from webapp.accounts.roles import Role, require_role
+from webapp.errors import HubError
+from webapp.registry import jobs
+from webapp.registry.actions.revisions import request_revision
+from webapp.registry.models import Event, Job, Model, TuningRun, Version
+
+#: Below this, a search cannot measure more than the serving config.
+MIN_BUDGET_S = 30
+
+
+def _objective(kind: str, p99_ms: float | None, rate: float | None) -> Objective:
+    try:
+        if kind == "throughput":
+            return Objective("throughput", p99_ms=p99_ms)
+        if kind == "latency":
+            return Objective("latency", rate_rps=rate)
+        return Objective(kind)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise HubError(
+            f"{exc}. Ask for the highest throughput with p99 under a budget "
+            '({"objective": "throughput", "p99_ms": 50}) or the lowest p99 at a rate '
+            '({"objective": "latency", "rate": 100}).',
+            "invalid_objective",
+        ) from None
+
+
+def request_tune(
+    *,
+    model: Model,
+    user: User,
+    objective: str,
+    p99_ms: float | None = None,
+    rate: float | None = None,
+    budget_s: int = 300,
+    max_concurrency: int | None = None,
+) -> TuningRun:
+    """Check the request and queue the search; the serving version is the one tuned."""
+    require_role(user, Role.OPERATOR)
+    goal = _objective(objective, p99_ms, rate)
+    if not MIN_BUDGET_S <= budget_s <= settings.TUNE_MAX_BUDGET_S:
+        raise HubError(
+            f"The time budget goes from {MIN_BUDGET_S} to {settings.TUNE_MAX_BUDGET_S} s "
+            "(TUNE_MAX_BUDGET_S).",
+            "invalid_field",
+        )
+    concurrency = max_concurrency or settings.TUNE_MAX_CONCURRENCY
+    if not 1 <= concurrency <= settings.TUNE_MAX_CONCURRENCY:
+        raise HubError(
+            f"Trials may keep 1 to {settings.TUNE_MAX_CONCURRENCY} requests in flight here "
+            "(TUNE_MAX_CONCURRENCY): they share the host with what serves.",
+            "invalid_field",
+        )
+    if model.serving_version is None:
+        raise HubError(
+            f"{model.name} is not served; serve a version before tuning it.", "not_served", 409
+        )
+    version = model.versions.get(number=model.serving_version)
+    target = get_target(model.target)
+    if not target.accepts_uploads or not target.config_only_options:
+        raise HubError(
+            f"The {target.name} target has no serving options the hub can change here.",
+            "not_tunable",
+            409,
+        )
+    busy = Job.objects.filter(
+        model=model, kind__in=[Job.Kind.TUNE, Job.Kind.SWEEP], state__in=jobs.UNFINISHED
+    ).first()
+    if busy is not None:
+        raise HubError(
+            f"A {busy.get_kind_display().lower()} of this model is running already; wait for "
+            "it or cancel it (two measurements at once would skew both).",
+            "tune_running",
+            409,
+        )
+    with transaction.atomic():
+        job = Job.objects.create(
+            kind=Job.Kind.TUNE,
+            model=model,
+            version=version,
+            steps=jobs.initial_steps(jobs.TUNE_STEPS),
+            params={"objective": goal.to_dict(), "budget_s": budget_s},
+            created_by=user,
+        )
+        run = TuningRun.objects.create(
+            model=model,
+            version=version,
+            job=job,
+            objective=goal.to_dict(),
+            budget_s=budget_s,
+            max_concurrency=concurrency,
+        )
+        Event.objects.create(
+            model=model,
+            version=version,
+            job=job,
+            kind="tune.requested",
+            actor=user,
+            message=f"{user.get_username()} asked for the best config of v{version.number}: "
+            f"{goal.describe()}, within {budget_s} s.",
+        )
+        transaction.on_commit(lambda: _enqueue(job))
+    return run
+
+
+def _enqueue(job: Job) -> None:
+    dispatch.tune_job(job.pk)
+    live.publish("tuning", {"model": job.model.name, "job": str(job.uuid)})
+
+
+def revise_from_winner(run: TuningRun, user: User) -> tuple[Version, Job, Any]:
+    """Make the best trial's config a revision of the version tuned (reusing its artifact)."""
+    if run.job.state != Job.State.SUCCEEDED:
+        raise HubError("The search has not finished.", "not_finished", 409)
+    best = run.best_trial
+    if best is None:
+        raise HubError("No trial met the objective; there is no winner.", "no_winner", 409)
+    if not best["changes"]:
+        raise HubError(
+            "The serving config won: there is nothing to change.", "serving_config_won", 409
+        )
+    if run.revision is not None:
+        raise HubError(
+            f"The winner is already version {run.revision.number}.", "already_revised", 409
+        )
+    revision, job, plan = request_revision(run.version, best["changes"], user)
+    TuningRun.objects.filter(pk=run.pk).update(revision=revision)
+    run.revision = revision
+    return revision, job, plan

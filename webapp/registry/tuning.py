@@ -1,0 +1,268 @@
+"""Finding the best config, the workers' side: trials as temporary models beside the serving one.
+
+``actions.tuning`` records a :class:`~webapp.registry.models.TuningRun` and queues its job; a
+worker runs it here. The search itself is ``model_store.perf.tune`` (which configs, in which
+order, when to stop); this module gives it the real things: each trial is the version's own
+packaged files with another config.pbtxt, loaded under a ``_trial-`` name
+(``model_store.serving.trial``) that no client uses, measured with the sweep engine at a load
+bounded by ``TUNE_MAX_CONCURRENCY``, then unloaded and removed, also when the job is cancelled
+or a trial fails. A worker that dies mid-trial leaves the trial's name in ``active_trial``;
+reconcile unloads it (:func:`remove_abandoned_trials`).
+
+Every trial changes only options of the target's ``config_only_options``, so the winner can be
+made a revision that reuses the artifact (``actions.revisions``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from model_store.config import lint
+from model_store.inference import decode_inputs, example_payload
+from model_store.perf import SweepPlan, run_sweep
+from model_store.perf.tune import (
+    Measurement,
+    Objective,
+    Trial,
+    grid_size,
+    pick_load,
+    search,
+    standard_dimensions,
+)
+from model_store.serving import remove_trial, trial_model
+from model_store.targets import get_target
+from webapp import live
+from webapp.registry import jobs
+from webapp.registry.actions.revisions import model_infos
+from webapp.registry.inference import input_specs, limits, saved_preprocess
+from webapp.registry.memory import memory_estimate
+from webapp.registry.models import Job, TuningRun, Version
+from webapp.registry.storage import get_store
+
+log = logging.getLogger(__name__)
+
+#: Seconds to let Triton load one trial (a large ONNX or an NPU graph compile takes a while).
+TRIAL_LOAD_TIMEOUT_S = 180.0
+
+
+def _inputs(version: Version) -> dict[str, np.ndarray]:
+    specs = input_specs(version)
+    return decode_inputs(
+        specs,
+        example_payload(specs, "random"),
+        limits(),
+        default_preprocess=saved_preprocess(version.model),
+    )
+
+
+def _packaged_files(version: Version) -> list[Path]:
+    folder = get_store().package_dir(version.model.name, version.number) / str(version.number)
+    return sorted(p for p in folder.iterdir() if p.is_file())
+
+
+def _set_active(run: TuningRun, name: str) -> None:
+    run.active_trial = name
+    TuningRun.objects.filter(pk=run.pk).update(active_trial=name)
+
+
+def _fits(version: Version, options: dict[str, Any]) -> str | None:
+    """Why ``options`` would not fit in memory beside what is loaded now, or None."""
+    estimate = memory_estimate(
+        version,
+        instances=int(options.get("instance_count") or 1),
+        max_batch=int(options.get("max_batch_size") or 0),
+    )
+    verdicts = [estimate.get("host") or {}, *estimate["devices"]["fit"]]
+    if any(v.get("state") == "does_not_fit" for v in verdicts):
+        return str(estimate.get("warning") or "the memory estimate says it would not fit")
+    return None
+
+
+def _sweep_plan(run: TuningRun) -> SweepPlan:
+    step = float(settings.TUNE_STEP_SECONDS)
+    plan = SweepPlan.doubling(run.max_concurrency, step_seconds=step, warmup_seconds=0.5)
+    # A trial's own cap: never longer than the whole budget.
+    return SweepPlan(
+        levels=plan.levels,
+        step_seconds=step,
+        warmup_seconds=0.5,
+        max_total_seconds=max(plan.estimated_seconds + 1, min(run.budget_s, 600)),
+        stop_on_saturation=True,
+    )
+
+
+def run_tune_job(job_id: int) -> None:
+    """The worker side: search, record every trial as it ends, finish the job."""
+    from webapp.ops.triton import get_runtime
+
+    job = Job.objects.select_related("model", "version").get(pk=job_id)
+    if job.is_finished:
+        return
+    run = TuningRun.objects.select_related("model", "version").get(job=job)
+    if job.cancel_requested:
+        jobs.fail(job, "Cancelled before it started.", "cancelled", cancelled=True)
+        return
+    version, model = run.version, run.model
+    target = get_target(model.target)
+    objective = Objective(**run.objective)
+
+    jobs.start_step(job, "prepare")
+    info, packaged = model_infos(version)
+    config_info = packaged or info
+    serving = target.parse_options(version.options, info=info)
+    names = [s.name for s in target.option_specs() if s.name in target.config_only_options]
+    dims = standard_dimensions(
+        serving, option_names=names, max_instances=settings.TUNE_MAX_INSTANCES
+    )
+    inputs = _inputs(version)
+    files = _packaged_files(version)
+    run.grid_size = grid_size(dims)
+    run.save(update_fields=["grid_size"])
+    jobs.log(
+        job,
+        f"Objective: {objective.describe()}; budget {run.budget_s} s. Knobs: "
+        + (", ".join(f"{d.name} ({len(d.values)} values)" for d in dims) or "none")
+        + f"; trying everything would be {run.grid_size} configs. Load per trial: at most "
+        f"{run.max_concurrency} requests in flight, beside production.",
+    )
+    jobs.finish_step(job, "prepare", f"{len(dims)} knobs, grid of {run.grid_size}")
+
+    jobs.start_step(job, "search")
+    runtime = get_runtime(timeout=30.0)
+    cancelled = jobs.CancelCheck(job)
+    protocol = "grpc" if runtime.grpc_url else "http"
+    started = time.monotonic()
+
+    def measure(changes: dict[str, Any]) -> Measurement:
+        options = target.parse_options({**serving, **changes}, info=info)
+        cfg = target.make_config(model.name, config_info, options, version.number)
+        problems = lint(cfg)
+        if problems:
+            raise ValueError("config.pbtxt would not be valid: " + "; ".join(problems))
+        with trial_model(
+            get_store(),
+            runtime,
+            cfg,
+            files,
+            version=version.number,
+            timeout_s=TRIAL_LOAD_TIMEOUT_S,
+            on_placed=lambda name: _set_active(run, name),
+        ) as name:
+            levels = _measure(runtime, name, version.number, inputs, objective, run, protocol,
+                              cancelled)  # fmt: skip
+        _set_active(run, "")
+        picked = pick_load(objective, levels)
+        assert picked is not None
+        return picked
+
+    def on_trial(trial: Trial) -> None:
+        row = trial.to_dict()
+        run.trials = [*run.trials, row]
+        TuningRun.objects.filter(pk=run.pk).update(trials=run.trials)
+        numbers = (
+            f"{trial.measured.throughput_rps:.1f} req/s, p99 {trial.measured.p99_ms or 0:.1f} ms"
+            if trial.measured
+            else trial.reason
+        )
+        jobs.log(job, f"Trial {trial.index} ({trial.label}): {trial.state}; {numbers}.")
+        jobs.set_progress(job, min(0.95, (time.monotonic() - started) / run.budget_s))
+        live.publish("tuning", {"model": model.name, "run": run.pk, "trial": row})
+
+    try:
+        result = search(
+            objective,
+            serving,
+            dims,
+            measure=measure,
+            fits=lambda options: _fits(version, options),
+            budget_s=float(run.budget_s),
+            is_cancelled=cancelled,
+            on_trial=on_trial,
+        )
+    finally:
+        _set_active(run, "")
+        runtime.close()
+    run.best = result.best
+    run.stopped = result.stopped or ""
+    run.save(update_fields=["best", "stopped"])
+    measured = sum(1 for t in result.trials if t.state == "measured")
+    if result.stopped == "cancelled":
+        jobs.fail(job, f"Cancelled after {measured} trial(s); they are kept.", "cancelled",
+                  cancelled=True)  # fmt: skip
+        return
+    summary = _summary(result.trials, result.best, objective)
+    jobs.finish_step(job, "search", f"{len(result.trials)} trials ({measured} measured)")
+    jobs.start_step(job, "record")
+    jobs.finish_step(job, "record", summary)
+    jobs.succeed(job, summary)
+    live.publish("tuning", {"model": model.name, "run": run.pk, "done": True})
+
+
+def _measure(
+    runtime: Any,
+    name: str,
+    version: int,
+    inputs: dict[str, np.ndarray],
+    objective: Objective,
+    run: TuningRun,
+    protocol: str,
+    cancelled: Any,
+) -> list[dict[str, Any]]:
+    """Sweep levels of one loaded trial, as ``LevelResult.to_dict()`` rows."""
+    if objective.kind == "latency":
+        from model_store.perf.sweep import measure_rate
+
+        assert objective.rate_rps is not None
+        level = measure_rate(
+            runtime, name, version, inputs, objective.rate_rps,
+            seconds=float(settings.TUNE_STEP_SECONDS) * 2, protocol=protocol,
+            is_cancelled=cancelled,
+        )  # fmt: skip
+        return [level.to_dict()]
+    result = run_sweep(runtime, name, version, inputs, _sweep_plan(run), protocol=protocol,
+                       is_cancelled=cancelled)  # fmt: skip
+    return [level.to_dict() for level in result.levels]
+
+
+def _summary(trials: list[Trial], best: int | None, objective: Objective) -> str:
+    if best is None:
+        return f"No config met the objective ({objective.describe()})."
+    winner = trials[best]
+    base = trials[0]
+    if best == 0:
+        return "The serving config is the best found: no change suggested."
+    assert winner.measured is not None
+    if objective.kind == "throughput" and base.measured and base.score is not None:
+        gain = winner.measured.throughput_rps / max(base.measured.throughput_rps, 1e-9)
+        return (
+            f"Best: {winner.label} at {winner.measured.throughput_rps:.1f} req/s "
+            f"({gain:.2f}x the serving config)."
+        )
+    return f"Best: {winner.label} (p99 {winner.measured.p99_ms or 0:.1f} ms)."
+
+
+def remove_abandoned_trials() -> list[str]:
+    """Trials whose tuning job is over (a dead worker's, once reconcile failed its job):
+    unloaded and removed now rather than after the hour stale trials wait."""
+    from webapp.ops.triton import get_runtime
+
+    repairs = []
+    left = TuningRun.objects.exclude(active_trial="").filter(job__state__in=Job.FINISHED)
+    for run in left.select_related("model"):
+        runtime = get_runtime(timeout=30.0)
+        try:
+            if remove_trial(get_store(), runtime, run.active_trial):
+                repairs.append(
+                    f"{run.model.name}: removed the trial model {run.active_trial} a stopped "
+                    "tuning run left loaded."
+                )
+        finally:
+            runtime.close()
+        TuningRun.objects.filter(pk=run.pk).update(active_trial="")
+    return repairs
