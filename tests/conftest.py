@@ -18,7 +18,7 @@ pytest_plugins = [
 
 import pytest  # noqa: E402
 
-HEAVY_MARKERS = ("stress", "faults", "nodes", "stack")
+HEAVY_MARKERS = ("stress", "faults", "nodes", "stack", "load")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -38,6 +38,7 @@ def _serve_demo(api, celery_worker) -> Version:  # type: ignore[no-untyped-def]
     return Version.objects.get(model__name=DEMO, number=1)
 
 
+@pytest.mark.load  # drives a model for tens of seconds: run once in CI, not per database
 def test_the_demo_model_is_tuned_beside_its_clients_and_the_winner_becomes_a_revision(
     api, celery_worker, triton
 ) -> None:
@@ -88,6 +89,7 @@ def test_the_demo_model_is_tuned_beside_its_clients_and_the_winner_becomes_a_rev
     assert again.status_code == 409 and again.json()["code"] == "already_revised"
 
 
+@pytest.mark.load  # drives a model for tens of seconds: run once in CI, not per database
 def test_a_cancelled_search_leaves_nothing_behind(api, celery_worker, triton) -> None:
     from tests.fixtures.pipeline import add_version, create_model
 

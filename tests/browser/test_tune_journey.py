@@ -1,0 +1,56 @@
+"""Find the best config from the Performance tab: ask within a p99 budget, watch the trials
+arrive in the table and the chart, and turn the winner into a revision with one click."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.fixtures.pipeline import add_version, create_model
+from tests.fixtures.users import PASSWORD
+from webapp.registry.models import TuningRun
+
+pytestmark = [pytest.mark.integration, pytest.mark.load]
+
+
+def test_an_operator_finds_a_better_config_and_makes_it_a_revision(
+    page: Page, live_server, celery_worker, triton, api, screenshot_dir: Path
+) -> None:
+    create_model(api, "mlp")
+    add_version(api, celery_worker, 1)
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
+    base = live_server.url
+    page.goto(f"{base}/login/")
+    page.get_by_label("User name").fill("otto")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+
+    page.goto(f"{base}/models/mlp/perf/")
+    panel = page.locator("#tune-panel")
+    expect(panel.get_by_text("Find the best config").first).to_be_visible()
+    panel.locator("input[name=p99_ms]").fill("1000")
+    panel.locator("select[name=budget_s]").select_option("60")
+    panel.get_by_role("button", name="Find the best config").click()
+
+    # Trials arrive while it runs: the serving config first, drawn as a point.
+    rows = page.locator(".tune-trials tbody tr")
+    expect(rows.first).to_contain_text("serving config", timeout=60_000)
+    expect(page.locator("#tune-chart svg circle").first).to_be_attached()
+    page.screenshot(path=str(screenshot_dir / "tune-running.png"), full_page=True)
+
+    expect(panel.locator(".badge", has_text="Succeeded")).to_be_visible(timeout=120_000)
+    run = TuningRun.objects.get()
+    assert rows.count() == len(run.trials) >= 2
+    assert page.locator("#tune-chart svg circle").count() == sum(
+        1 for t in run.trials if t["state"] == "measured"
+    )
+    page.screenshot(path=str(screenshot_dir / "tune-finished.png"), full_page=True)
+    if run.best in (None, 0):
+        expect(panel.locator(".note")).to_be_visible()
+        return
+    expect(panel.locator(".config-diff .diff-add").first).to_be_visible()
+    panel.get_by_role("button", name="Make the winner a revision of v1").click()
+    page.wait_for_url("**/models/mlp/versions/2/")
+    expect(page.get_by_text("Revision of v1").first).to_be_visible()
