@@ -96,6 +96,8 @@ class LocalStack:
     var_dir: Path
     worker_concurrency: int = 1
     start_timeout: float = 240.0
+    #: Settings for this stack on top of a fresh machine's (e.g. a higher limit to measure).
+    extra_env: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     port: int = 0
@@ -128,6 +130,7 @@ class LocalStack:
             "PYTHONUNBUFFERED": "1",
             # Chosen here, not by the stack, so that a benchmark can load and unload too.
             "TRITON_API_KEY": new_api_key(),
+            **self.extra_env,
         }
         self.env, self.port = env, web
         self.log_path = self.var_dir.parent / "stack.log"
@@ -329,15 +332,18 @@ def add_stack_arguments(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def stack_from_args(
-    args: argparse.Namespace, workdir: Path
+    args: argparse.Namespace, workdir: Path, env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, str, LocalStack | None]]:
-    """Yields (url, token, the private stack or None for --url)."""
+    """Yields (url, token, the private stack or None for --url); ``env``: extra settings of
+    the private stack."""
     if args.url:
         if not args.token:
             raise SystemExit("--url needs --token (manage.py apitoken NAME --role operator)")
         yield args.url.rstrip("/"), args.token, None
         return
-    stack = LocalStack(workdir / "var", worker_concurrency=args.worker_concurrency)
+    stack = LocalStack(
+        workdir / "var", worker_concurrency=args.worker_concurrency, extra_env=dict(env or {})
+    )
     with stack:
         yield stack.url, stack.token, stack
 

@@ -9,7 +9,14 @@ from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
-from webapp.registry import adopt_views, labels_views, placement_views, try_views
+from webapp.registry import (
+    adopt_views,
+    labels_views,
+    placement_views,
+    revise_views,
+    try_views,
+    tune_views,
+)
 from webapp.registry import views as registry_views
 
 handler404 = "webapp.api.views.not_found"
@@ -40,6 +47,13 @@ urlpatterns = [
     ),
     path("models/<str:name>/perf/", try_views.model_perf, name="model-perf"),
     path("models/<str:name>/sweep/", try_views.model_sweep, name="model-sweep"),
+    path("models/<str:name>/tune/", tune_views.model_tune_panel, name="model-tune-panel"),
+    path("models/<str:name>/tune/start/", tune_views.model_tune_start, name="model-tune-start"),
+    path(
+        "models/<str:name>/tune/<int:run_id>/revise/",
+        tune_views.model_tune_revise,
+        name="model-tune-revise",
+    ),
     path("models/<str:name>/metrics/", metrics_views.model_metrics_page, name="model-metrics"),
     path("demo/add/", try_views.demo_add, name="demo-add"),
     path("models/<str:name>/versions/new/", registry_views.version_new, name="version-new"),
@@ -68,6 +82,11 @@ urlpatterns = [
         name="account-token-expiry",
     ),
     path("models/<str:name>/versions/<int:number>/", registry_views.version_detail, name="version"),
+    path(
+        "models/<str:name>/versions/<int:number>/revise/",
+        revise_views.version_revise,
+        name="version-revise",
+    ),
     path(
         "models/<str:name>/versions/<int:number>/override/",
         registry_views.version_override,

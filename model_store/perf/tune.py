@@ -28,6 +28,7 @@ Objectives (:class:`Objective`):
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "Objective",
     "Trial",
     "TuneResult",
+    "grid",
     "search",
     "standard_dimensions",
 ]
@@ -248,6 +250,65 @@ def _key(options: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, repr(v)) for k, v in options.items()))
 
 
+class _Trials:
+    """Runs trials for a strategy: measures each config once, records it, keeps the clock."""
+
+    def __init__(
+        self,
+        objective: Objective,
+        serving: Mapping[str, Any],
+        *,
+        measure: Callable[[dict[str, Any]], Measurement],
+        fits: Callable[[dict[str, Any]], str | None],
+        budget_s: float,
+        is_cancelled: Callable[[], bool],
+        on_trial: Callable[[Trial], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self.objective, self.serving = objective, serving
+        self.measure, self.fits, self.on_trial = measure, fits, on_trial
+        self.budget_s, self.is_cancelled, self.clock = budget_s, is_cancelled, clock
+        self.result = TuneResult(objective)
+        self.started = clock()
+        self.tried: dict[tuple[tuple[str, str], ...], Trial] = {}
+        self.durations: list[float] = []
+
+    def attempt(self, changes: Mapping[str, Any]) -> Trial | None:
+        """Measure ``changes`` (relative to serving) unless tried already; None: stop."""
+        options = {**self.serving, **changes}
+        known = self.tried.get(_key(options))
+        if known is not None:
+            return known
+        if self.is_cancelled():
+            self.result.stopped = "cancelled"
+            return None
+        # One more trial must fit in what is left (estimated from the slowest so far).
+        left = self.budget_s - (self.clock() - self.started)
+        if self.durations and left < max(self.durations):
+            self.result.stopped = "budget"
+            return None
+        effective = {k: v for k, v in changes.items() if self.serving.get(k) != v}
+        trial = Trial(len(self.result.trials), effective, _label(effective), "measured")
+        reason = self.fits(options)
+        if reason:
+            trial.state, trial.reason = "skipped", reason
+        else:
+            begin = self.clock()
+            try:
+                trial.measured = self.measure(dict(effective))
+                trial.score = score(self.objective, trial.measured)
+                if trial.score is None:
+                    trial.reason = _why_not(self.objective, trial.measured)
+            except Exception as exc:
+                trial.state, trial.reason = "failed", str(exc) or type(exc).__name__
+            trial.seconds = self.clock() - begin
+            self.durations.append(trial.seconds)
+        self.tried[_key(options)] = trial
+        self.result.trials.append(trial)
+        self.on_trial(trial)
+        return trial
+
+
 def search(
     objective: Objective,
     serving: Mapping[str, Any],
@@ -267,51 +328,11 @@ def search(
     trial is then recorded as failed and the search goes on). ``fits(options)`` returns why
     the options would not fit in memory, or None.
     """
-    result = TuneResult(objective)
-    started = clock()
-    tried: dict[tuple[tuple[str, str], ...], Trial] = {}
-    durations: list[float] = []
-
-    def time_left() -> float:
-        return budget_s - (clock() - started)
-
-    def attempt(changes: dict[str, Any]) -> Trial | None:
-        """Measure ``changes`` (relative to serving) unless tried already; None: stop."""
-        options = {**serving, **changes}
-        known = tried.get(_key(options))
-        if known is not None:
-            return known
-        if is_cancelled():
-            result.stopped = "cancelled"
-            return None
-        # One more trial must fit in what is left (estimated from the slowest so far).
-        if durations and time_left() < max(durations):
-            result.stopped = "budget"
-            return None
-        effective = {k: v for k, v in changes.items() if serving.get(k) != v}
-        trial = Trial(len(result.trials), effective, _label(effective), "measured")
-        reason = fits(options)
-        if reason:
-            trial.state, trial.reason = "skipped", reason
-        else:
-            begin = clock()
-            try:
-                trial.measured = measure(dict(effective))
-                trial.score = score(objective, trial.measured)
-                if trial.score is None:
-                    trial.reason = _why_not(objective, trial.measured)
-            except Exception as exc:
-                trial.state, trial.reason = "failed", str(exc) or type(exc).__name__
-            trial.seconds = clock() - begin
-            durations.append(trial.seconds)
-        tried[_key(options)] = trial
-        result.trials.append(trial)
-        on_trial(trial)
-        return trial
-
-    base = attempt({})
+    trials = _Trials(objective, serving, measure=measure, fits=fits, budget_s=budget_s,
+                     is_cancelled=is_cancelled, on_trial=on_trial, clock=clock)  # fmt: skip
+    base = trials.attempt({})
     if base is None:
-        return result
+        return trials.result
     best_changes: dict[str, Any] = {}
     best = base
     for dim in dimensions:
@@ -328,16 +349,46 @@ def search(
             moved = False
             for j in steps:
                 candidate = {**best_changes, **dim.values[j]}
-                trial = attempt(candidate)
+                trial = trials.attempt(candidate)
                 if trial is None:
-                    return _finish(result)
+                    return _finish(trials.result)
                 if _improves(trial.score, best.score):
                     best, best_changes, moved = trial, candidate, True
                 elif trial.state == "measured" or at is not None:
                     break  # worse, or equal within noise: no point going further this way
             if moved or at is None:
                 break
-    return _finish(result)
+    return _finish(trials.result)
+
+
+def grid(
+    objective: Objective,
+    serving: Mapping[str, Any],
+    dimensions: Sequence[Dimension],
+    *,
+    measure: Callable[[dict[str, Any]], Measurement],
+    fits: Callable[[dict[str, Any]], str | None] = lambda options: None,
+    budget_s: float,
+    is_cancelled: Callable[[], bool] = lambda: False,
+    on_trial: Callable[[Trial], None] = lambda trial: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> TuneResult:
+    """Try every combination of ``dimensions`` (the serving config first), as far as the
+    budget goes: the reference the search is measured against. A knob that does not apply
+    to a combination (queue delay without the batcher) is left at its serving value, so such
+    combinations are tried once."""
+    trials = _Trials(objective, serving, measure=measure, fits=fits, budget_s=budget_s,
+                     is_cancelled=is_cancelled, on_trial=on_trial, clock=clock)  # fmt: skip
+    if trials.attempt({}) is None:
+        return trials.result
+    for combo in itertools.product(*(d.values for d in dimensions)):
+        changes: dict[str, Any] = {}
+        for dim, value in zip(dimensions, combo, strict=True):
+            if dim.applies({**serving, **changes, **value}):
+                changes.update(value)
+        if trials.attempt(changes) is None:
+            break
+    return _finish(trials.result)
 
 
 def _why_not(objective: Objective, measured: Measurement) -> str:

@@ -57,6 +57,7 @@ def tune_create(request: HttpRequest, name: str, data: types.TuneIn) -> Any:
         rate=data.rate,
         budget_s=data.budget_s,
         max_concurrency=data.max_concurrency,
+        strategy=data.strategy,
     )
     return Status(202, run.to_dict())
 

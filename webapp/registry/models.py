@@ -536,8 +536,14 @@ class TuningRun(models.Model):
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="tuning_runs")
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="tuning_runs")
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="tuning_run")
+
+    class Strategy(models.TextChoices):
+        SEARCH = "search", "Search"
+        GRID = "grid", "Every config of a small grid"
+
     objective = models.JSONField(default=dict)
     budget_s = models.PositiveIntegerField()
+    strategy = models.CharField(max_length=10, choices=Strategy.choices, default=Strategy.SEARCH)
     max_concurrency = models.PositiveIntegerField(default=4)
     # Every trial in the order tried: its option changes, state, numbers and why.
     trials = models.JSONField(default=list, blank=True)
@@ -572,6 +578,7 @@ class TuningRun(models.Model):
             "version": self.version.number,
             "objective": self.objective,
             "budget_s": self.budget_s,
+            "strategy": self.strategy,
             "max_concurrency": self.max_concurrency,
             "trials": self.trials,
             "best": self.best_trial,

@@ -79,6 +79,7 @@ def model_tune_start(request: HubRequest, name: str) -> Any:
             p99_ms=float(p99) if p99 and objective == "throughput" else None,
             rate=float(rate) if rate and objective == "latency" else None,
             budget_s=int(request.POST.get("budget_s", "300")),
+            strategy=request.POST.get("strategy", "search"),
         )
         messages.success(request, "Search started; trials appear as they finish.")
     except ValueError:

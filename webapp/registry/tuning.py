@@ -30,6 +30,7 @@ from model_store.perf.tune import (
     Measurement,
     Objective,
     Trial,
+    grid,
     grid_size,
     pick_load,
     search,
@@ -117,8 +118,13 @@ def run_tune_job(job_id: int) -> None:
     config_info = packaged or info
     serving = target.parse_options(version.options, info=info)
     names = [s.name for s in target.option_specs() if s.name in target.config_only_options]
+    grid_run = run.strategy == TuningRun.Strategy.GRID
     dims = standard_dimensions(
-        serving, option_names=names, max_instances=settings.TUNE_MAX_INSTANCES
+        serving,
+        option_names=names,
+        max_instances=settings.TUNE_MAX_INSTANCES,
+        # The reference grid is kept small: every config of it is measured.
+        **({"batch_sizes": (8, 16), "queue_delays_us": (100, 1000)} if grid_run else {}),
     )
     inputs = _inputs(version)
     files = _packaged_files(version)
@@ -175,7 +181,7 @@ def run_tune_job(job_id: int) -> None:
         live.publish("tuning", {"model": model.name, "run": run.pk, "trial": row})
 
     try:
-        result = search(
+        result = (grid if grid_run else search)(
             objective,
             serving,
             dims,
@@ -224,7 +230,7 @@ def _measure(
             seconds=float(settings.TUNE_STEP_SECONDS) * 2, protocol=protocol,
             is_cancelled=cancelled,
         )  # fmt: skip
-        return [level.to_dict()]
+        return [level.to_dict()] if level is not None else []  # None: cancelled meanwhile
     result = run_sweep(runtime, name, version, inputs, _sweep_plan(run), protocol=protocol,
                        is_cancelled=cancelled)  # fmt: skip
     return [level.to_dict() for level in result.levels]

@@ -93,7 +93,7 @@ def model_new(request: HubRequest) -> HttpResponse:
 def model_detail(request: HubRequest, name: str) -> HttpResponse:
     model = get_object_or_404(Model.objects.select_related("created_by", "owner"), name=name)
     target = get_target(model.target)
-    rows = model.versions.select_related("created_by").order_by("-number")
+    rows = model.versions.select_related("created_by", "revision_of").order_by("-number")
     state, triton_error = state_of(model.name, model.serving_version is not None)
     previous = (
         rows.filter(number=model.previous_version).first() if model.previous_version else None
@@ -232,7 +232,7 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
 
 def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
     version = get_object_or_404(
-        Version.objects.select_related("model", "created_by"),
+        Version.objects.select_related("model", "created_by", "revision_of"),
         model__name=name,
         model__retired_at=None,
         number=number,

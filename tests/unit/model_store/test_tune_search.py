@@ -165,3 +165,27 @@ def test_pick_load_takes_the_fastest_level_within_the_budget() -> None:
     assert (picked.throughput_rps, picked.load, picked.p99_ms) == (150.0, 2.0, 14)
     over = pick_load(Objective("throughput", p99_ms=5.0), levels)
     assert over.p99_ms == 9  # the best it could do, which then scores nothing
+
+
+def test_the_grid_tries_every_distinct_config_once_and_agrees_with_the_search() -> None:
+    from model_store.perf.tune import grid
+
+    dims = standard_dimensions(
+        SERVING, option_names=OPTION_NAMES, batch_sizes=(8, 16), queue_delays_us=(100, 1000)
+    )
+    machine = Machine()
+    everything = grid(
+        Objective("throughput", p99_ms=20.0), SERVING, dims,
+        measure=machine.measure, clock=machine.clock, budget_s=10_000,
+    )  # fmt: skip
+    # 4 instance counts x (batcher off, or on at 8 or 16 with 2 delays each) = 20 configs.
+    assert len(everything.trials) == 20 and everything.stopped is None
+    assert everything.trials[0].label == "serving config"
+    searched = search(
+        Objective("throughput", p99_ms=20.0), SERVING, dims,
+        measure=Machine().measure, clock=Machine().clock, budget_s=10_000,
+    )  # fmt: skip
+    best_grid = everything.trials[everything.best]
+    best_search = searched.trials[searched.best]
+    assert best_search.score >= best_grid.score * (1 - 0.03)
+    assert len(searched.trials) < len(everything.trials)

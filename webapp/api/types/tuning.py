@@ -18,6 +18,12 @@ class TuneIn(In):
     p99_ms: float | None = Field(None, description="The p99 budget (throughput objective)")
     rate: float | None = Field(None, description="Requests per second to hold (latency objective)")
     budget_s: int = Field(300, description="Time budget in seconds, 30 to TUNE_MAX_BUDGET_S")
+    strategy: Literal["search", "grid"] = Field(
+        "search",
+        description="search: move along one knob at a time while it helps (the default); grid: "
+        "try every config of a small grid (instances x batching 8/16 x queue delay 100/1000 µs), "
+        "a slow reference",
+    )
     max_concurrency: int | None = Field(
         None, description="Requests in flight per trial, up to TUNE_MAX_CONCURRENCY (default)"
     )
@@ -31,6 +37,7 @@ class TuneOut(Out):
     version: int = Field(description="The version tuned (serving when asked)")
     objective: dict[str, Any]
     budget_s: int
+    strategy: str
     max_concurrency: int
     trials: list[dict[str, Any]] = Field(
         description="In the order tried: index, changes (options vs the serving config), "

@@ -50,6 +50,7 @@ def request_tune(
     rate: float | None = None,
     budget_s: int = 300,
     max_concurrency: int | None = None,
+    strategy: str = TuningRun.Strategy.SEARCH,
 ) -> TuningRun:
     """Check the request and queue the search; the serving version is the one tuned."""
     require_role(user, Role.OPERATOR)
@@ -60,6 +61,8 @@ def request_tune(
             "(TUNE_MAX_BUDGET_S).",
             "invalid_field",
         )
+    if strategy not in TuningRun.Strategy.values:
+        raise HubError(f"Unknown strategy {strategy!r}; use search or grid.", "invalid_field")
     concurrency = max_concurrency or settings.TUNE_MAX_CONCURRENCY
     if not 1 <= concurrency <= settings.TUNE_MAX_CONCURRENCY:
         raise HubError(
@@ -105,6 +108,7 @@ def request_tune(
             objective=goal.to_dict(),
             budget_s=budget_s,
             max_concurrency=concurrency,
+            strategy=strategy,
         )
         Event.objects.create(
             model=model,
