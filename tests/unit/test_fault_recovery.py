@@ -179,3 +179,35 @@ def test_pages_say_when_an_external_redis_does_not_answer(operator, settings) ->
     response = client.get("/models/", HTTP_AUTHORIZATION=f"Token {token_for(operator)}")
     assert response.status_code == 200
     assert b"does not answer" in response.content
+
+
+def test_a_tuning_run_whose_worker_is_gone_is_failed_and_its_trial_removed(model) -> None:
+    from webapp.registry.models import TuningRun
+    from webapp.registry.storage import get_store
+    from webapp.registry.tuning import remove_abandoned_trials
+
+    version = _version(model)  # the serving version: a dead search must leave it READY
+    job = Job.objects.create(kind=Job.Kind.TUNE, model=model, version=version,
+                             steps=jobs.initial_steps(jobs.TUNE_STEPS))  # fmt: skip
+    jobs.start_step(job, "search")
+    gone = {**jobs.runner(), "since": time.time() - 3600}  # a reused pid: not our process
+    Job.objects.filter(pk=job.pk).update(params={**job.params, "runner": gone})
+    trial = get_store().repository_dir / "_trial-mlp-0a1b2c3d"
+    (trial / "1").mkdir(parents=True)
+    run = TuningRun.objects.create(model=model, version=version, job=job, budget_s=60,
+                                   objective={"kind": "throughput", "p99_ms": 50},
+                                   trials=[{"index": 0}], active_trial=trial.name)  # fmt: skip
+
+    failed = pipeline.fail_interrupted_compiles()
+    removed = remove_abandoned_trials()  # Triton is not running here: the unload is only logged
+
+    job.refresh_from_db()
+    assert failed == [f"mlp: marked the interrupted tune job {job.uuid} failed."]
+    assert (job.state, job.error_code) == (Job.State.FAILED, "interrupted")
+    assert "the trials measured so far are kept" in job.error
+    assert Version.objects.get(pk=version.pk).status == Version.Status.READY
+    assert removed == [f"mlp: removed the trial model {trial.name} a stopped tuning run left "
+                       "loaded."]  # fmt: skip
+    assert not trial.exists()
+    run.refresh_from_db()
+    assert run.active_trial == "" and run.trials == [{"index": 0}]
