@@ -19,9 +19,10 @@ from PIL import Image
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
+from tests.fixtures.registry import served_model
 from tests.fixtures.users import PASSWORD
 from webapp.registry import demo
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.models import Job, Model
 
 # Puts a PNG (base64) into a DataTransfer, as the browser builds one for a dropped file.
 DROPPED_FILE = """(b64) => {
@@ -122,20 +123,15 @@ def test_the_first_run_tour(page: Page, live_server, operator, screenshot_dir: P
 
     # The demo as it is once its first version serves (adding it for real compiles a CNN,
     # which tests/browser/test_try_it_journey.py does).
-    model = Model.objects.create(
-        name=demo.NAME, description=demo.DESCRIPTION, created_by=operator, serving_version=1
-    )
-    Version.objects.create(
-        model=model,
-        number=1,
-        status=Version.Status.READY,
-        source_filename="model.onnx",
-        source_sha256="0" * 64,
-        source_size=1,
-        signature={
+    served_model(
+        demo.NAME,
+        operator,
+        {
             "inputs": [{"name": "input", "dtype": "TYPE_FP32", "dims": [1, 3, 224, 224]}],
             "outputs": [{"name": "logits", "dtype": "TYPE_FP32", "dims": [1, 1000]}],
         },
+        verification=None,
+        description=demo.DESCRIPTION,
     )
     page.goto(f"{base}/models/{demo.NAME}/")
     card = page.locator("[data-next-steps]")

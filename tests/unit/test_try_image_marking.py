@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 
 from model_store.inference import PRESETS
+from tests.fixtures.registry import served_model
 from webapp.registry import demo
 from webapp.registry.models import Job, Model, Version
 
@@ -33,18 +34,7 @@ MARK = "/models/cam/try/image/"
 
 @pytest.fixture
 def served(operator) -> Model:
-    model = Model.objects.create(name="cam", created_by=operator, serving_version=1)
-    Version.objects.create(
-        model=model,
-        number=1,
-        status=Version.Status.READY,
-        source_filename="model.onnx",
-        source_sha256="0" * 64,
-        source_size=1,
-        signature=SIGNATURE,
-        verification={"status": "passed"},
-    )
-    return model
+    return served_model("cam", operator, SIGNATURE)
 
 
 def section(html: str, name: str) -> str:

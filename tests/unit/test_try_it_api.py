@@ -8,9 +8,10 @@ import json
 import pytest
 from django.test import Client
 
+from tests.fixtures.registry import served_model
 from tests.fixtures.users import token_for
 from webapp.registry import ratelimit
-from webapp.registry.models import Model, TryExample, Version
+from webapp.registry.models import Model, TryExample
 
 SIGNATURE = {
     "inputs": [{"name": "x", "dtype": "TYPE_FP32", "numpy": "float32", "dims": ["batch", 4]}],
@@ -21,18 +22,7 @@ SIGNATURE = {
 @pytest.fixture
 def served(operator, settings):
     settings.TRITON_URL = settings.TRITON_GRPC_URL = "127.0.0.1:9"  # nothing listens
-    model = Model.objects.create(name="mlp", created_by=operator, serving_version=1)
-    Version.objects.create(
-        model=model,
-        number=1,
-        status=Version.Status.READY,
-        source_filename="model.onnx",
-        source_sha256="0" * 64,
-        source_size=1,
-        signature=SIGNATURE,
-        verification={"status": "passed"},
-    )
-    return model
+    return served_model("mlp", operator, SIGNATURE)
 
 
 def client_for(user) -> Client:

@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from model_store.inference import imagenet_labels
 from model_store.onnx_info import inspect_onnx
-from webapp.registry.models import Model, Version
+from tests.fixtures.registry import served_model as served_row
+from webapp.registry.models import Model
 from webapp.registry.pipeline import signature_of, summary_of
 
 NAMES = {i: f"thing {i}" for i in range(80)}
@@ -44,19 +45,7 @@ def served_model(owner, tmp_path: Path, classes: int = 1000, metadata: dict | No
     if metadata is None:
         metadata = {"names": str(NAMES)}
     info = inspect_onnx(classifier_file(tmp_path / "m.onnx", classes, metadata))
-    model = Model.objects.create(name="cls", created_by=owner, serving_version=1)
-    Version.objects.create(
-        model=model,
-        number=1,
-        status=Version.Status.READY,
-        source_filename="model.onnx",
-        source_sha256="0" * 64,
-        source_size=1,
-        signature=signature_of(info),
-        onnx_summary=summary_of(info),
-        verification={"status": "passed"},
-    )
-    return model
+    return served_row("cls", owner, signature_of(info), onnx_summary=summary_of(info))
 
 
 @pytest.fixture
