@@ -58,6 +58,7 @@ def tune_create(request: HttpRequest, name: str, data: types.TuneIn) -> Any:
         budget_s=data.budget_s,
         max_concurrency=data.max_concurrency,
         strategy=data.strategy,
+        node=data.node,
     )
     return Status(202, run.to_dict())
 

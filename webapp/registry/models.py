@@ -544,6 +544,8 @@ class TuningRun(models.Model):
     objective = models.JSONField(default=dict)
     budget_s = models.PositiveIntegerField()
     strategy = models.CharField(max_length=10, choices=Strategy.choices, default=Strategy.SEARCH)
+    # Where the trials run: the stack's own Triton (``local``) or a node's, through its queue.
+    node = models.CharField(max_length=64, default="local")
     max_concurrency = models.PositiveIntegerField(default=4)
     # Every trial in the order tried: its option changes, state, numbers and why.
     trials = models.JSONField(default=list, blank=True)
@@ -579,6 +581,7 @@ class TuningRun(models.Model):
             "objective": self.objective,
             "budget_s": self.budget_s,
             "strategy": self.strategy,
+            "node": self.node,
             "max_concurrency": self.max_concurrency,
             "trials": self.trials,
             "best": self.best_trial,

@@ -17,6 +17,8 @@ from django.views.decorators.http import require_POST
 from webapp.accounts.roles import Role, require_role, role_of
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
+from webapp.ops import nodes as ops_nodes
+from webapp.registry import placement
 from webapp.registry.actions import revisions as revision_actions
 from webapp.registry.actions import tuning as tuning_actions
 from webapp.registry.models import Model, TuningRun
@@ -46,6 +48,12 @@ def _chart_rows(run: TuningRun) -> dict[str, Any]:
     }
 
 
+def _trial_nodes() -> list[str]:
+    """Where trials may run: the stack's own Triton first, then every node that is up."""
+    others = [n["name"] for n in ops_nodes.summaries() if n["state"] == "up"]
+    return [placement.LOCAL, *sorted(n for n in others if n != placement.LOCAL)]
+
+
 def model_tune_panel(request: HubRequest, name: str) -> Any:
     model = get_object_or_404(Model, name=name)
     runs = list(model.tuning_runs.select_related("job", "version", "model", "revision")[:5])
@@ -60,6 +68,7 @@ def model_tune_panel(request: HubRequest, name: str) -> Any:
         "chart": _chart_rows(latest) if latest else None,
         "budget_choices": [b for b in BUDGET_CHOICES if b <= settings.TUNE_MAX_BUDGET_S],
         "max_concurrency": settings.TUNE_MAX_CONCURRENCY,
+        "nodes": _trial_nodes(),
     }
     return render(request, "registry/_tune_panel.html", context)
 
@@ -80,6 +89,7 @@ def model_tune_start(request: HubRequest, name: str) -> Any:
             rate=float(rate) if rate and objective == "latency" else None,
             budget_s=int(request.POST.get("budget_s", "300")),
             strategy=request.POST.get("strategy", "search"),
+            node=request.POST.get("node", placement.LOCAL),
         )
         messages.success(request, "Search started; trials appear as they finish.")
     except ValueError:

@@ -25,7 +25,7 @@ from django.conf import settings
 
 from model_store.config import lint
 from model_store.inference import decode_inputs, example_payload
-from model_store.perf import SweepPlan, run_sweep
+from model_store.perf.trials import TrialLoad, measure_trial
 from model_store.perf.tune import (
     Measurement,
     Objective,
@@ -36,10 +36,10 @@ from model_store.perf.tune import (
     search,
     standard_dimensions,
 )
-from model_store.serving import remove_trial, trial_model
+from model_store.serving import remove_trial
 from model_store.targets import get_target
 from webapp import live
-from webapp.registry import jobs
+from webapp.registry import jobs, package_tars, placement
 from webapp.registry.actions.revisions import model_infos
 from webapp.registry.inference import input_specs, limits, saved_preprocess
 from webapp.registry.memory import memory_estimate
@@ -48,8 +48,9 @@ from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
 
-#: Seconds to let Triton load one trial (a large ONNX or an NPU graph compile takes a while).
-TRIAL_LOAD_TIMEOUT_S = 180.0
+#: How long the hub waits for a node's answer to one trial beyond its nominal duration (the
+#: node may fetch the package first, and Triton may take a while to load it).
+NODE_TRIAL_SLACK_S = 600.0
 
 
 def _inputs(version: Version) -> dict[str, np.ndarray]:
@@ -85,17 +86,17 @@ def _fits(version: Version, options: dict[str, Any]) -> str | None:
     return None
 
 
-def _sweep_plan(run: TuningRun) -> SweepPlan:
+def _trial_load(run: TuningRun, objective: Objective) -> TrialLoad:
+    """How each trial is driven: concurrency 1, 2, 4 ... up to the run's bound (throughput), or
+    one level at the required rate (latency)."""
     step = float(settings.TUNE_STEP_SECONDS)
-    plan = SweepPlan.doubling(run.max_concurrency, step_seconds=step, warmup_seconds=0.5)
-    # A trial's own cap: never longer than the whole budget.
-    return SweepPlan(
-        levels=plan.levels,
-        step_seconds=step,
-        warmup_seconds=0.5,
-        max_total_seconds=max(plan.estimated_seconds + 1, min(run.budget_s, 600)),
-        stop_on_saturation=True,
-    )
+    if objective.kind == "latency":
+        assert objective.rate_rps is not None
+        return TrialLoad("rate", rate_rps=objective.rate_rps, step_seconds=2 * step)
+    levels = [
+        1 << i for i in range(run.max_concurrency.bit_length()) if 1 << i < run.max_concurrency
+    ]
+    return TrialLoad("concurrency", levels=(*levels, run.max_concurrency), step_seconds=step)
 
 
 def run_tune_job(job_id: int) -> None:
@@ -142,7 +143,7 @@ def run_tune_job(job_id: int) -> None:
     jobs.start_step(job, "search")
     runtime = get_runtime(timeout=30.0)
     cancelled = jobs.CancelCheck(job)
-    protocol = "grpc" if runtime.grpc_url else "http"
+    load = _trial_load(run, objective)
     started = time.monotonic()
 
     def measure(changes: dict[str, Any]) -> Measurement:
@@ -151,18 +152,15 @@ def run_tune_job(job_id: int) -> None:
         problems = lint(cfg)
         if problems:
             raise ValueError("config.pbtxt would not be valid: " + "; ".join(problems))
-        with trial_model(
-            get_store(),
-            runtime,
-            cfg,
-            files,
-            version=version.number,
-            timeout_s=TRIAL_LOAD_TIMEOUT_S,
-            on_placed=lambda name: _set_active(run, name),
-        ) as name:
-            levels = _measure(runtime, name, version.number, inputs, objective, run, protocol,
-                              cancelled)  # fmt: skip
-        _set_active(run, "")
+        if run.node == placement.LOCAL:
+            levels = measure_trial(
+                get_store(), runtime, cfg, files, version.number, inputs, load,
+                max_in_flight=run.max_concurrency, is_cancelled=cancelled,
+                on_placed=lambda name: _set_active(run, name),
+            )  # fmt: skip
+            _set_active(run, "")
+        else:
+            levels = _measure_on_node(job, run, cfg, inputs, load)
         picked = pick_load(objective, levels)
         assert picked is not None
         return picked
@@ -210,30 +208,42 @@ def run_tune_job(job_id: int) -> None:
     live.publish("tuning", {"model": model.name, "run": run.pk, "done": True})
 
 
-def _measure(
-    runtime: Any,
-    name: str,
-    version: int,
-    inputs: dict[str, np.ndarray],
-    objective: Objective,
+def _measure_on_node(
+    job: Job,
     run: TuningRun,
-    protocol: str,
-    cancelled: Any,
+    cfg: Any,
+    inputs: dict[str, np.ndarray],
+    load: TrialLoad,
 ) -> list[dict[str, Any]]:
-    """Sweep levels of one loaded trial, as ``LevelResult.to_dict()`` rows."""
-    if objective.kind == "latency":
-        from model_store.perf.sweep import measure_rate
+    """One trial on ``run.node``'s Triton (``node.trial``): the node fetches the version's
+    package over HTTP if it does not hold it, loads the config as a trial and measures it."""
+    from model_store.config import render_pbtxt
+    from webapp import dispatch
+    from webapp.registry.node_tasks import NodeTaskFailed, wait_for_answer
 
-        assert objective.rate_rps is not None
-        level = measure_rate(
-            runtime, name, version, inputs, objective.rate_rps,
-            seconds=float(settings.TUNE_STEP_SECONDS) * 2, protocol=protocol,
-            is_cancelled=cancelled,
-        )  # fmt: skip
-        return [level.to_dict()] if level is not None else []  # None: cancelled meanwhile
-    result = run_sweep(runtime, name, version, inputs, _sweep_plan(run), protocol=protocol,
-                       is_cancelled=cancelled)  # fmt: skip
-    return [level.to_dict() for level in result.levels]
+    tar = package_tars.tar_of(run.version, f"tune:{job.uuid.hex}")
+    message = {
+        "model": run.model.name,
+        "version": run.version.number,
+        "sha256": tar.sha256,
+        "config": render_pbtxt(cfg),
+        "inputs": [
+            {"name": n, "dtype": str(a.dtype), "shape": list(a.shape)} for n, a in inputs.items()
+        ],
+        "load": load.to_dict(),
+        "max_in_flight": run.max_concurrency,
+    }
+    nominal = len(load.levels) * (load.step_seconds + load.warmup_seconds) + load.step_seconds
+    try:
+        result = dispatch.node_task(run.node, "node.trial", message)
+        answer = wait_for_answer(
+            job, run.node, result, limit_s=nominal + NODE_TRIAL_SLACK_S, what="trial"
+        )
+    except NodeTaskFailed as exc:
+        raise RuntimeError(f"node {run.node}: {exc.message}") from None
+    if answer.get("ok") is not True:
+        raise RuntimeError(f"node {run.node}: {answer.get('reason') or 'the trial failed'}")
+    return list(answer.get("levels") or [])
 
 
 def _summary(trials: list[Trial], best: int | None, objective: Objective) -> str:

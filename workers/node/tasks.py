@@ -16,7 +16,7 @@ from typing import Any
 from model_store.errors import ModelStoreError
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.errors import TritonRuntimeError
-from workers.node import building, placing
+from workers.node import building, placing, trials
 from workers.node.app import app, hub, settings
 from workers.node.hub_client import HubError
 from workers.node.reporting import send_report
@@ -73,4 +73,13 @@ def build(**message: Any) -> dict[str, Any]:
         request = building.checked_request(message)
         return building.build(settings, hub, request)
     except (HubError, ModelStoreError) as exc:
+        return _failure(message.get("model"), exc)
+
+
+@app.task(name="node.trial")
+def trial(**message: Any) -> dict[str, Any]:
+    """Measure one tuning trial on this node's Triton (:mod:`~workers.node.trials`)."""
+    try:
+        return trials.run_trial(settings, hub, message, runtime=_runtime())
+    except (HubError, ModelStoreError, TritonRuntimeError) as exc:
         return _failure(message.get("model"), exc)

@@ -24,6 +24,9 @@ class TuneIn(In):
         "try every config of a small grid (instances x batching 8/16 x queue delay 100/1000 µs), "
         "a slow reference",
     )
+    node: str = Field(
+        "local", description="The node whose Triton runs the trials (an up node; default local)"
+    )
     max_concurrency: int | None = Field(
         None, description="Requests in flight per trial, up to TUNE_MAX_CONCURRENCY (default)"
     )
@@ -38,6 +41,7 @@ class TuneOut(Out):
     objective: dict[str, Any]
     budget_s: int
     strategy: str
+    node: str
     max_concurrency: int
     trials: list[dict[str, Any]] = Field(
         description="In the order tried: index, changes (options vs the serving config), "

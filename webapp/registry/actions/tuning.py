@@ -17,7 +17,8 @@ from model_store.targets import get_target
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry import jobs
+from webapp.ops import nodes as ops_nodes
+from webapp.registry import jobs, placement
 from webapp.registry.actions.revisions import request_revision
 from webapp.registry.models import Event, Job, Model, TuningRun, Version
 
@@ -51,6 +52,7 @@ def request_tune(
     budget_s: int = 300,
     max_concurrency: int | None = None,
     strategy: str = TuningRun.Strategy.SEARCH,
+    node: str = placement.LOCAL,
 ) -> TuningRun:
     """Check the request and queue the search; the serving version is the one tuned."""
     require_role(user, Role.OPERATOR)
@@ -74,6 +76,7 @@ def request_tune(
         raise HubError(
             f"{model.name} is not served; serve a version before tuning it.", "not_served", 409
         )
+    _check_node(node)
     version = model.versions.get(number=model.serving_version)
     target = get_target(model.target)
     if not target.accepts_uploads or not target.config_only_options:
@@ -109,6 +112,7 @@ def request_tune(
             budget_s=budget_s,
             max_concurrency=concurrency,
             strategy=strategy,
+            node=node,
         )
         Event.objects.create(
             model=model,
@@ -121,6 +125,22 @@ def request_tune(
         )
         transaction.on_commit(lambda: _enqueue(job))
     return run
+
+
+def _check_node(node: str) -> None:
+    """Trials run on the stack's Triton or on a node that reports in (and is not draining)."""
+    if node == placement.LOCAL:
+        return
+    known = {n["name"]: n for n in ops_nodes.summaries()}
+    if node not in known:
+        raise HubError(f"There is no node {node!r}.", "unknown_node", 404)
+    if known[node]["state"] != "up":
+        raise HubError(
+            f"Node {node} is {known[node]['state']}; trials need a node that reports in and is "
+            "not draining.",
+            "node_not_up",
+            409,
+        )
 
 
 def _enqueue(job: Job) -> None:

@@ -22,6 +22,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('objective', models.JSONField(default=dict)),
                 ('budget_s', models.PositiveIntegerField()),
+                ('node', models.CharField(default='local', max_length=64)),
                 ('strategy', models.CharField(choices=[('search', 'Search'), ('grid', 'Every config of a small grid')], default='search', max_length=10)),
                 ('max_concurrency', models.PositiveIntegerField(default=4)),
                 ('trials', models.JSONField(blank=True, default=list)),
