@@ -2,14 +2,21 @@
 
 * :mod:`model_store.perf.stats`: percentiles, latency summaries and Triton's server-side split
   (pure arithmetic, no I/O);
-* :mod:`model_store.perf.sweep`: the concurrency sweep itself (threads driving a
-  ``TritonRuntime``).
+* :mod:`model_store.perf.sweep`: the sweep itself (threads driving a ``TritonRuntime``), at
+  fixed concurrencies (closed loop) or fixed request rates (open loop).
 
 Plain Python, no Django: a Celery worker or a script can run a sweep.
 """
 
 from model_store.perf.stats import LatencySummary, ServerSplit, percentile, server_split
-from model_store.perf.sweep import LevelResult, SweepPlan, SweepResult, best_level, run_sweep
+from model_store.perf.sweep import (
+    LevelResult,
+    SweepPlan,
+    SweepResult,
+    best_level,
+    measure_rate,
+    run_sweep,
+)
 
 __all__ = [
     "LatencySummary",
@@ -18,6 +25,7 @@ __all__ = [
     "SweepPlan",
     "SweepResult",
     "best_level",
+    "measure_rate",
     "percentile",
     "run_sweep",
     "server_split",

@@ -150,12 +150,15 @@ def standard_dimensions(
     max_instances: int = 4,
     batch_sizes: Sequence[int] = (4, 8, 16, 32),
     queue_delays_us: Sequence[int] = (0, 100, 500, 2000),
+    device_sets: Sequence[str] = (),
 ) -> list[Dimension]:
     """The knobs a target offers, from its option names and the serving options.
 
-    Batching is searched only when the model batches at all (``max_batch_size`` > 0 in the
-    serving options): a model whose first axis is not a batch axis cannot be batched by
-    Triton, whatever the config says.
+    ``device_sets`` are the values of the target's device option worth trying (``"0"``,
+    ``"1"``, ``"0,1"`` ...: the NPUs of the host the trials run on); with fewer than two there
+    is nothing to choose. Batching is searched only when the model batches at all
+    (``max_batch_size`` > 0 in the serving options): a model whose first axis is not a batch
+    axis cannot be batched by Triton, whatever the config says.
     """
     names = set(option_names)
     dims: list[Dimension] = []
@@ -176,6 +179,9 @@ def standard_dimensions(
                 value["preferred_batch_sizes"] = []
             values.append(value)
         dims.append(Dimension("batching", tuple(values)))
+    device_option = next((o for o in ("device_ids", "device_id") if o in names), None)
+    if device_option and len(device_sets) > 1:
+        dims.append(Dimension("devices", tuple({device_option: d} for d in device_sets)))
     if "max_queue_delay_us" in names and "dynamic_batching" in names:
         dims.append(
             Dimension(

@@ -1,6 +1,7 @@
 // Performance tab: for each checked sweep, throughput (left axis) and p50/p99 latency (right
-// axis) against concurrency, from the JSON the runs partial embeds; redrawn when htmx swaps in
-// fresh results, so a running sweep's chart grows level by level.
+// axis) against concurrency, or against the offered rate for fixed-rate sweeps, from the JSON
+// the runs partial embeds; redrawn when htmx swaps in fresh results, so a running sweep's chart
+// grows level by level. Also shows the sweep form's fields for the chosen mode.
 (function () {
   "use strict";
   var chart = null;
@@ -18,32 +19,63 @@
   function fmt(unit, digits) {
     return function (u, v) { return v == null ? "–" : v.toFixed(digits) + " " + unit; };
   }
+  function modeOf(run) { return run.plan && run.plan.mode === "rate" ? "rate" : "concurrency"; }
+  // A fixed-rate level sits at its offered rate, a fixed-concurrency one at its clients.
+  function xOf(mode, level) { return mode === "rate" ? level.offered_rps : level.concurrency; }
+  var TITLES = {
+    concurrency: ["Throughput and latency by concurrency", "concurrent clients",
+      "Throughput (requests per second, left axis) and p50/p99 latency (milliseconds, right axis) for each number of concurrent clients"],
+    rate: ["Throughput and latency by offered rate", "offered rate (req/s)",
+      "Achieved and offered throughput (requests per second, left axis) and p50/p99 latency from the scheduled time (milliseconds, right axis) for each offered request rate"],
+  };
+  function label(box, mode, skipped) {
+    var title = document.querySelector("[data-chart-title]");
+    if (title) title.textContent = TITLES[mode][0];
+    box.setAttribute("aria-label", TITLES[mode][2]);
+    document.querySelectorAll("[data-chart-help]").forEach(function (node) { node.hidden = node.getAttribute("data-chart-help") !== mode; });
+    var note = document.querySelector("[data-chart-skipped]");
+    if (note) {
+      note.hidden = !skipped;
+      note.textContent = skipped ? " " + skipped + " ticked sweep" + (skipped > 1 ? "s" : "") + " at fixed " +
+        (mode === "rate" ? "concurrency" : "rate") + " not drawn: the two kinds have different x axes; untick the others to see " + (skipped > 1 ? "them" : "it") + "." : "";
+    }
+  }
   function draw() {
     var box = document.getElementById("perf-chart");
     if (!box || typeof uPlot === "undefined") return;
     var all = runs();
     syncStartButton(all);
     var wanted = checked();
-    var shown = all.filter(function (r) { return wanted[String(r.id)] && r.levels.length; });
-    // One shared x array (concurrency levels of every shown run); gaps where a run has none.
+    var ticked = all.filter(function (r) { return wanted[String(r.id)] && r.levels.length; });
+    // The newest ticked sweep decides the x axis; sweeps of the other mode wait their turn.
+    var mode = ticked.length ? modeOf(ticked[0]) : "concurrency";
+    var shown = ticked.filter(function (r) { return modeOf(r) === mode; });
+    label(box, mode, ticked.length - shown.length);
+    // One shared x array (levels of every shown run); gaps where a run has none.
     var xs = [];
-    shown.forEach(function (r) { r.levels.forEach(function (l) { if (xs.indexOf(l.concurrency) < 0) xs.push(l.concurrency); }); });
+    shown.forEach(function (r) { r.levels.forEach(function (l) { var x = xOf(mode, l); if (xs.indexOf(x) < 0) xs.push(x); }); });
     xs.sort(function (a, b) { return a - b; });
     // Levels are evenly spaced (1, 2, 4 ... reads better than a linear axis): x is the index.
     var positions = xs.map(function (x, i) { return i; });
     var data = [positions];
-    var series = [{ label: "concurrency", value: function (u, v) { return v == null || xs[v] == null ? "" : String(xs[v]); } }];
+    var unit = mode === "rate" ? " req/s offered" : " clients";
+    var series = [{ label: mode === "rate" ? "rate" : "concurrency", value: function (u, v) { return v == null || xs[v] == null ? "" : String(xs[v]) + unit; } }];
+    if (mode === "rate" && shown.length) {
+      // The offered rate itself: achieved throughput on this line means the model kept up.
+      data.push(xs.slice());
+      series.push({ label: "offered (all kept up)", stroke: "#9ca3af", width: 1, scale: "rps", points: { show: false }, value: fmt("req/s", 1) });
+    }
     shown.forEach(function (r, i) {
       var colour = COLOURS[i % COLOURS.length];
       var name = "v" + r.version + " #" + r.id;
       function column(pick) {
         return xs.map(function (x) {
-          var level = r.levels.filter(function (l) { return l.concurrency === x; })[0];
+          var level = r.levels.filter(function (l) { return xOf(mode, l) === x; })[0];
           return level ? pick(level) : null;
         });
       }
       data.push(column(function (l) { return l.throughput_rps; }));
-      series.push({ label: name + " req/s", stroke: colour, width: 3, scale: "rps", spanGaps: true,
+      series.push({ label: name + (mode === "rate" ? " achieved" : " req/s"), stroke: colour, width: 3, scale: "rps", spanGaps: true,
         points: { show: true, size: 8 }, value: fmt("req/s", 1) });
       data.push(column(function (l) { return l.latency ? l.latency.p50_ms : null; }));
       series.push({ label: name + " p50", stroke: colour, width: 1.5, dash: [2, 3], scale: "ms", spanGaps: true,
@@ -67,7 +99,7 @@
       height: 300,
       scales: { x: { time: false, range: function () { return [-0.3, Math.max(positions.length - 1, 0) + 0.3]; } }, rps: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } }, ms: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } } },
       axes: [
-        { label: "concurrent clients", splits: function () { return positions; }, values: function (u, vals) { return vals.map(function (v) { return xs[v] == null ? "" : String(xs[v]); }); } },
+        { label: TITLES[mode][1], splits: function () { return positions; }, values: function (u, vals) { return vals.map(function (v) { return xs[v] == null ? "" : String(xs[v]); }); } },
         { label: "throughput (req/s)", scale: "rps", size: 60 },
         { label: "latency (ms)", scale: "ms", side: 1, size: 60, grid: { show: false } },
       ],
@@ -82,6 +114,17 @@
     button.disabled = busy;
     button.textContent = busy ? "A sweep is running" : "Start sweep";
   }
+  // The sweep form: only the chosen mode's fields and explanation are shown (without script,
+  // both are, and the mode's radio decides which fields the server reads).
+  function syncMode() {
+    var picked = document.querySelector("[data-sweep-mode]:checked");
+    if (!picked) return;
+    document.querySelectorAll("[data-sweep-for]").forEach(function (node) {
+      node.hidden = node.getAttribute("data-sweep-for") !== picked.value;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", syncMode);
+  document.addEventListener("change", function (e) { if (e.target.hasAttribute && e.target.hasAttribute("data-sweep-mode")) syncMode(); });
   document.addEventListener("DOMContentLoaded", draw);
   document.addEventListener("change", function (e) { if (e.target.hasAttribute && e.target.hasAttribute("data-run-toggle")) draw(); });
   document.addEventListener("htmx:afterSwap", function (e) { if (e.target.id === "perf-runs") draw(); });

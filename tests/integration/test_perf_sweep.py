@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from model_store.perf.sweep import LevelResult, SweepPlan, best_level, run_sweep
+from model_store.perf.sweep import LevelResult, SweepPlan, best_level, measure_rate, run_sweep
 from tests.fixtures.triton import (
     TritonHandle,
     mlp_config_pbtxt,
@@ -94,4 +94,37 @@ def test_cancel_stops_within_a_request(embedded_triton: TritonHandle, served: st
     assert result.stopped == "cancelled"
     assert result.levels == []  # the first level was cut short, so it is not a measurement
     assert elapsed < 1.0
+    assert threading.active_count() == threads_before
+
+
+def test_a_rate_sweep_sends_the_schedule_and_matches_the_server(
+    embedded_triton: TritonHandle, served: str
+) -> None:
+    # Open loop at 20 and 50 requests per second for 2 s each: every scheduled request is sent
+    # and answered (the MLP takes well under a millisecond), and Triton counts exactly them.
+    plan = SweepPlan(
+        rates=(20.0, 50.0), step_seconds=2.0, warmup_seconds=0.3, max_in_flight=8,
+        stop_on_saturation=False,
+    )  # fmt: skip
+    threads_before = threading.active_count()
+    result = run_sweep(embedded_triton.runtime, served, 1, INPUTS, plan)
+
+    assert result.stopped is None
+    assert [level.offered_rps for level in result.levels] == [20.0, 50.0]
+    for level, scheduled in zip(result.levels, (40, 100), strict=True):
+        assert level.completed == scheduled and level.failed == 0, level.errors
+        assert level.unsent == 0 and level.late <= scheduled // 10
+        assert 0.9 * level.offered_rps <= level.throughput_rps <= level.offered_rps  # type: ignore[operator]
+        assert 1 <= level.concurrency <= plan.max_in_flight
+        assert level.latency is not None and level.latency.count == scheduled
+        assert level.server is not None and level.server.success == level.completed
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["plan"]["mode"] == "rate" and data["levels"][1]["offered_rps"] == 50.0
+    assert threading.active_count() == threads_before
+
+    one = measure_rate(
+        embedded_triton.runtime, served, "1", INPUTS, 30.0, seconds=1.0, warmup_seconds=0.2
+    )
+    assert one is not None and one.offered_rps == 30.0
+    assert one.completed == 30 and one.failed == 0 and one.unsent == 0
     assert threading.active_count() == threads_before

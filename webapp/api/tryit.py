@@ -279,8 +279,16 @@ def sweeps(request: HttpRequest, name: str) -> Any:
     response={202: types.SweepOut, **errors(400, 404, 409)},
     auth=OPERATOR,
     summary="Start a sweep of the serving version at concurrency 1, 2, 4 ... up to "
-    "max_concurrency (<= SWEEP_MAX_CONCURRENCY), step_seconds per level (operator); "
-    "202 with the run; cancel through its job",
+    "max_concurrency (<= SWEEP_MAX_CONCURRENCY), or with mode 'rate' at each of 'rates' "
+    "requests per second; step_seconds per level (operator); 202 with the run; cancel "
+    "through its job",
+    description='Closed loop (the default): {"max_concurrency": 8, "step_seconds": 3}. Open '
+    'loop: {"mode": "rate", "rates": [10, 20, 50, 100], "step_seconds": 3}: requests are '
+    "scheduled at a constant rate whatever the server does, at most SWEEP_MAX_CONCURRENCY in "
+    "flight; one sent after its time because every sender was busy counts as late, and its "
+    "latency is measured from the scheduled time (a client at that rate would have waited "
+    "too). A rate level stops the sweep when less than 90 % of it completed or p99 more than "
+    "doubled. 400 invalid_field/invalid_plan, 409 not served or a sweep already running.",
 )
 def sweep_create(request: HttpRequest, name: str, data: types.SweepIn) -> Any:
     model = model_or_404(name)
@@ -290,6 +298,8 @@ def sweep_create(request: HttpRequest, name: str, data: types.SweepIn) -> Any:
         max_concurrency=data.max_concurrency,
         step_seconds=data.step_seconds,
         example_id=data.example_id,
+        mode=data.mode,
+        rates=data.rates,
     )
     return Status(202, run.to_dict())
 

@@ -1,7 +1,8 @@
 """Performance sweeps, the workers' side: run one (queued by ``actions.sweeps``), keep the result.
 
-A sweep drives the serving version at rising concurrency (model_store/perf) and is bounded in
-time (levels x seconds per level, capped) and in load (SWEEP_MAX_CONCURRENCY). It is a job like
+A sweep drives the serving version at rising concurrency, or at rising request rates (open loop,
+``plan["mode"] == "rate"``; model_store/perf) and is bounded in time (levels x seconds per
+level, capped) and in load (SWEEP_MAX_CONCURRENCY clients, or requests in flight). It is a job like
 a compile: steps, live progress, cancel. Each run is kept with the config it ran under, so two
 runs compare only when their config hashes match.
 """
@@ -107,12 +108,22 @@ def run_sweep_job(job_id: int) -> None:
         run.levels = [*run.levels, row]
         run.server_stats = run.server_stats and row.get("server") is not None
         run.save(update_fields=["levels", "server_stats"])
-        p50 = (row.get("latency") or {}).get("p50_ms")
-        jobs.log(
-            job,
-            f"Concurrency {row['concurrency']}: {row['throughput_rps']:.1f} req/s, "
-            f"p50 {p50 if p50 is None else round(p50, 2)} ms, {row['failed']} failed.",
-        )
+        latency = row.get("latency") or {}
+        p50, p99 = latency.get("p50_ms"), latency.get("p99_ms")
+        if row.get("offered_rps") is None:
+            jobs.log(
+                job,
+                f"Concurrency {row['concurrency']}: {row['throughput_rps']:.1f} req/s, "
+                f"p50 {p50 if p50 is None else round(p50, 2)} ms, {row['failed']} failed.",
+            )
+        else:
+            unsent = f", {row['unsent']} unsent" if row.get("unsent") else ""
+            jobs.log(
+                job,
+                f"Rate {row['offered_rps']:g} req/s offered: {row['throughput_rps']:.1f} "
+                f"achieved, p99 {p99 if p99 is None else round(p99, 2)} ms, "
+                f"{row['late']} late{unsent}, {row['failed']} failed.",
+            )
         jobs.set_progress(job, fraction)
         live.publish("sweeps", {"model": run.model.name, "job": str(job.uuid), "level": row})
         # The Metrics tab's client-side series (the only numbers for npu_ge models).
@@ -145,11 +156,12 @@ def run_sweep_job(job_id: int) -> None:
         )
         return
     best = best_level(result)
-    summary = (
-        f"best: {best.throughput_rps:.1f} req/s at concurrency {best.concurrency}"
-        if best
-        else "no level completed a request"
-    )
+    if best is None:
+        summary = "no level completed a request"
+    elif best.offered_rps is None:
+        summary = f"best: {best.throughput_rps:.1f} req/s at concurrency {best.concurrency}"
+    else:
+        summary = f"best: {best.throughput_rps:.1f} req/s at {best.offered_rps:g} req/s offered"
     jobs.finish_step(job, "sweep", summary)
     jobs.start_step(job, "record")
     if not run.server_stats:
@@ -169,9 +181,11 @@ def run_sweep_job(job_id: int) -> None:
 
 
 def _plan_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "levels": tuple(plan["levels"]),
+    kwargs = {
         "step_seconds": plan["step_seconds"],
         "warmup_seconds": plan["warmup_seconds"],
         "max_total_seconds": plan["max_total_seconds"],
     }
+    if plan.get("rates"):  # runs stored before the open loop existed have no "rates"
+        return kwargs | {"rates": tuple(plan["rates"]), "max_in_flight": plan["max_in_flight"]}
+    return kwargs | {"levels": tuple(plan["levels"])}

@@ -517,6 +517,12 @@ def model_perf(request: HubRequest, name: str) -> HttpResponse:
             c for c in (1, 2, 4, 8, 16, 32, 64) if c <= settings.SWEEP_MAX_CONCURRENCY
         ],
         "step_seconds": settings.SWEEP_STEP_SECONDS,
+        # The form starts as the newest sweep was asked, so a second run is one click.
+        "sweep_mode": (runs[0].plan or {}).get("mode", "concurrency") if runs else "concurrency",
+        "default_rates": ", ".join(
+            f"{r:g}" for r in next((r.plan["rates"] for r in runs if r.plan.get("rates")), [])
+        )
+        or "10, 20, 50, 100",
         "examples": saved_examples.listed(model),
     }
     if request.htmx and request.GET.get("part") == "runs":
@@ -530,12 +536,17 @@ def model_sweep(request: HubRequest, name: str) -> HttpResponse:
     model = get_object_or_404(Model, name=name)
     try:
         example = request.POST.get("example_id") or None
+        mode = request.POST.get("mode", "concurrency")
         sweep_actions.request_sweep(
             model=model,
             user=request.user,  # type: ignore[arg-type]
             max_concurrency=int(request.POST.get("max_concurrency", "8")),
             step_seconds=int(request.POST.get("step_seconds", settings.SWEEP_STEP_SECONDS)),
             example_id=int(example) if example else None,
+            mode=mode,
+            rates=sweep_actions.parse_rates(request.POST.get("rates", ""))
+            if mode == "rate"
+            else None,
         )
         messages.success(request, "Sweep started; the chart fills in level by level.")
     except ValueError:

@@ -39,6 +39,8 @@ from model_store.perf.tune import (
 from model_store.serving import remove_trial
 from model_store.targets import get_target
 from webapp import live
+from webapp.ops import nodes as ops_nodes
+from webapp.ops.server_state import devices_summary
 from webapp.registry import jobs, package_tars, placement
 from webapp.registry.actions.revisions import model_infos
 from webapp.registry.inference import input_specs, limits, saved_preprocess
@@ -73,12 +75,31 @@ def _set_active(run: TuningRun, name: str) -> None:
     TuningRun.objects.filter(pk=run.pk).update(active_trial=name)
 
 
-def _fits(version: Version, options: dict[str, Any]) -> str | None:
+def _npus_of(node: str) -> list[dict[str, Any]]:
+    """The NPUs of the host the trials run on (npu-smi, from its newest report)."""
+    if node == placement.LOCAL:
+        return list(devices_summary().get("npus") or [])
+    found = next((n for n in ops_nodes.summaries() if n["name"] == node), None)
+    return list((found or {}).get("devices") or [])
+
+
+def _device_sets(npus: list[dict[str, Any]], *, several: bool) -> list[str]:
+    """Each NPU alone and, where the target takes several (``device_ids``), all of them."""
+    ids = []
+    for npu in npus:
+        device = npu.get("device_id") if npu.get("device_id") is not None else npu.get("npu_id")
+        if device is not None and str(device) not in ids:
+            ids.append(str(device))
+    return [*ids, ",".join(ids)] if several and len(ids) > 1 else ids
+
+
+def _fits(version: Version, options: dict[str, Any], npus: list[dict[str, Any]]) -> str | None:
     """Why ``options`` would not fit in memory beside what is loaded now, or None."""
     estimate = memory_estimate(
         version,
         instances=int(options.get("instance_count") or 1),
         max_batch=int(options.get("max_batch_size") or 0),
+        devices={"available": bool(npus), "npus": npus},
     )
     verdicts = [estimate.get("host") or {}, *estimate["devices"]["fit"]]
     if any(v.get("state") == "does_not_fit" for v in verdicts):
@@ -120,10 +141,12 @@ def run_tune_job(job_id: int) -> None:
     serving = target.parse_options(version.options, info=info)
     names = [s.name for s in target.option_specs() if s.name in target.config_only_options]
     grid_run = run.strategy == TuningRun.Strategy.GRID
+    npus = _npus_of(run.node)
     dims = standard_dimensions(
         serving,
         option_names=names,
         max_instances=settings.TUNE_MAX_INSTANCES,
+        device_sets=_device_sets(npus, several="device_ids" in names),
         # The reference grid is kept small: every config of it is measured.
         **({"batch_sizes": (8, 16), "queue_delays_us": (100, 1000)} if grid_run else {}),
     )
@@ -184,7 +207,7 @@ def run_tune_job(job_id: int) -> None:
             serving,
             dims,
             measure=measure,
-            fits=lambda options: _fits(version, options),
+            fits=lambda options: _fits(version, options, npus),
             budget_s=float(run.budget_s),
             is_cancelled=cancelled,
             on_trial=on_trial,

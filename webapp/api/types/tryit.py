@@ -165,7 +165,19 @@ class TrySettingsOut(Out):
 
 
 class SweepIn(In):
-    max_concurrency: int = Field(8, description="Up to SWEEP_MAX_CONCURRENCY")
+    mode: Literal["concurrency", "rate"] = Field(
+        "concurrency",
+        description="'concurrency' (closed loop: clients 1, 2, 4 ... up to max_concurrency, "
+        "each sending back to back) or 'rate' (open loop: each of 'rates' requests per second "
+        "on a fixed schedule, at most SWEEP_MAX_CONCURRENCY in flight; latency counts from "
+        "each request's scheduled time, so waiting for a free sender counts)",
+    )
+    max_concurrency: int = Field(8, description="Up to SWEEP_MAX_CONCURRENCY (mode concurrency)")
+    rates: list[float] | None = Field(
+        None,
+        description="Mode rate: 1 to 8 request rates in requests per second, each above 0 and "
+        "at most 10000; sorted, duplicates dropped, for example [10, 20, 50, 100]",
+    )
     step_seconds: int | None = Field(None, description="Seconds per level, 1 to 30")
     example_id: int | None = Field(None, description="A saved example as the request")
 
@@ -178,10 +190,15 @@ class SweepOut(Out):
     version: int
     config_sha256: str
     config: dict[str, Any]
-    plan: dict[str, Any]
+    plan: dict[str, Any] = Field(
+        description="mode ('concurrency' or 'rate'), levels or rates (and max_in_flight), "
+        "step_seconds, warmup_seconds, max_total_seconds"
+    )
     levels: list[Any] = Field(
-        description="Per level: throughput, p50/p90/p99, failures and Triton's queue/compute "
-        "split (null when the backend reports no statistics)"
+        description="Per level: throughput (achieved req/s), p50/p90/p99, failures and Triton's "
+        "queue/compute split (null when the backend reports no statistics); in mode rate also "
+        "offered_rps, late (sent after their time: every sender busy), unsent (still unsent one "
+        "step after the window) and concurrency = the most requests in flight at once"
     )
     stopped: str | None
     server_stats: bool

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -10,6 +12,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from model_store.perf import SweepPlan
+from model_store.perf.sweep import MAX_RATE
 from webapp import dispatch, live
 from webapp.errors import HubError
 from webapp.registry import jobs
@@ -32,6 +35,51 @@ def make_plan(max_concurrency: int, step_seconds: float) -> SweepPlan:
         raise HubError(str(exc), "invalid_plan") from None
 
 
+#: Rates of one open-loop sweep at most: with 1 s per level the plan's time cap allows more,
+#: but a chart and a table of more points than this are no longer read.
+MAX_RATES = 8
+
+
+def make_rate_plan(rates: Sequence[float], step_seconds: float) -> SweepPlan:
+    """An open-loop plan at ``rates`` (sorted, duplicates dropped), at most
+    SWEEP_MAX_CONCURRENCY requests in flight: the load bound of the closed loop holds."""
+    if not 1 <= step_seconds <= 30:
+        raise HubError("Seconds per level must be between 1 and 30.", "invalid_field")
+    if not rates or len(rates) > MAX_RATES:
+        raise HubError(f"Give 1 to {MAX_RATES} request rates.", "invalid_field")
+    if any(
+        isinstance(r, bool)
+        or not isinstance(r, int | float)
+        or not math.isfinite(r)
+        or not 0 < r <= MAX_RATE
+        for r in rates
+    ):
+        raise HubError(
+            f"Request rates are requests per second, above 0 and at most {MAX_RATE:g}.",
+            "invalid_field",
+        )
+    try:
+        return SweepPlan(
+            rates=tuple(sorted({float(r) for r in rates})),
+            step_seconds=step_seconds,
+            max_in_flight=settings.SWEEP_MAX_CONCURRENCY,
+        )
+    except ValueError as exc:
+        raise HubError(str(exc), "invalid_plan") from None
+
+
+def parse_rates(text: str) -> list[float]:
+    """Rates as an operator types them in the form: numbers separated by commas or spaces."""
+    words = text.replace(",", " ").split()
+    try:
+        return [float(word) for word in words]
+    except ValueError:
+        raise HubError(
+            "Request rates are numbers separated by commas, for example 10, 20, 50.",
+            "invalid_field",
+        ) from None
+
+
 def request_sweep(
     *,
     model: Model,
@@ -39,14 +87,29 @@ def request_sweep(
     max_concurrency: int = 8,
     step_seconds: float | None = None,
     example_id: int | None = None,
+    mode: str = "concurrency",
+    rates: Sequence[float] | None = None,
 ) -> PerfRun:
-    """Check the request and queue the sweep job; the serving version is what gets measured."""
+    """Check the request and queue the sweep job; the serving version is what gets measured.
+
+    ``mode="concurrency"`` (closed loop, 1, 2, 4 ... up to ``max_concurrency``) or ``"rate"``
+    (open loop at each of ``rates`` requests per second)."""
     if model.serving_version is None:
         raise HubError(
             f"{model.name} is not served; serve a version before measuring it.", "not_served", 409
         )
     version = model.versions.get(number=model.serving_version)
-    plan = make_plan(max_concurrency, float(step_seconds or settings.SWEEP_STEP_SECONDS))
+    seconds = float(step_seconds or settings.SWEEP_STEP_SECONDS)
+    if mode == "rate":
+        plan = make_rate_plan(rates or (), seconds)
+        what = "at " + ", ".join(f"{r:g}" for r in plan.rates or ()) + " req/s"
+    elif mode == "concurrency":
+        plan = make_plan(max_concurrency, seconds)
+        what = f"concurrency up to {max_concurrency}"
+    else:
+        raise HubError(
+            f"Unknown sweep mode {mode[:40]!r}: 'concurrency' or 'rate'.", "invalid_field"
+        )
     if example_id is not None and not model.examples.filter(pk=example_id).exists():
         raise HubError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
     busy = Job.objects.filter(
@@ -82,19 +145,23 @@ def request_sweep(
             kind="perf.sweep_requested",
             actor=user,
             message=f"{user.get_username()} started a performance sweep of v{version.number} "
-            f"(concurrency up to {max_concurrency}).",
+            f"({what}).",
         )
         transaction.on_commit(lambda: _enqueue(job))
     return run
 
 
 def _plan_dict(plan: SweepPlan) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
+        "mode": plan.mode,
         "levels": list(plan.levels),
         "step_seconds": plan.step_seconds,
         "warmup_seconds": plan.warmup_seconds,
         "max_total_seconds": plan.max_total_seconds,
     }
+    if plan.rates is not None:
+        data |= {"rates": list(plan.rates), "max_in_flight": plan.max_in_flight}
+    return data
 
 
 def _enqueue(job: Job) -> None:
