@@ -133,3 +133,27 @@ def test_bad_tuning_requests_are_refused(api, body, status, code) -> None:  # ty
     refused = api("post", "/api/v1/models/mlp/tune", body)
     assert (refused.status_code, refused.json()["code"]) == (status, code), refused.json()
     assert not TuningRun.objects.exists()
+
+
+@pytest.mark.load  # drives a model for tens of seconds: run once in CI, not per database
+def test_the_latency_objective_measures_each_trial_at_the_rate_asked(
+    api, celery_worker, triton
+) -> None:
+    from tests.fixtures.pipeline import add_version, create_model
+
+    create_model(api, "mlp")
+    add_version(api, celery_worker, 1)
+    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
+    started = api(
+        "post", "/api/v1/models/mlp/tune", {"objective": "latency", "rate": 40, "budget_s": 30}
+    )
+    assert started.status_code == 202, started.json()
+    job = wait_for_job(started.json()["job"], celery_worker, timeout=120)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    trials = api("get", f"/api/v1/models/mlp/tune/{started.json()['id']}").json()["trials"]
+    measured = [t for t in trials if t["state"] == "measured"]
+    assert measured and all(t["load"] == 40 for t in measured), trials
+    # Offered 40 requests/s, each trial completed about that (or it says it did not).
+    for trial in measured:
+        assert trial["throughput_rps"] >= 0.95 * 40 or "of the 40 requests/s" in trial["reason"]
+    assert _trials_left(celery_worker.store, triton) == []
