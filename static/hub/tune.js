@@ -37,7 +37,9 @@
     // The budget is drawn only when it is near the points: a far one would squash them.
     var showLimit = limit && limit <= slowest * 3;
     var xmax = nice(Math.max(slowest * 1.2, showLimit ? limit * 1.1 : 0));
-    var ymax = nice(Math.max.apply(null, points.map(function (p) { return p.throughput_rps; })) * 1.1);
+    // The latency objective's limit is a rate: a trial must complete 95% of it to count.
+    var floor = data.objective.kind === "latency" ? data.objective.rate_rps * 0.95 : null;
+    var ymax = nice(Math.max.apply(null, points.map(function (p) { return p.throughput_rps; }).concat(floor ? [floor * 1.1] : [])) * 1.1);
     function x(v) { return L + (W - L - R) * v / xmax; }
     function y(v) { return H - B - (H - T - B) * v / ymax; }
     var svg = el("svg", { viewBox: "0 0 " + W + " " + H, class: "tune-svg", "data-points": String(points.length) });
@@ -54,6 +56,10 @@
       svg.appendChild(el("text", { x: x(limit) - 4, y: T + 10, "text-anchor": "end", class: "limit-label" }, "p99 budget " + limit + " ms"));
     } else if (limit) {
       svg.appendChild(el("text", { x: W - R, y: T + 10, "text-anchor": "end", class: "limit-label" }, "p99 budget " + limit + " ms, off the chart →"));
+    }
+    if (floor) {
+      svg.appendChild(el("line", { x1: L, x2: W - R, y1: y(floor), y2: y(floor), class: "limit" }));
+      svg.appendChild(el("text", { x: W - R, y: y(floor) - 5, "text-anchor": "end", class: "limit-label" }, "95% of " + data.objective.rate_rps + " req/s asked"));
     }
     points.forEach(function (p) {
       var best = p.index === data.best;
