@@ -160,4 +160,6 @@ def test_the_node_worker_loads_neither_django_nor_webapp(tmp_path: Path) -> None
         timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['node.build', 'node.place', 'node.probe', 'node.unload']"
+    assert result.stdout.strip() == (
+        "['node.build', 'node.place', 'node.probe', 'node.trial', 'node.unload']"
+    )
