@@ -14,6 +14,9 @@ data once to ``big.onnx`` in the temp dir; then, in the same run:
 * **raw, durable like the product**: what the product promises (an acknowledged chunk survives
   a crash), done the fastest plain way: writeback started as bytes are written, an fsync after
   every chunk, and each chunk acknowledged before the next is sent.
+* **raw, durable like the product, with O_DIRECT** (informational): the same promise with
+  direct writes, as the product now makes them (``model_store/uploads/direct_io.py``): what
+  the product could reach at best on this disk. Skipped where the file system refuses it.
 * **product**: ``POST /api/v1/uploads``, then one ``PUT`` per chunk (``Upload-Offset``, the
   server's ``chunk_bytes``) over one keep-alive ``http.client`` connection, then ``DELETE``.
   No version is created (the bytes are not a model).
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import mmap
 import os
 import socket
 import sys
@@ -59,6 +63,8 @@ from _stack import (
 
 PIECE = 1024 * 1024  # what the server side copies at a time (model_store.uploads.PIECE_SIZE)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from model_store.uploads.direct_io import ALIGN as DIRECT_ALIGN  # noqa: E402
+from model_store.uploads.direct_io import DIRECT_BUFFER_BYTES, open_direct  # noqa: E402
 from model_store.uploads.upload_store import (  # noqa: E402  (after the path above)
     WRITEBACK_BYTES,
     _start_writeback,
@@ -155,6 +161,84 @@ def raw_loopback(source: Path, size: int, dest: Path, chunk: int, mode: str = "e
     elapsed = time.perf_counter() - started
     thread.join(60)
     server.close()
+    if failure:
+        raise RuntimeError(f"the raw receiver failed: {failure[0]!r}")
+    if ack != b"K" or dest.stat().st_size != size:
+        raise RuntimeError(f"the raw copy is incomplete ({dest.stat().st_size} of {size} bytes)")
+    dest.unlink()
+    return elapsed
+
+
+def raw_loopback_direct(source: Path, size: int, dest: Path, chunk: int) -> float | None:
+    """:func:`raw_loopback`'s ``durable`` copy with ``O_DIRECT``, as the product now writes
+    (``model_store/uploads/direct_io.py``), done the fastest plain way: the receiver reads the
+    socket straight into a page-aligned buffer of ``DIRECT_BUFFER_BYTES`` and writes it whole
+    with ``O_DIRECT`` (a tail shorter than a block the ordinary way), fsyncs after every chunk
+    and acknowledges it before the client sends the next. None where the temp dir's file system
+    refuses ``O_DIRECT``."""
+    dest.write_bytes(b"")
+    direct_fd = open_direct(dest)
+    if direct_fd is None:
+        return None
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    failure: list[BaseException] = []
+
+    def receive() -> None:
+        try:
+            conn, _ = server.accept()
+            buf = mmap.mmap(-1, DIRECT_BUFFER_BYTES)
+            view = memoryview(buf)
+            fd = os.open(dest, os.O_WRONLY)
+            try:
+                received = landed = 0
+                while received < size:
+                    chunk_end = min(size, (received // chunk + 1) * chunk)
+                    filled = 0
+                    while received < chunk_end:
+                        wanted = min(DIRECT_BUFFER_BYTES - filled, chunk_end - received)
+                        n = conn.recv_into(view[filled:], wanted)
+                        if not n:
+                            raise RuntimeError("the client went away")
+                        filled += n
+                        received += n
+                        if filled == DIRECT_BUFFER_BYTES or received == chunk_end:
+                            aligned = filled - filled % DIRECT_ALIGN
+                            if aligned:
+                                os.pwrite(direct_fd, view[:aligned], landed)
+                            if filled > aligned:
+                                os.pwrite(fd, view[aligned:filled], landed + aligned)
+                            landed += filled
+                            filled = 0
+                    os.fsync(fd)
+                    conn.sendall(b"k" if received < size else b"K")
+            finally:
+                view.release()
+                buf.close()
+                os.close(fd)
+                conn.close()
+        except BaseException as exc:  # reported by the caller
+            failure.append(exc)
+
+    thread = threading.Thread(target=receive, name="raw-direct-receiver", daemon=True)
+    thread.start()
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    started = time.perf_counter()
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock, source.open("rb") as src:
+            sent = 0
+            while n := src.readinto(buf):
+                sock.sendall(view[:n])
+                sent += n
+                if sent < size and sock.recv(1) != b"k":
+                    raise RuntimeError("the raw receiver did not acknowledge a chunk")
+            ack = sock.recv(1)
+        elapsed = time.perf_counter() - started
+    finally:
+        thread.join(60)
+        server.close()
+        os.close(direct_fd)
     if failure:
         raise RuntimeError(f"the raw receiver failed: {failure[0]!r}")
     if ack != b"K" or dest.stat().st_size != size:
@@ -351,6 +435,7 @@ def main() -> int:
                 raw: list[float] = []
                 raw_sync: list[float] = []
                 raw_durable: list[float] = []
+                raw_direct: list[float] = []
                 before = (args.baseline_runs + 1) // 2
                 after = args.baseline_runs - before
 
@@ -365,6 +450,13 @@ def main() -> int:
                                 raw_loopback(source, size, workdir / "raw.bin", chunk, mode)
                             )
                             say(f"{label}: {runs[-1]:.2f} s ({size / runs[-1] / 1e6:.0f} MB/s)")
+                        direct = raw_loopback_direct(source, size, workdir / "raw.bin", chunk)
+                        if direct is not None:
+                            raw_direct.append(direct)
+                            say(
+                                "raw loopback, durable like the product, O_DIRECT: "
+                                f"{direct:.2f} s ({size / direct / 1e6:.0f} MB/s)"
+                            )
 
                 baseline(before)
                 say(f"product upload of {size / MIB:.0f} MiB in {chunk / MIB:.0f} MiB chunks …")
@@ -395,10 +487,18 @@ def main() -> int:
             "median_seconds": raw_durable_s,
             "mb_per_s": size / raw_durable_s / 1e6,
         },
+        "raw_loopback_durable_direct": {
+            "runs_seconds": raw_direct,
+            "median_seconds": median(raw_direct) if raw_direct else None,
+            "mb_per_s": size / median(raw_direct) / 1e6 if raw_direct else None,
+        },
         "product": product,
         "ratio_product_to_raw": raw_s / product["seconds"],
         "ratio_product_to_raw_fsync_per_chunk": raw_sync_s / product["seconds"],
         "ratio_product_to_raw_durable": raw_durable_s / product["seconds"],
+        "ratio_product_to_raw_durable_direct": (
+            median(raw_direct) / product["seconds"] if raw_direct else None
+        ),
         "goals": {
             "ratio_product_to_raw_min": 0.8,
             "ratio_product_to_raw_durable_min": 0.8,
@@ -424,6 +524,18 @@ def main() -> int:
             f"{size / raw_durable_s / 1e6:.0f}",
             f"{raw_s / raw_durable_s:.2f}",
         ),
+        *(
+            [
+                (
+                    "raw loopback -> file, durable, O_DIRECT",
+                    f"{median(raw_direct):.2f}",
+                    f"{size / median(raw_direct) / 1e6:.0f}",
+                    f"{raw_s / median(raw_direct):.2f}",
+                )
+            ]
+            if raw_direct
+            else []
+        ),
         (
             "product: chunked API upload",
             f"{product['seconds']:.2f}",
@@ -440,6 +552,11 @@ def main() -> int:
         "throughput ratio product/raw durable like the product: "
         f"{results['ratio_product_to_raw_durable']:.2f} (goal >= 0.8)"
     )
+    if raw_direct:
+        print(
+            "throughput ratio product/raw durable with O_DIRECT (informational): "
+            f"{results['ratio_product_to_raw_durable_direct']:.2f}"
+        )
     if "web_rss_peak_growth_mib" in product:
         print(
             f"web (uvicorn) RSS: {product['web_rss_before_mib']:.0f} MiB before, peak growth "

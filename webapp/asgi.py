@@ -37,11 +37,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from webapp.api.stream_upload import StreamingUploads, tune_malloc  # noqa: E402
+from webapp.api.stream_upload import (  # noqa: E402
+    StreamingUploads,
+    tune_malloc,
+    tune_socket_reads,
+)
 from webapp.gateway_fast import V2FastPath  # noqa: E402
 from webapp.routing import websocket_urlpatterns  # noqa: E402
 
 tune_malloc()  # large request bodies without a page fault per piece (see its docstring)
+tune_socket_reads()  # 1 MiB per socket read: a quarter of the per-piece work (docstring)
 
 # /v2 inference is checked and passed to Triton in the event loop (webapp/gateway_fast.py).
 v2_fast_path = V2FastPath(StreamingUploads(django_http_app))

@@ -6,6 +6,8 @@ it):
 * :mod:`~model_store.uploads.errors`: the errors and their message helpers;
 * :mod:`~model_store.uploads.records`: what an upload is on disk (``uploads/<id>/meta.json``
   and ``data.part``), the records handed out, the checks on ids and names;
+* :mod:`~model_store.uploads.direct_io`: writing chunks with ``O_DIRECT`` from a reused
+  aligned buffer (no copy into the page cache) and hashing the finished file the same way;
 * :mod:`~model_store.uploads.upload_store`: :class:`UploadStore`, which receives chunks (at the
   current end only, so retries are safe), serialises writers and enforces the limits;
 * :mod:`~model_store.uploads.bundles`: unpacking and checking a bundle (one ``.onnx`` file and

@@ -26,6 +26,13 @@ from typing import Any, BinaryIO
 
 from model_store.errors import ModelStoreError
 from model_store.store import atomic_write_text, fsync_dir
+from model_store.uploads.direct_io import (
+    DIRECT_MIN_BYTES,
+    IDLE_FLUSH_S,
+    ChunkWriter,
+    open_direct,
+    sha256_direct,
+)
 from model_store.uploads.errors import (
     InsufficientStorage,
     InvalidUpload,
@@ -105,6 +112,7 @@ class UploadStore:
         max_open_per_owner: int | None = None,
         max_open_bytes_per_owner: int | None = None,
         min_free_bytes: int = 0,
+        direct_io: bool = True,
     ) -> None:
         if max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
@@ -116,6 +124,8 @@ class UploadStore:
         self.max_open_bytes_per_owner = max_open_bytes_per_owner
         #: Bytes that must stay free on the store's disk after every upload and chunk.
         self.min_free_bytes = min_free_bytes
+        #: Chunks written with ``O_DIRECT`` where the file system allows (:mod:`.direct_io`).
+        self.direct_io = direct_io
 
     # Paths and metadata ------------------------------------------------------------
 
@@ -284,8 +294,12 @@ class UploadStore:
         """Appends ``length`` bytes read from ``stream`` at ``offset`` and returns the new total.
 
         The bytes are copied in :data:`PIECE_SIZE` pieces (constant memory) and
-        flushed to disk (``fsync``) before returning; on Linux, writeback of each
-        :data:`WRITEBACK_BYTES` starts as soon as they are written, so the final
+        flushed to disk (``fsync``) before returning. Where the file system allows (Linux),
+        chunks of :data:`~.direct_io.DIRECT_MIN_BYTES` or more are written with ``O_DIRECT``
+        from a reused buffer, without a copy into the page cache (:mod:`.direct_io`), and a
+        stream with ``wait_readable(timeout)`` (``BodyPipe``) has what is buffered written
+        whenever bytes stop coming for :data:`~.direct_io.IDLE_FLUSH_S`. Otherwise writeback of
+        each :data:`WRITEBACK_BYTES` starts as soon as they are written, so the final
         ``fsync`` is short. If the stream ends early or
         fails, the bytes that did arrive are kept and flushed, so the client can
         resume from :meth:`status`; with a short stream the returned total is less
@@ -308,11 +322,16 @@ class UploadStore:
             UploadBusy: Another writer held the upload for longer than the lock timeout.
         """
         _check_chunk_numbers(offset, length)
-        with self._locked_part(upload_id) as (_dir, fh, meta):
+        with self._locked_part(upload_id) as (upload_dir, fh, meta):
             received = os.fstat(fh.fileno()).st_size
             _check_chunk(upload_id, meta, received, offset, length)
             # The disk may have filled since the upload started: refuse before a byte lands.
             self._check_free_space(length, "this chunk")
+            direct_fd = None
+            if self.direct_io and length >= DIRECT_MIN_BYTES:
+                direct_fd = open_direct(upload_dir / PART_FILE)
+            if direct_fd is not None:
+                return self._write_direct(fh, direct_fd, offset, stream, length)
             fh.seek(offset)
             remaining = length
             unsynced = offset  # the first byte not yet handed to the kernel's writeback
@@ -334,6 +353,46 @@ class UploadStore:
                 fh.flush()
                 os.fsync(fh.fileno())
             return offset + length - remaining
+
+    @staticmethod
+    def _write_direct(
+        fh: BinaryIO, direct_fd: int, offset: int, stream: BinaryIO, length: int
+    ) -> int:
+        """:meth:`write_chunk`'s copy with ``O_DIRECT`` (see :mod:`.direct_io`): no page-cache
+        copy for the aligned bulk of the chunk; the same result, and the same ``fsync``."""
+        try:
+            writer = ChunkWriter(fh.fileno(), direct_fd, offset)
+        except BaseException:
+            os.close(direct_fd)
+            raise
+        remaining = length
+        # A BodyPipe says whether bytes arrive soon: if not, what is buffered lands first.
+        wait_readable = getattr(stream, "wait_readable", None)
+        try:
+            try:
+                while remaining:
+                    if (
+                        wait_readable is not None
+                        and writer.buffered
+                        and not wait_readable(IDLE_FLUSH_S)
+                    ):
+                        writer.flush()
+                    piece = stream.read(min(PIECE_SIZE, remaining))
+                    if not piece:
+                        break
+                    if len(piece) > remaining:  # a stream that ignores its argument
+                        piece = piece[:remaining]
+                    writer.write(piece)
+                    remaining -= len(piece)
+            finally:
+                # Also after a failed read: the bytes that arrived are kept and flushed.
+                try:
+                    writer.flush()
+                finally:
+                    os.fsync(fh.fileno())
+        finally:
+            writer.close()
+        return offset + length - remaining
 
     def check_chunk(self, upload_id: str, offset: int, length: int) -> Upload:
         """Refuses a chunk that :meth:`write_chunk` would refuse, before its bytes are read.
@@ -380,11 +439,13 @@ class UploadStore:
                 )
             if meta.get("state") == STATE_COMPLETE and meta.get("received_sha256"):
                 return FinishedUpload(part, str(meta["received_sha256"]), size, meta["filename"])
-            fh.seek(0)
-            digest = hashlib.sha256()
-            while block := fh.read(PIECE_SIZE):
-                digest.update(block)
-            actual = digest.hexdigest()
+            actual = sha256_direct(part) if self.direct_io else None
+            if actual is None:
+                fh.seek(0)
+                digest = hashlib.sha256()
+                while block := fh.read(PIECE_SIZE):
+                    digest.update(block)
+                actual = digest.hexdigest()
             declared = meta.get("sha256")
             if declared and declared != actual:
                 self._remove_dir(upload_dir)

@@ -445,7 +445,8 @@ def test_write_chunk_starts_writeback_as_it_goes(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(
         upload_store, "_start_writeback", lambda fd, offset, count: calls.append((offset, count))
     )
-    store = UploadStore(tmp_path, max_bytes=1 << 30)
+    # The buffered path (where O_DIRECT is unavailable or turned off).
+    store = UploadStore(tmp_path, max_bytes=1 << 30, direct_io=False)
     data = os.urandom(3 * upload_store.WRITEBACK_BYTES + 10)
     upload = store.create("m.onnx", size=len(data))
     import io
@@ -456,3 +457,26 @@ def test_write_chunk_starts_writeback_as_it_goes(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(upload_store, "_start_writeback", None)  # not Linux: still works
     upload = store.create("m.onnx", size=len(data))
     assert store.write_chunk(upload.id, 0, io.BytesIO(data), len(data)) == len(data)
+
+
+def test_chunks_large_enough_for_direct_writes_arrive_intact(apps, key, store, settings):
+    """Chunks past ``DIRECT_MIN_BYTES`` (written with O_DIRECT where the file system allows),
+    in socket-sized messages, starting mid-block: the same bytes and answers as small ones."""
+    from model_store.uploads.direct_io import DIRECT_MIN_BYTES
+
+    settings.UPLOAD_CHUNK_BYTES = 4 * DIRECT_MIN_BYTES
+    application, _ = apps
+    payload = os.urandom(5 * DIRECT_MIN_BYTES + 4321)
+    upload_id = start_upload(key, len(payload))
+    path = f"/api/v1/uploads/{upload_id}"
+    offset = 0
+    for end in (DIRECT_MIN_BYTES + 99, 4 * DIRECT_MIN_BYTES, len(payload)):
+        piece = payload[offset:end]
+        messages = [piece[at : at + 262_144] for at in range(0, len(piece), 262_144)]
+        headers = chunk_headers(key, offset, len(piece))
+        reply = run(lambda: exchange(application, "PUT", path, headers, messages))  # noqa: B023
+        assert reply.status == 200, reply.body
+        offset = end
+        assert reply.json() == {"id": upload_id, "offset": offset, "size": len(payload)}
+    assert part_file(store, upload_id) == payload
+    assert status_of(key, upload_id)["offset"] == len(payload)
