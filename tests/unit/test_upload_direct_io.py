@@ -21,6 +21,7 @@ import pytest
 from model_store.uploads import direct_io, upload_store
 from model_store.uploads.direct_io import ALIGN, DIRECT_BUFFER_BYTES, sha256_direct
 from model_store.uploads.upload_store import UploadStore
+from tests.fixtures.loops import run_in_own_loop
 
 MiB = 1 << 20
 
@@ -143,7 +144,7 @@ def test_bytes_land_while_the_client_stalls(store, direct_opens) -> None:
         pipe.close()
         return landed_while_stalled, await writing
 
-    with_stall, received = asyncio.run(scenario())
+    with_stall, received = run_in_own_loop(scenario)
     assert with_stall == sent_first
     assert received == len(data)
     assert direct_opens == [True]

@@ -5,12 +5,12 @@ server closed while idle, and answers that are not HTTP."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
 
 from model_store.runtime.keepalive_http import AnswerError, KeepAliveClient
+from tests.fixtures.loops import run_in_own_loop
 
 Handler = Callable[[bytes, bytes], bytes]  # (head, body) -> the raw answer
 
@@ -47,22 +47,7 @@ async def _serve(answer: Handler, *, close_after: int = 0):  # type: ignore[no-u
 
 
 def _run(test: Callable[[], Awaitable[None]]) -> None:
-    """Runs ``test`` on a new loop in its own thread: the suite's browser tests leave
-    Playwright's loop running on the main thread, where ``asyncio.run`` refuses to start."""
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(test())  # type: ignore[arg-type]
-        except BaseException as exc:
-            failures.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(30)
-    assert not thread.is_alive(), "the test's event loop did not finish in 30 s"
-    if failures:
-        raise failures[0]
+    run_in_own_loop(test)
 
 
 def test_a_content_length_answer_and_the_connection_is_kept() -> None:
