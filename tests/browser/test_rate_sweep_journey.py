@@ -14,7 +14,8 @@ from tests.fixtures.pipeline import add_version, create_model
 from tests.fixtures.users import PASSWORD
 from webapp.registry.models import PerfRun
 
-pytestmark = pytest.mark.integration
+# load: it drives a model at fixed rates for seconds; run once in CI, not per database.
+pytestmark = [pytest.mark.integration, pytest.mark.load]
 
 
 def test_a_fixed_rate_sweep_is_drawn_against_the_offered_rate(

@@ -22,6 +22,7 @@ SCHEDULING = {
 }
 
 
+@pytest.mark.load  # a switch under client traffic: run once in CI, not per database
 def test_a_batching_revision_reuses_the_artifact_and_switches_without_a_failed_request(
     api, celery_worker, triton
 ) -> None:
