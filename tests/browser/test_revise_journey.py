@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.fixtures.pipeline import add_version, create_model
-from tests.fixtures.users import PASSWORD
+from tests.fixtures.browser import serve_mlp, sign_in
 from webapp.registry.models import Job, Version
 
 pytestmark = pytest.mark.integration
@@ -21,15 +20,10 @@ pytestmark = pytest.mark.integration
 def test_a_config_revision_from_the_browser_is_packaged_and_served(
     page: Page, live_server, celery_worker, triton, api, screenshot_dir: Path
 ) -> None:
-    create_model(api, "mlp")
-    add_version(api, celery_worker, 1)
-    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
+    serve_mlp(api, celery_worker)
     base = live_server.url
     page.set_viewport_size({"width": 1280, "height": 900})
-    page.goto(f"{base}/login/")
-    page.get_by_label("User name").fill("otto")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
+    sign_in(page, base)
 
     page.goto(f"{base}/models/mlp/versions/1/")
     page.get_by_role("button", name="Edit serving config").click()

@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Page, expect
 
+from tests.fixtures.browser import sign_in
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.registry import served_model
-from tests.fixtures.users import PASSWORD
 from webapp.registry import demo
 from webapp.registry.models import Job, Model
 
@@ -56,10 +56,7 @@ def red_png() -> bytes:
 
 
 def _sign_in(page: Page, base: str) -> None:
-    page.goto(f"{base}/login/")
-    page.get_by_label("User name").fill("otto")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
+    sign_in(page, base)
     expect(page).to_have_url(f"{base}/models/")
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.fixtures.pipeline import add_version, create_model
-from tests.fixtures.users import PASSWORD
+from tests.fixtures.browser import serve_mlp, sign_in
 from webapp.registry.models import TuningRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.load]
@@ -18,14 +17,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.load]
 def test_an_operator_finds_a_better_config_and_makes_it_a_revision(
     page: Page, live_server, celery_worker, triton, api, screenshot_dir: Path
 ) -> None:
-    create_model(api, "mlp")
-    add_version(api, celery_worker, 1)
-    assert api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1}).status_code == 200
+    serve_mlp(api, celery_worker)
     base = live_server.url
-    page.goto(f"{base}/login/")
-    page.get_by_label("User name").fill("otto")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
+    sign_in(page, base)
 
     page.goto(f"{base}/models/mlp/perf/")
     panel = page.locator("#tune-panel")
