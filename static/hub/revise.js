@@ -26,3 +26,21 @@ if (box && errorLine) {
     if (e.detail.elt === box) show("The dashboard did not answer, so this preview is out of date; check your connection and edit a field to try again.");
   });
 }
+
+// A field edited before htmx had set the page up (it does so once the document is parsed)
+// sent no preview: ask for one as soon as htmx is ready, so the diff never lags what was typed.
+function edited(form) {
+  return Array.prototype.some.call(form.elements, function (el) {
+    if (el.type === "checkbox" || el.type === "radio") return el.checked !== el.defaultChecked;
+    if (el.tagName === "SELECT") {
+      return Array.prototype.some.call(el.options, function (o) { return o.selected !== o.defaultSelected; });
+    }
+    return "defaultValue" in el && el.value !== el.defaultValue;
+  });
+}
+document.addEventListener("DOMContentLoaded", function () {
+  setTimeout(function () {  // after htmx's own DOMContentLoaded handler
+    var form = document.getElementById("revise-form");
+    if (form && edited(form)) form.dispatchEvent(new Event("input", { bubbles: true }));
+  }, 0);
+});

@@ -6,6 +6,7 @@ Real parts: Chromium, the Django app, a Celery worker process, Redis, onnxruntim
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def test_a_config_revision_from_the_browser_is_packaged_and_served(
     page.goto(f"{base}/models/mlp/versions/1/")
     page.get_by_role("button", name="Edit serving config").click()
     expect(page).to_have_url(f"{base}/models/mlp/versions/1/revise/")
+    page.wait_for_load_state()  # htmx sets the live preview up once the page is parsed
     preview = page.locator("#revision-preview")
     expect(preview).to_contain_text("No change yet")
     instances = page.get_by_label("Instances")
@@ -91,3 +93,14 @@ def test_a_config_revision_from_the_browser_is_packaged_and_served(
     expect(page.get_by_role("heading", name="mlp")).to_contain_text("v2 READY")
     expect(page.locator("#version-rows")).to_contain_text("revision of v1")
     page.screenshot(path=str(screenshot_dir / "revise-model-page.png"), full_page=True)
+
+    # Typed before htmx is ready (a slow connection): the preview still follows what was typed.
+    def late_htmx(route) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(1.5)
+        route.continue_()
+
+    page.route("**/htmx-2.min.js", late_htmx)
+    page.goto(f"{base}/models/mlp/versions/2/revise/", wait_until="commit")
+    page.get_by_label("Instances").fill("3")
+    expect(page.locator("#revision-preview .diff-add")).to_contain_text(["count: 3"])
+    page.unroute("**/htmx-2.min.js")
