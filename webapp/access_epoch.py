@@ -52,10 +52,10 @@ def _client(url: str) -> redis.Redis:
 
 
 def _move() -> None:
-    if not settings.REDIS_URL:
+    if not settings.LIMITS_REDIS_URL:
         return  # no Redis: no fast path either (it needs the counter), nothing to tell
     try:
-        _client(settings.REDIS_URL).incr(KEY)
+        _client(settings.LIMITS_REDIS_URL).incr(KEY)
     except redis.RedisError as exc:
         # The fast path forgets its caches whenever Redis fails it, and keeps nothing longer
         # than MAX_AGE_SECONDS (webapp/gateway_fast.py), so a lost move is bounded.

@@ -189,7 +189,7 @@ class V2FastPath:
     @staticmethod
     def _call_of(scope: Scope) -> tuple[str, str, int | None, int] | None:
         """``(token key, model, version, body length)`` of a call this path may take."""
-        if scope["method"] != "POST" or not settings.REDIS_URL:
+        if scope["method"] != "POST" or not settings.LIMITS_REDIS_URL:
             return None
         found = _INFER.fullmatch(scope["path"])
         if found is None:
@@ -384,7 +384,7 @@ class V2FastPath:
         await _answer(send, status, payload, passed)
 
     def _redis_client(self) -> aioredis.Redis:
-        url = settings.REDIS_URL
+        url = settings.LIMITS_REDIS_URL
         client = self._redis.get(url)
         if client is None:
             client = aioredis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)

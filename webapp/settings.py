@@ -69,12 +69,18 @@ MIDDLEWARE = [
     "webapp.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Between sessions and CommonMiddleware, as Django asks: the language of the browser
+    # (Accept-Language) or of the switcher's cookie; LanguagePreferenceMiddleware refines it.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # After AuthenticationMiddleware (which would overwrite request.user) and still before
     # CsrfViewMiddleware.process_view, which reads the exemption it sets.
     "webapp.accounts.auth.TokenAuthenticationMiddleware",
+    # After both: a signed-in user's saved language wins on pages; the API follows
+    # Accept-Language alone (webapp/accounts/language.py).
+    "webapp.accounts.language.LanguagePreferenceMiddleware",
     # Before CSRF's process_view parses a body: refuses anonymous and oversized bodies unread.
     "webapp.request_limits.RequestBodyGuard",
     "webapp.accounts.auth.LoginRequiredMiddleware",
@@ -144,9 +150,13 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "models"
 LOGOUT_REDIRECT_URL = "login"
 
+# English is the source language; Simplified Chinese is translated (docs/i18n.md). "en-us"
+# resolves to "en" of LANGUAGES, so browsers and tests without a preference get English.
 LANGUAGE_CODE = "en-us"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
-USE_I18N = False
+USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -282,6 +292,13 @@ if REDIS_URL:
 else:
     # Without Redis (a bare `manage.py` call, unit tests) pushes stay in-process.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Counters that need no durability: the per-user inference limits, in-flight slow requests
+# and the access epoch (webapp/access_epoch.py), written on every inference call. The broker's
+# Redis must survive a restart with its queue (the embedded one fsyncs every write, ~0.3 ms on
+# the development VM's disk); these counters may be lost, so `make run` keeps them in a second
+# Redis without an append-only file. Unset: REDIS_URL.
+LIMITS_REDIS_URL = env_str("LIMITS_REDIS_URL") or REDIS_URL
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"

@@ -9,7 +9,7 @@ for a health check or a page. Two bounds apply, both checked before any waiting 
   all but four of the pool); the next one is answered 503 with ``Retry-After`` at once;
 * per person, at most ``INFER_CONCURRENCY_PER_USER`` slow requests at once, counted in Redis
   across every web process (a sorted set of request ids, so a crashed process's entries
-  expire instead of leaking); the next one gets 429.
+  expire instead of leaking; ``LIMITS_REDIS_URL``); the next one gets 429.
 
 The process bound is about this process's own threads, so it lives in this process's memory.
 """
@@ -58,16 +58,16 @@ def _redis(url: str) -> redis.Redis:
 
 def _enter_user(user_key: str, request_id: str, limit: int, ttl: float) -> bool:
     """Count this request for the person; False (and not counted) past ``limit``."""
-    if settings.REDIS_URL:
+    if settings.LIMITS_REDIS_URL:
         key, now = _KEY.format(user=user_key), time.time()
-        pipe = _redis(settings.REDIS_URL).pipeline()
+        pipe = _redis(settings.LIMITS_REDIS_URL).pipeline()
         pipe.zremrangebyscore(key, 0, now - ttl)  # entries of requests that never left
         pipe.zadd(key, {request_id: now})
         pipe.zcard(key)
         pipe.expire(key, int(ttl) + 1)
         count = pipe.execute()[2]
         if count > limit:
-            _redis(settings.REDIS_URL).zrem(key, request_id)
+            _redis(settings.LIMITS_REDIS_URL).zrem(key, request_id)
             return False
         return True
     with _local_lock:
@@ -79,9 +79,9 @@ def _enter_user(user_key: str, request_id: str, limit: int, ttl: float) -> bool:
 
 
 def _leave_user(user_key: str, request_id: str) -> None:
-    if settings.REDIS_URL:
+    if settings.LIMITS_REDIS_URL:
         with contextlib.suppress(redis.RedisError):
-            _redis(settings.REDIS_URL).zrem(_KEY.format(user=user_key), request_id)
+            _redis(settings.LIMITS_REDIS_URL).zrem(_KEY.format(user=user_key), request_id)
         return
     with _local_lock:
         _local_inflight.get(user_key, set()).discard(request_id)

@@ -26,6 +26,7 @@ from webapp.private_files import FILE_MODE
 SHARED = (
     "HUB_URL",
     "REDIS_URL",
+    "LIMITS_REDIS_URL",
     "TRITON_URL",
     "TRITON_GRPC_URL",
     "TRITON_METRICS_URL",

