@@ -57,6 +57,7 @@ def test_make_run_serves_a_healthy_stack_and_ctrl_c_stops_every_process(tmp_path
         assert set(health["checks"]) == {"web", "database", "broker", "workers", "triton", "parts"}
         assert all(check["ok"] for check in health["checks"].values()), health
         _assert_triton_is_locked_to_the_hub(env, token, children, tmp_path)
+        _assert_the_limits_have_a_redis_without_fsync(tmp_path / "var")
     finally:
         if proc.poll() is None:
             children = _descendants(proc.pid)
@@ -131,3 +132,15 @@ def test_busy_ports_are_reported_before_anything_starts(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert f"web port {env['HUB_PORT']}" in result.stdout
     assert "redis: ready" not in result.stdout
+
+
+def _assert_the_limits_have_a_redis_without_fsync(var_dir: Path) -> None:
+    """Per-call counters live apart from the broker, whose every write is fsynced."""
+    import redis
+
+    shared = json.loads((var_dir / "run" / "connections.json").read_text())["settings"]
+    broker = redis.Redis.from_url(shared["REDIS_URL"])
+    limits = redis.Redis.from_url(shared["LIMITS_REDIS_URL"])
+    assert shared["LIMITS_REDIS_URL"] != shared["REDIS_URL"]
+    assert broker.config_get("appendfsync")["appendfsync"] == "always"
+    assert limits.config_get("appendonly")["appendonly"] == "no"
