@@ -7,7 +7,7 @@ liked. This middleware sits right after authentication and before anything that 
 body, and answers from the headers alone:
 
 * a body from someone not signed in is refused (401 for the API, 403 for pages), except on
-  the sign-in pages, whose bodies are small;
+  the sign-in pages and the language switcher, whose bodies are small;
 * a body longer than the limit for its kind of endpoint is refused with 413 and the limit;
 * a body of unknown length (``Transfer-Encoding: chunked``) is refused with 411, since its
   size cannot be checked before reading.
@@ -32,8 +32,9 @@ from django.http import HttpRequest, HttpResponse
 from webapp.accounts.auth import is_api_request
 from webapp.errors import HubError, json_error
 
-#: Pages that take a form from someone not yet signed in (the bodies are a few hundred bytes).
-PUBLIC_FORMS = ("/login/", "/admin/login/")
+#: Forms someone not yet signed in may send (a few hundred bytes): signing in, and the
+#: sign-in page's language switcher.
+PUBLIC_FORMS = ("/login/", "/admin/login/", "/language/")
 PUBLIC_FORM_MAX_BYTES = 64 << 10
 
 _ONE_SHOT_UPLOAD = re.compile(r"^/api/v1/models/[^/]+/versions$")

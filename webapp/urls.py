@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from webapp import gateway
+from webapp.accounts import language
 from webapp.accounts import views as account_views
 from webapp.accounts.auth import role_not_required
 from webapp.ops import metrics_views
@@ -27,6 +28,10 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     # Signing out is the one thing a user without a role may do (see webapp.accounts.auth).
     path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
+    # The header's language switcher and the scripts' translations (docs/i18n.md); both are
+    # reached from the sign-in page too.
+    path("language/", language.set_language, name="set-language"),
+    path("jsi18n/", language.javascript_catalog, name="javascript-catalog"),
     path("models/", registry_views.model_list, name="models"),
     path("models/new/", registry_views.model_new, name="model-new"),
     path("models/retired/<int:pk>/", registry_views.retired_model, name="model-retired"),

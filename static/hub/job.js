@@ -6,8 +6,9 @@
     var button = e.target.closest("[data-copy]");
     if (!button) return;
     navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
-      button.textContent = "Copied";
-      setTimeout(function () { button.textContent = "Copy"; }, 1500);
+      // gettext comes from Django's JavaScript catalogue, which base.html loads first.
+      button.textContent = gettext("Copied");
+      setTimeout(function () { button.textContent = gettext("Copy"); }, 1500);
     });
   });
   function scrollLog() {

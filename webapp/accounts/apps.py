@@ -8,5 +8,6 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from webapp import access_epoch
+        from webapp.accounts import language  # noqa: F401 (connects its sign-in receiver)
 
         access_epoch.connect()

@@ -101,3 +101,19 @@ class ApiToken(models.Model):
             "expires": self.expires.isoformat() if self.expires else None,
             "expired": self.is_expired(),
         }
+
+
+class Preference(models.Model):
+    """What one person chose for the pages they see; today only the language.
+
+    The language is one of ``settings.LANGUAGES`` (empty: follow the browser). It applies to
+    pages only; the API follows each request's ``Accept-Language`` (docs/i18n.md).
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="hub_preference"
+    )
+    language = models.CharField(max_length=16, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.language or 'browser language'}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext
+
 from webapp.errors import HubError
 from webapp.registry.models import Model, Version
 
@@ -10,8 +12,14 @@ def model_or_404(name: str) -> Model:
     model = Model.objects.select_related("created_by", "owner").filter(name=name).first()
     if model is None:
         retired = Model.all_objects.filter(name=name).exclude(retired_at=None).exists()
-        hint = " (it was retired: GET /api/v1/models?retired=true lists it)" if retired else ""
-        raise HubError(f"There is no model named {name!r}{hint}.", "not_found", 404)
+        # Translated for the request's Accept-Language; the code stays "not_found".
+        hint = (
+            gettext(" (it was retired: GET /api/v1/models?retired=true lists it)")
+            if retired
+            else ""
+        )
+        message = gettext("There is no model named %(name)s%(hint)s.")
+        raise HubError(message % {"name": repr(name), "hint": hint}, "not_found", 404)
     return model
 
 
