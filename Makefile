@@ -14,7 +14,7 @@ help:
 	@echo "make test             run every test (unit, integration, browser)"
 	@echo "make test-unit        only the fast unit tests"
 	@echo "make test-integration only tests that start real services (Triton, Redis, browser)"
-	@echo "make lint / typecheck ruff (lint + format check), import layers, djLint / mypy"
+	@echo "make lint / typecheck ruff (lint + format check), import layers, djLint, translations / mypy"
 
 # Packages are installed with uv when it can be had (about a second from a warm cache; pip took
 # about a minute), else with pip. uv is the one on PATH, else one bootstrapped once with pip into
@@ -77,6 +77,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/djlint templates --lint
+	@# Translations (docs/i18n.md): catalogues up to date with the marked strings (needs GNU
+	@# gettext), and no unmarked text in the templates that are already translated.
+	$(PY) -m webapp.i18n_check
+	$(PY) -m webapp.i18n_unmarked --enforce
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy model_store webapp workers

@@ -94,7 +94,7 @@ class LanguagePreferenceMiddleware:
             language = saved_language(request)
         if language:
             translation.activate(language)
-            request.LANGUAGE_CODE = translation.get_language()  # type: ignore[attr-defined]
+            request.LANGUAGE_CODE = translation.get_language()
         return self.get_response(request)
 
 

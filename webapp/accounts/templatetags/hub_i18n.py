@@ -47,3 +47,11 @@ def local_time(value: datetime | None, style: str = "datetime") -> SafeString | 
     return format_html(
         '<time datetime="{}" data-local="{}">{}</time>', value.isoformat(), style, text
     )
+
+
+@register.simple_tag
+def other_languages() -> list[tuple[str, str]]:
+    """The languages the switcher offers: all but the page's, each named in its own language
+    (settings.LANGUAGES's names, which Django's own tag would translate)."""
+    current = translation.get_language()
+    return [(code, name) for code, name in settings.LANGUAGES if code != current]
