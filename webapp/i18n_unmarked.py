@@ -35,16 +35,20 @@ ENFORCED = [
 ]
 
 #: Product names and terms every page keeps in English, in both languages (docs/glossary.md).
-KEPT_IN_ENGLISH_PHRASES = ["Triton Model Hub", "Triton Inference Server"]
+KEPT_IN_ENGLISH_PHRASES = [
+    "Triton Model Hub", "Triton Inference Server", "AI Core", "AI CPU", "req/s", "°C",
+]  # fmt: skip
 KEPT_IN_ENGLISH = {
     # Products, formats and protocols
     "Triton", "ONNX", "ATC", "CANN", "API", "NPU", "HBM", "GE", "OM", "AIPP", "ACL", "pyACL",
     "Ascend", "npu-smi", "JSON", "CSV", "HTTP", "HTTPS", "gRPC", "URL", "UTC", "CPU", "GPU",
     "Prometheus", "Redis", "PostgreSQL", "SQLite", "Celery", "Django", "OpenAPI", "SHA-256",
     "FP16", "FP32", "INT8", "TensorRT", "Python", "Docker", "KServe", "htmx", "ID", "OK",
+    "SoC", "NPUs", "config.pbtxt", "AICore", "RGB", "BGR", "NCHW", "NHWC", "Top-k",
+    "p50", "p90", "p95", "p99",
     # Units
     "s", "ms", "µs", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "px", "x",
-    "v",
+    "W", "min", "rps", "v",
 }  # fmt: skip
 
 #: Elements whose content is code, data or machine text, never translated.
@@ -80,21 +84,36 @@ class Unmarked:
     text: str
 
 
+_OPEN_ATTRIBUTE = re.compile(r"([\w:-]+)\s*=\s*(\"[^\"]*|'[^']*)$")
+
+
+def _tag_context(source: str, position: int) -> tuple[bool, str | None]:
+    """Whether ``position`` is inside an HTML start tag, and the attribute whose quoted value
+    it is in (None between attributes, or outside a tag)."""
+    opened = source.rfind("<", 0, position)
+    if opened < 0 or source.rfind(">", 0, position) > opened:
+        return False, None
+    if not re.match(r"<[A-Za-z]", source[opened : opened + 2]):
+        return False, None
+    attribute = _OPEN_ATTRIBUTE.search(source, opened, position)
+    return True, attribute.group(1).lower() if attribute else None
+
+
 def _replace_django(source: str, template: str, found: list[Unmarked]) -> str:
     def placeholder(match: re.Match[str]) -> str:
         construct = match.group(0)
         line = source.count("\n", 0, match.start()) + 1
-        if construct.startswith("{{"):
+        in_tag, attribute = _tag_context(source, match.start())
+        if construct.startswith("{{") and (not in_tag or attribute in CHECKED_ATTRIBUTES):
             for _name, literal in _TEXT_FILTERS.findall(construct):
                 if _is_text(literal[1:-1]):
                     found.append(Unmarked(template, line, literal))
-            return _OTHER
-        if construct.startswith("{#") or re.match(r"\{%\s*comment", construct):
-            kind = _OTHER
-        elif re.match(r"\{%\s*(block)?(translate|trans)\b", construct):
-            kind = _MARKED
-        else:
-            kind = _OTHER
+        if in_tag and attribute is None:
+            # Between attributes (``<option {% if a %}selected{% endif %}>``): no text here,
+            # and a placeholder would stop the HTML parser from reading the tag.
+            return " " + "\n" * construct.count("\n")
+        marked = re.match(r"\{%\s*(block)?(translate|trans)\b", construct)
+        kind = _MARKED if marked else _OTHER
         # Keep the line numbers of what follows.
         return kind + "\n" * construct.count("\n")
 

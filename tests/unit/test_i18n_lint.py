@@ -45,6 +45,13 @@ def test_code_comments_names_units_and_translate_no_are_not_text() -> None:
     assert _texts(source) == []
 
 
+def test_tags_between_attributes_do_not_hide_the_element() -> None:
+    source = """<option value="a" {% if a %}selected{% endif %}>RGB</option>
+<details {% if open %}open{% endif %}><summary>More</summary></details>
+<dl id="{{ x|default:'host-cann' }}"></dl>"""
+    assert _texts(source) == ["More"]
+
+
 def test_english_literals_in_filters_must_be_marked() -> None:
     assert _texts('<p>{{ user|default:"an unknown user" }}</p>') == ['"an unknown user"']
     assert _texts('<p>{{ user|default:_("an unknown user") }} {{ x|default:"?" }}</p>') == []
