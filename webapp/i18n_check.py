@@ -19,6 +19,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from model_store import spawn
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 LANGUAGES = ["zh_Hans"]
 DOMAINS = ["django", "djangojs"]
@@ -67,12 +69,13 @@ def _scratch_checkout(scratch: Path, base: Path) -> None:
 
 
 def _manage(args: Sequence[str], cwd: Path) -> None:
-    subprocess.run(
+    spawn.run(
         [sys.executable, str(BASE_DIR / "manage.py"), *args, "--symlinks"],
         cwd=cwd,
         check=True,
         stdout=subprocess.DEVNULL,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings"},
+        timeout=300,
     )
 
 
@@ -101,7 +104,9 @@ def stale_mo_files(base: Path = BASE_DIR) -> list[str]:
         for po in sorted((base / "locale").glob("*/LC_MESSAGES/*.po")):
             mo = po.with_suffix(".mo")
             fresh = Path(tmp) / f"{po.parent.parent.name}-{po.stem}.mo"
-            subprocess.run(["msgfmt", "--check-format", "-o", str(fresh), str(po)], check=True)
+            spawn.run(
+                ["msgfmt", "--check-format", "-o", str(fresh), str(po)], check=True, timeout=60
+            )
             if not mo.exists() or _messages(mo) != _messages(fresh):
                 stale.append(str(mo.relative_to(base)))
     return stale
