@@ -5,11 +5,12 @@
 (function () {
   "use strict";
   var VERSION_COLOURS = ["#0172ad", "#c2410c", "#15803d", "#7c3aed", "#b45309", "#0e7490"];
+  // Each phase's legend label names the version too: one whole label per msgid.
   var PHASES = [
-    ["queue_ms", "queue", "#c2410c"],
-    ["compute_input_ms", "compute input", "#7c3aed"],
-    ["compute_infer_ms", "compute infer", "#0172ad"],
-    ["compute_output_ms", "compute output", "#15803d"],
+    ["queue_ms", gettext("%(version)s queue"), "#c2410c"],
+    ["compute_input_ms", gettext("%(version)s compute input"), "#7c3aed"],
+    ["compute_infer_ms", gettext("%(version)s compute infer"), "#0172ad"],
+    ["compute_output_ms", gettext("%(version)s compute output"), "#15803d"],
   ];
   var DASHES = [undefined, [6, 4], [2, 3], [10, 3, 2, 3]];
   var charts = {};
@@ -20,6 +21,11 @@
   function fmt(unit, digits) {
     return function (u, v) { return v == null ? "–" : v.toFixed(digits) + " " + unit; };
   }
+  // A value followed by a word rather than a unit: the word order is the translation's.
+  function fmtWords(text, digits) {
+    return function (u, v) { return v == null ? "–" : interpolate(text, { n: v.toFixed(digits) }, true); };
+  }
+  function named(text, name) { return interpolate(text, { version: name }, true); }
   function colour(i) { return VERSION_COLOURS[i % VERSION_COLOURS.length]; }
 
   // One shared x array (every t of every version) and, per version, a column aligned to it.
@@ -47,24 +53,24 @@
     v.forEach(function (version, i) {
       var name = "v" + version;
       if (clientSide) {
-        tp.push({ version: version, key: "client_requests_per_s", label: name + " calls", stroke: colour(i), unit: "/s", digits: 2 });
-        lat.push({ version: version, key: "client_latency_ms", label: name + " call latency", stroke: colour(i), unit: "ms", digits: 2, span: true });
-        fail.push({ version: version, key: "client_failures_per_s", label: name + " failed calls", stroke: colour(i), unit: "/s", digits: 2 });
+        tp.push({ version: version, key: "client_requests_per_s", label: named(gettext("%(version)s calls"), name), stroke: colour(i), unit: "/s", digits: 2 });
+        lat.push({ version: version, key: "client_latency_ms", label: named(gettext("%(version)s call latency"), name), stroke: colour(i), unit: "ms", digits: 2, span: true });
+        fail.push({ version: version, key: "client_failures_per_s", label: named(gettext("%(version)s failed calls"), name), stroke: colour(i), unit: "/s", digits: 2 });
       } else {
-        tp.push({ version: version, key: "requests_per_s", label: name + " requests", stroke: colour(i), unit: "req/s", digits: 2 });
-        tp.push({ version: version, key: "inferences_per_s", label: name + " inferences", stroke: colour(i), dash: [6, 4], unit: "inf/s", digits: 2 });
+        tp.push({ version: version, key: "requests_per_s", label: named(gettext("%(version)s requests"), name), stroke: colour(i), unit: "req/s", digits: 2 });
+        tp.push({ version: version, key: "inferences_per_s", label: named(gettext("%(version)s inferences"), name), stroke: colour(i), dash: [6, 4], unit: "inf/s", digits: 2 });
         PHASES.forEach(function (phase) {
-          lat.push({ version: version, key: phase[0], label: name + " " + phase[1], stroke: phase[2], dash: DASHES[i % DASHES.length], unit: "ms", digits: 3, span: true });
+          lat.push({ version: version, key: phase[0], label: named(phase[1], name), stroke: phase[2], dash: DASHES[i % DASHES.length], unit: "ms", digits: 3, span: true });
         });
-        fail.push({ version: version, key: "failures_per_s", label: name + " failures", stroke: colour(i), unit: "/s", digits: 2 });
+        fail.push({ version: version, key: "failures_per_s", label: named(gettext("%(version)s failures"), name), stroke: colour(i), unit: "/s", digits: 2 });
       }
-      pend.push({ version: version, key: "pending", label: name + " pending", stroke: colour(i), unit: "requests", digits: 0 });
+      pend.push({ version: version, key: "pending", label: named(gettext("%(version)s pending"), name), stroke: colour(i), words: gettext("%(n)s requests"), digits: 0 });
     });
     return {
-      "chart-throughput": { axis: clientSide ? "calls/s" : "per second", series: tp },
-      "chart-latency": { axis: "milliseconds", series: lat },
-      "chart-failures": { axis: "failures/s", series: fail },
-      "chart-pending": { axis: "requests waiting", series: pend },
+      "chart-throughput": { axis: clientSide ? gettext("calls/s") : gettext("per second"), series: tp },
+      "chart-latency": { axis: gettext("milliseconds"), series: lat },
+      "chart-failures": { axis: gettext("failures/s"), series: fail },
+      "chart-pending": { axis: gettext("requests waiting"), series: pend },
     };
   }
 
@@ -90,14 +96,14 @@
       return {
         // An average latency does not exist where nothing was served: join across the gap.
         label: s.label, stroke: s.stroke, dash: s.dash, width: 1.75, spanGaps: !!s.span,
-        points: { show: data.points.length < 40, size: 4 }, value: fmt(s.unit, s.digits),
+        points: { show: data.points.length < 40, size: 4 }, value: s.words ? fmtWords(s.words, s.digits) : fmt(s.unit, s.digits),
       };
     }));
     charts[el.id] = new uPlot({
       width: Math.max(260, el.clientWidth),
       height: 220,
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-      axes: [{ label: "local time", labelSize: 20 }, { label: spec.axis, size: 64 }],
+      axes: [{ label: gettext("local time"), labelSize: 20 }, { label: spec.axis, size: 64 }],
       series: series,
       legend: { live: true },
     }, values, el);
@@ -112,8 +118,8 @@
       var el = document.getElementById(id);
       if (!el) return;
       if (!tab.xs.length) {
-        empty(el, "No data in " + data.range + " yet. Numbers appear two scrapes (about " +
-          2 * data.scrape_seconds + " s) after Triton serves the model and the worker and beat run.");
+        empty(el, interpolate(gettext("No data in %(range)s yet. Numbers appear two scrapes (about %(seconds)s s) after Triton serves the model and the worker and beat run."),
+          { range: data.range, seconds: 2 * data.scrape_seconds }, true));
         return;
       }
       drawOne(el, all[id], tab, data);

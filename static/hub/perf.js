@@ -22,12 +22,22 @@
   function modeOf(run) { return run.plan && run.plan.mode === "rate" ? "rate" : "concurrency"; }
   // A fixed-rate level sits at its offered rate, a fixed-concurrency one at its clients.
   function xOf(mode, level) { return mode === "rate" ? level.offered_rps : level.concurrency; }
+  // Title, x axis label and the chart's spoken description, per mode (gettext: jsi18n).
   var TITLES = {
-    concurrency: ["Throughput and latency by concurrency", "concurrent clients",
-      "Throughput (requests per second, left axis) and p50/p99 latency (milliseconds, right axis) for each number of concurrent clients"],
-    rate: ["Throughput and latency by offered rate", "offered rate (req/s)",
-      "Achieved and offered throughput (requests per second, left axis) and p50/p99 latency from the scheduled time (milliseconds, right axis) for each offered request rate"],
+    concurrency: [gettext("Throughput and latency by concurrency"), gettext("concurrent clients"),
+      gettext("Throughput (requests per second, left axis) and p50/p99 latency (milliseconds, right axis) for each number of concurrent clients")],
+    rate: [gettext("Throughput and latency by offered rate"), gettext("offered rate (req/s)"),
+      gettext("Achieved and offered throughput (requests per second, left axis) and p50/p99 latency from the scheduled time (milliseconds, right axis) for each offered request rate")],
   };
+  // Sweeps of the other mode that are ticked but not drawn: one whole sentence per mode.
+  function skippedNote(mode, skipped) {
+    var text = mode === "rate" ?
+      ngettext("%(n)s ticked sweep at fixed concurrency not drawn: the two kinds have different x axes; untick the others to see it.",
+        "%(n)s ticked sweeps at fixed concurrency not drawn: the two kinds have different x axes; untick the others to see them.", skipped) :
+      ngettext("%(n)s ticked sweep at fixed rate not drawn: the two kinds have different x axes; untick the others to see it.",
+        "%(n)s ticked sweeps at fixed rate not drawn: the two kinds have different x axes; untick the others to see them.", skipped);
+    return " " + interpolate(text, { n: skipped }, true);
+  }
   function label(box, mode, skipped) {
     var title = document.querySelector("[data-chart-title]");
     if (title) title.textContent = TITLES[mode][0];
@@ -36,8 +46,7 @@
     var note = document.querySelector("[data-chart-skipped]");
     if (note) {
       note.hidden = !skipped;
-      note.textContent = skipped ? " " + skipped + " ticked sweep" + (skipped > 1 ? "s" : "") + " at fixed " +
-        (mode === "rate" ? "concurrency" : "rate") + " not drawn: the two kinds have different x axes; untick the others to see " + (skipped > 1 ? "them" : "it") + "." : "";
+      note.textContent = skipped ? skippedNote(mode, skipped) : "";
     }
   }
   function draw() {
@@ -58,12 +67,12 @@
     // Levels are evenly spaced (1, 2, 4 ... reads better than a linear axis): x is the index.
     var positions = xs.map(function (x, i) { return i; });
     var data = [positions];
-    var unit = mode === "rate" ? " req/s offered" : " clients";
-    var series = [{ label: mode === "rate" ? "rate" : "concurrency", value: function (u, v) { return v == null || xs[v] == null ? "" : String(xs[v]) + unit; } }];
+    var atX = mode === "rate" ? gettext("%(x)s req/s offered") : gettext("%(x)s clients");
+    var series = [{ label: mode === "rate" ? gettext("rate") : gettext("concurrency"), value: function (u, v) { return v == null || xs[v] == null ? "" : interpolate(atX, { x: String(xs[v]) }, true); } }];
     if (mode === "rate" && shown.length) {
       // The offered rate itself: achieved throughput on this line means the model kept up.
       data.push(xs.slice());
-      series.push({ label: "offered (all kept up)", stroke: "#9ca3af", width: 1, scale: "rps", points: { show: false }, value: fmt("req/s", 1) });
+      series.push({ label: gettext("offered (all kept up)"), stroke: "#9ca3af", width: 1, scale: "rps", points: { show: false }, value: fmt("req/s", 1) });
     }
     shown.forEach(function (r, i) {
       var colour = COLOURS[i % COLOURS.length];
@@ -75,7 +84,7 @@
         });
       }
       data.push(column(function (l) { return l.throughput_rps; }));
-      series.push({ label: name + (mode === "rate" ? " achieved" : " req/s"), stroke: colour, width: 3, scale: "rps", spanGaps: true,
+      series.push({ label: mode === "rate" ? interpolate(gettext("%(name)s achieved"), { name: name }, true) : name + " req/s", stroke: colour, width: 3, scale: "rps", spanGaps: true,
         points: { show: true, size: 8 }, value: fmt("req/s", 1) });
       data.push(column(function (l) { return l.latency ? l.latency.p50_ms : null; }));
       series.push({ label: name + " p50", stroke: colour, width: 1.5, dash: [2, 3], scale: "ms", spanGaps: true,
@@ -89,7 +98,7 @@
     if (!shown.length) {
       var note = document.createElement("p");
       note.className = "muted";
-      note.textContent = "Tick a sweep below to draw it here.";
+      note.textContent = gettext("Tick a sweep below to draw it here.");
       box.replaceChildren(note);
       box.setAttribute("data-drawn", "0");
       return;
@@ -100,8 +109,8 @@
       scales: { x: { time: false, range: function () { return [-0.3, Math.max(positions.length - 1, 0) + 0.3]; } }, rps: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } }, ms: { range: function (u, min, max) { return [0, max * 1.1 || 1]; } } },
       axes: [
         { label: TITLES[mode][1], splits: function () { return positions; }, values: function (u, vals) { return vals.map(function (v) { return xs[v] == null ? "" : String(xs[v]); }); } },
-        { label: "throughput (req/s)", scale: "rps", size: 60 },
-        { label: "latency (ms)", scale: "ms", side: 1, size: 60, grid: { show: false } },
+        { label: gettext("throughput (req/s)"), scale: "rps", size: 60 },
+        { label: gettext("latency (ms)"), scale: "ms", side: 1, size: 60, grid: { show: false } },
       ],
       series: series,
     }, data, box);
@@ -112,7 +121,7 @@
     if (!button) return;
     var busy = all.some(function (r) { return r.state === "queued" || r.state === "running"; });
     button.disabled = busy;
-    button.textContent = busy ? "A sweep is running" : "Start sweep";
+    button.textContent = busy ? gettext("A sweep is running") : gettext("Start sweep");
   }
   // The sweep form: only the chosen mode's fields and explanation are shown (without script,
   // both are, and the mode's radio decides which fields the server reads).

@@ -18,12 +18,13 @@ if (box && errorLine) {
   document.body.addEventListener("htmx:responseError", function (e) {
     if (e.detail.elt !== box) return;
     var status = e.detail.xhr.status;
-    show(status === 403 ?
-      "The preview was refused (" + status + "): your session may have ended. Sign in again in another tab, then edit a field." :
-      "The preview failed (" + status + "): the page may be out of date. Reload it; what you typed is not saved yet.");
+    show(interpolate(status === 403 ?
+      gettext("The preview was refused (%(status)s): your session may have ended. Sign in again in another tab, then edit a field.") :
+      gettext("The preview failed (%(status)s): the page may be out of date. Reload it; what you typed is not saved yet."),
+    { status: status }, true));
   });
   document.body.addEventListener("htmx:sendError", function (e) {
-    if (e.detail.elt === box) show("The dashboard did not answer, so this preview is out of date; check your connection and edit a field to try again.");
+    if (e.detail.elt === box) show(gettext("The dashboard did not answer, so this preview is out of date; check your connection and edit a field to try again."));
   });
 }
 

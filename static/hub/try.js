@@ -33,11 +33,11 @@ function start(config) {
     }).then(function (response) {
       return response.text().then(function (text) {
         var data;
-        try { data = JSON.parse(text); } catch (e) { data = { error: "The server answered " + response.status + " without details." }; }
+        try { data = JSON.parse(text); } catch (e) { data = { error: interpolate(gettext("The server answered %(status)s without details."), { status: response.status }, true) }; }
         return { ok: response.ok, status: response.status, data: data };
       });
     }, function () {
-      return { ok: false, status: 0, data: { error: "The dashboard did not answer; check your connection." } };
+      return { ok: false, status: 0, data: { error: gettext("The dashboard did not answer; check your connection.") } };
     });
   }
   function run() {
@@ -59,13 +59,13 @@ function start(config) {
     e.detail.isError = false;
     if (partial) return;
     showError(type.indexOf("text/plain") === 0 && xhr.responseText ? xhr.responseText.slice(0, 500) :
-      "The dashboard answered " + xhr.status + "; reload the page and try again.");
+      interpolate(gettext("The dashboard answered %(status)s; reload the page and try again."), { status: xhr.status }, true));
   });
   document.body.addEventListener("htmx:beforeRequest", function (e) {
     if (panel.contains(e.detail.elt)) { sentAt = performance.now(); showError(""); }
   });
   document.body.addEventListener("htmx:sendError", function (e) {
-    if (panel.contains(e.detail.elt)) showError("The dashboard did not answer; check your connection.");
+    if (panel.contains(e.detail.elt)) showError(gettext("The dashboard did not answer; check your connection."));
   });
   document.body.addEventListener("htmx:afterSwap", function (e) {
     var roundTrip = $("[data-round-trip]", e.detail.target);
@@ -79,16 +79,16 @@ function start(config) {
     var which = button.getAttribute("data-copy");
     var text = $('[data-snippet="' + CSS.escape(which) + '"]', panel).textContent;
     navigator.clipboard.writeText(text).then(function () {
-      button.textContent = "Copied";
-      setTimeout(function () { button.textContent = "Copy " + which; }, 1500);
+      button.textContent = gettext("Copied");
+      setTimeout(function () { button.textContent = interpolate(gettext("Copy %(snippet)s"), { snippet: which }, true); }, 1500);
     });
   });
 
   // ---------------------------------------------------------------- photos
   function setPhoto(section, file, label) {
     if (file.size > config.maxRequestBytes - 65536) {
-      showError("That photo is " + (file.size / 1048576).toFixed(1) + " MB; the limit per request is " +
-        (config.maxRequestBytes / 1048576).toFixed(0) + " MB. Pick a smaller one.");
+      showError(interpolate(gettext("That photo is %(size)s MB; the limit per request is %(limit)s MB. Pick a smaller one."),
+        { size: (file.size / 1048576).toFixed(1), limit: (config.maxRequestBytes / 1048576).toFixed(0) }, true));
       return false;
     }
     var input = $("[data-image-file]", section);
@@ -101,7 +101,7 @@ function start(config) {
     if (preview.src.indexOf("blob:") === 0) URL.revokeObjectURL(preview.src);
     preview.src = URL.createObjectURL(file);
     preview.hidden = false;
-    $("[data-chosen]", section).textContent = label || file.name || "pasted image";
+    $("[data-chosen]", section).textContent = label || file.name || gettext("pasted image");
     $("[data-drop-hint]", section).hidden = true;
     return true;
   }
@@ -129,7 +129,7 @@ function start(config) {
         var name = button.getAttribute("data-photo-name");
         fetch(button.getAttribute("data-photo")).then(function (r) { return r.blob(); }).then(function (blob) {
           usePhoto(section, new File([blob], name, { type: blob.type }), name);
-        }, function () { showError("The sample photo could not be loaded."); });
+        }, function () { showError(gettext("The sample photo could not be loaded.")); });
       });
     });
     wirePreprocess(section);
@@ -162,7 +162,7 @@ function start(config) {
   }
   function showPreset(section, key) {
     field(section, "preset").value = key;
-    $("[data-preset-name]", section).textContent = key === "custom" ? "custom" : presets[key].label;
+    $("[data-preset-name]", section).textContent = key === "custom" ? gettext("custom") : presets[key].label;
   }
   function wirePreprocess(section) {
     var select = field(section, "preset");
@@ -183,7 +183,7 @@ function start(config) {
     if (save) save.addEventListener("click", function () {
       var status = $("[data-preset-status]", section);
       api("PUT", "/try-settings", { preprocess: readPreprocess(section) }).then(function (res) {
-        status.textContent = res.ok ? "Saved: everyone trying this model starts from it." : res.data.error;
+        status.textContent = res.ok ? gettext("Saved: everyone trying this model starts from it.") : res.data.error;
       });
     });
   }
@@ -207,7 +207,7 @@ function start(config) {
     var example = area.defaultValue;  // the zeros the server rendered, of the right shape
     var dtype = section.getAttribute("data-dtype");
     function dropNpy() { npy.value = ""; }
-    area.addEventListener("input", function () { dropNpy(); note.textContent = "JSON, nested to the shape above."; });
+    area.addEventListener("input", function () { dropNpy(); note.textContent = gettext("JSON, nested to the shape above."); });
     $all("[data-fill]", section).forEach(function (button) {
       button.addEventListener("click", function () {
         var value;
@@ -215,12 +215,13 @@ function start(config) {
         var random = button.getAttribute("data-fill") === "random";
         area.value = JSON.stringify(mapLeaves(value, function () { return fillValue(dtype, random); }));
         dropNpy();
-        note.textContent = random ? "Random values of the right shape." : "Zeros of the right shape.";
+        note.textContent = random ? gettext("Random values of the right shape.") : gettext("Zeros of the right shape.");
       });
     });
     npy.addEventListener("change", function () {
       var file = npy.files[0];
-      if (file) note.textContent = "Sending " + file.name + " (" + file.size.toLocaleString() + " bytes); edit the JSON to use it instead.";
+      if (file) note.textContent = interpolate(gettext("Sending %(name)s (%(bytes)s bytes); edit the JSON to use it instead."),
+        { name: file.name, bytes: file.size.toLocaleString() }, true);
     });
   }
 
@@ -247,12 +248,12 @@ function start(config) {
     var rerunExample = target.getAttribute("data-after-load-rerun");
     target.setAttribute("aria-busy", "true");
     target.disabled = true;
-    target.textContent = version ? "Loading v" + version + " in Triton…" : "Unloading…";
+    target.textContent = version ? interpolate(gettext("Loading v%(version)s in Triton…"), { version: version }, true) : gettext("Unloading…");
     api("POST", "/compare", { version: version }).then(followJob).then(function (res) {
       if (!res.ok) {
         target.removeAttribute("aria-busy");
         target.disabled = false;
-        showError(res.data.error || "Triton did not load it.");
+        showError(res.data.error || gettext("Triton did not load it."));
         return;
       }
       // Loaded: run the same input again on both versions; unloaded: show the page as it is now.
@@ -272,7 +273,7 @@ function start(config) {
     var status = $("[data-labels-status]", panel);
     file.text().then(function (text) { return api("PUT", "/labels", text, true); }).then(function (res) {
       if (!res.ok) { status.textContent = res.data.error; return; }
-      var saved = res.data.count + " labels saved; the next run shows them.";
+      var saved = interpolate(gettext("%(count)s labels saved; the next run shows them."), { count: res.data.count }, true);
       htmx.ajax("GET", "/models/" + encodeURIComponent(config.model) + "/try/labels/", { target: "#try-labels", swap: "outerHTML" }).then(function () {
         var fresh = $("[data-labels-status]", panel);
         if (fresh) fresh.textContent = saved;
@@ -289,6 +290,6 @@ function start(config) {
     var section = form.querySelector('[data-kind="image"]');
     if (!section || !e.clipboardData) return;
     var item = Array.prototype.find.call(e.clipboardData.items, function (i) { return i.type.indexOf("image/") === 0; });
-    if (item) { e.preventDefault(); usePhoto(section, item.getAsFile(), "pasted image"); }
+    if (item) { e.preventDefault(); usePhoto(section, item.getAsFile(), gettext("pasted image")); }
   });
 }

@@ -28,7 +28,7 @@
     if (!points.length) {
       var note = document.createElement("p");
       note.className = "muted";
-      note.textContent = "No trial measured yet.";
+      note.textContent = gettext("No trial measured yet.");
       box.appendChild(note);
       return;
     }
@@ -49,24 +49,24 @@
       svg.appendChild(el("text", { x: L - 6, y: y(gy) + 4, "text-anchor": "end", class: "tick" }, String(+gy.toPrecision(3))));
       svg.appendChild(el("text", { x: x(gx), y: H - B + 16, "text-anchor": "middle", class: "tick" }, String(+gx.toPrecision(3))));
     }
-    svg.appendChild(el("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "axis" }, "p99 latency (ms)"));
-    svg.appendChild(el("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis", transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, "throughput (req/s)"));
+    svg.appendChild(el("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "axis" }, gettext("p99 latency (ms)")));
+    svg.appendChild(el("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis", transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, gettext("throughput (req/s)")));
     if (showLimit) {
       svg.appendChild(el("line", { x1: x(limit), x2: x(limit), y1: T, y2: H - B, class: "limit" }));
-      svg.appendChild(el("text", { x: x(limit) - 4, y: T + 10, "text-anchor": "end", class: "limit-label" }, "p99 budget " + limit + " ms"));
+      svg.appendChild(el("text", { x: x(limit) - 4, y: T + 10, "text-anchor": "end", class: "limit-label" }, interpolate(gettext("p99 budget %(limit)s ms"), { limit: limit }, true)));
     } else if (limit) {
-      svg.appendChild(el("text", { x: W - R, y: T + 10, "text-anchor": "end", class: "limit-label" }, "p99 budget " + limit + " ms, off the chart →"));
+      svg.appendChild(el("text", { x: W - R, y: T + 10, "text-anchor": "end", class: "limit-label" }, interpolate(gettext("p99 budget %(limit)s ms, off the chart →"), { limit: limit }, true)));
     }
     if (floor) {
       svg.appendChild(el("line", { x1: L, x2: W - R, y1: y(floor), y2: y(floor), class: "limit" }));
-      svg.appendChild(el("text", { x: W - R, y: y(floor) - 5, "text-anchor": "end", class: "limit-label" }, "95% of " + data.objective.rate_rps + " req/s asked"));
+      svg.appendChild(el("text", { x: W - R, y: y(floor) - 5, "text-anchor": "end", class: "limit-label" }, interpolate(gettext("%(share)s of %(rate)s req/s asked"), { share: "95%", rate: data.objective.rate_rps }, true)));
     }
     points.forEach(function (p) {
       var best = p.index === data.best;
       var dot = el("circle", { cx: x(p.p99_ms), cy: y(p.throughput_rps), r: best ? 7 : 5, class: best ? "dot best" : (p.index === 0 ? "dot serving" : "dot") });
       dot.appendChild(el("title", {}, "#" + p.index + " " + p.label + ": " + p.throughput_rps.toFixed(1) + " req/s, p99 " + p.p99_ms.toFixed(2) + " ms"));
       svg.appendChild(dot);
-      svg.appendChild(el("text", { x: x(p.p99_ms) + 9, y: y(p.throughput_rps) + 4, class: "dot-label" }, p.index === 0 ? "#0 serving" : "#" + p.index));
+      svg.appendChild(el("text", { x: x(p.p99_ms) + 9, y: y(p.throughput_rps) + 4, class: "dot-label" }, p.index === 0 ? gettext("#0 serving") : "#" + p.index));
     });
     box.appendChild(svg);
   }

@@ -43,12 +43,13 @@ function start(form) {
     showError("");
     if (!file) return;
     if (!/\.(onnx|zip)$/i.test(file.name)) {
-      showError(file.name + " is not an .onnx file or a .zip bundle.");
+      showError(interpolate(gettext("%(name)s is not an .onnx file or a .zip bundle."), { name: file.name }, true));
       return;
     }
-    if (file.size === 0) { showError(file.name + " is empty."); return; }
+    if (file.size === 0) { showError(interpolate(gettext("%(name)s is empty."), { name: file.name }, true)); return; }
     if (file.size > maxBytes) {
-      showError(file.name + " is " + human(file.size) + "; the limit is " + human(maxBytes) + ".");
+      showError(interpolate(gettext("%(name)s is %(size)s; the limit is %(limit)s."),
+        { name: file.name, size: human(file.size), limit: human(maxBytes) }, true));
       return;
     }
     chosen.textContent = file.name + " · " + human(file.size);
@@ -96,7 +97,7 @@ function start(form) {
     }
     var created = await api("POST", "/api/v1/uploads",
       JSON.stringify({ filename: file.name, size: file.size }), { "Content-Type": "application/json" });
-    if (created.status !== 201) throw new Error(created.data ? created.data.error : "The upload could not start.");
+    if (created.status !== 201) throw new Error(created.data ? created.data.error : gettext("The upload could not start."));
     localStorage.setItem(key(file), created.data.id);
     return created.data;
   }
@@ -119,27 +120,29 @@ function start(form) {
       } catch (e) {
         if (e.message === "aborted") throw e;
         failures += 1;
-        if (failures > 8) throw new Error("The connection keeps dropping. Press Upload again to resume from " + human(offset) + ".");
-        stats.textContent = "Connection lost; retrying (" + failures + ")…";
+        if (failures > 8) throw new Error(interpolate(gettext("The connection keeps dropping. Press Upload again to resume from %(offset)s."), { offset: human(offset) }, true));
+        stats.textContent = interpolate(gettext("Connection lost; retrying (%(attempt)s)…"), { attempt: failures }, true);
         await new Promise(function (ok) { setTimeout(ok, Math.min(30000, 500 * Math.pow(2, failures))); });
         continue;
       }
       if (r.status === 409 && r.xhr.getResponseHeader("Upload-Offset")) {
         // The server has a different amount than we thought: continue from its offset.
         var server = parseInt(r.xhr.getResponseHeader("Upload-Offset"), 10);
-        if (server < offset) throw new Error("The server lost part of the upload; start again.");
+        if (server < offset) throw new Error(gettext("The server lost part of the upload; start again."));
         offset = server; continue;
       }
-      if (r.status !== 200) throw new Error(r.data ? r.data.error : "The server refused a chunk (" + r.status + ").");
+      if (r.status !== 200) throw new Error(r.data ? r.data.error : interpolate(gettext("The server refused a chunk (%(status)s)."), { status: r.status }, true));
       hash.update(bytes);
       failures = 0;
       offset = r.data.offset;
       var elapsed = (Date.now() - started) / 1000, sent = offset - startOffset;
       var speed = elapsed > 0 ? sent / elapsed : 0;
       bar.value = offset / file.size;
-      stats.textContent = human(offset) + " of " + human(file.size) + " · " +
-        Math.floor(100 * offset / file.size) + "% · " + human(speed) + "/s · " +
-        duration((file.size - offset) / (speed || 1)) + " left";
+      // The percent sign travels with the number: a bare % in a msgid reads as a format.
+      stats.textContent = interpolate(gettext("%(sent)s of %(total)s · %(percent)s · %(speed)s/s · %(left)s left"), {
+        sent: human(offset), total: human(file.size), percent: Math.floor(100 * offset / file.size) + "%",
+        speed: human(speed), left: duration((file.size - offset) / (speed || 1)),
+      }, true);
     }
   }
 
@@ -147,17 +150,17 @@ function start(form) {
     e.preventDefault();
     if (state.busy) return;
     var file = state.file || input.files[0];
-    if (!file) { showError("Choose or drop an ONNX file first."); return; }
+    if (!file) { showError(gettext("Choose or drop an ONNX file first.")); return; }
     showError("");
     state.cancelled = false; state.busy = true;
     submit.disabled = true; panel.hidden = false; bar.removeAttribute("value");
-    stats.textContent = "Starting…";
+    stats.textContent = gettext("Starting…");
     try {
       var upload = await startOrResume(file);
       state.uploadId = upload.id;
       var hash = new HubSha256();
       await sendChunks(file, upload, hash);
-      stats.textContent = "Checking the file (SHA-256) and queueing the compile job…";
+      stats.textContent = gettext("Checking the file (SHA-256) and queueing the compile job…");
       bar.removeAttribute("value");
       var body = new FormData(form);
       body.delete("file");
@@ -170,9 +173,9 @@ function start(form) {
         return;
       }
       if (r.data && r.data.upload_spent) localStorage.removeItem(key(file));
-      throw new Error(r.data && r.data.error ? r.data.error : "The version could not be created (" + r.status + ").");
+      throw new Error(r.data && r.data.error ? r.data.error : interpolate(gettext("The version could not be created (%(status)s)."), { status: r.status }, true));
     } catch (err) {
-      if (err.message !== "aborted") showError(err.message === "network" ? "The connection dropped. Press Upload to resume." : err.message);
+      if (err.message !== "aborted") showError(err.message === "network" ? gettext("The connection dropped. Press Upload to resume.") : err.message);
       panel.hidden = err.message === "aborted";
     } finally {
       state.busy = false; submit.disabled = false;
@@ -186,6 +189,6 @@ function start(form) {
       try { await api("DELETE", "/api/v1/uploads/" + state.uploadId); } catch (e) { /* gone already */ }
       if (state.file) localStorage.removeItem(key(state.file));
     }
-    panel.hidden = true; stats.textContent = ""; showError("Upload cancelled; nothing was stored.");
+    panel.hidden = true; stats.textContent = ""; showError(gettext("Upload cancelled; nothing was stored."));
   });
 }
