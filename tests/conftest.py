@@ -18,7 +18,7 @@ pytest_plugins = [
 
 import pytest  # noqa: E402
 
-HEAVY_MARKERS = ("stress", "faults", "nodes", "stack", "load")
+HEAVY_MARKERS = ("stress", "faults", "nodes", "stack", "load", "language")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
