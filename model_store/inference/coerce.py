@@ -16,15 +16,23 @@ import numpy as np
 from model_store.inference.errors import InferenceInputError
 from model_store.inference.limits import Limits
 from model_store.inference.signature import TensorSpec
+from model_store.text import say
 
 
 def _wrong_dtype(spec: TensorSpec, got: str, advice: str) -> InferenceInputError:
+    """``got`` and ``advice`` are :func:`~model_store.text.say` sentences or plain data."""
     if spec.is_string:
-        kind = "STRING (text)"
+        kind: str = say("STRING (text)")
     else:
         kind = f"{spec.triton_type.removeprefix('TYPE_')} ({spec.numpy_dtype.name})"
     return InferenceInputError(
-        f"Input {spec.name!r} is {kind}; got {got}. {advice}",
+        say(
+            "Input %(input)s is %(kind)s; got %(got)s. %(advice)s",
+            input=repr(spec.name),
+            kind=kind,
+            got=got,
+            advice=advice,
+        ),
         code="wrong_dtype",
         field=spec.name,
     )
@@ -47,11 +55,13 @@ def coerce_dtype(spec: TensorSpec, raw: np.ndarray, limits: Limits) -> np.ndarra
     kind = raw.dtype.kind
     if kind in "US":
         text = raw.flat[0] if raw.size else ""
-        raise _wrong_dtype(spec, f"text ({text!r})", "Send numbers.")
+        raise _wrong_dtype(spec, say("text (%(text)s)", text=repr(text)), say("Send numbers."))
     if kind == "O":
         raise _explain_objects(spec, raw)
     if kind not in "biuf":
-        raise _wrong_dtype(spec, f"{raw.dtype} data", "Send real numbers.")
+        raise _wrong_dtype(
+            spec, say("%(dtype)s data", dtype=str(raw.dtype)), say("Send real numbers.")
+        )
     target = spec.numpy_dtype
     if target.kind == "b":
         return _to_bool(spec, raw)
@@ -64,7 +74,7 @@ def _to_bool(spec: TensorSpec, raw: np.ndarray) -> np.ndarray:
     if raw.dtype.kind != "b":
         bad = (raw != 0) & (raw != 1)
         if bad.any():
-            raise _wrong_dtype(spec, repr(_first(raw, bad)), "Send true/false (or 0/1).")
+            raise _wrong_dtype(spec, repr(_first(raw, bad)), say("Send true/false (or 0/1)."))
     return raw.astype(np.bool_)
 
 
@@ -73,7 +83,7 @@ def _to_int(spec: TensorSpec, raw: np.ndarray) -> np.ndarray:
     if raw.dtype.kind == "f":
         bad = ~np.isfinite(raw) | (raw != np.trunc(raw))
         if bad.any():
-            raise _wrong_dtype(spec, repr(_first(raw, bad)), "Send whole numbers.")
+            raise _wrong_dtype(spec, repr(_first(raw, bad)), say("Send whole numbers."))
     if raw.size and raw.dtype.kind != "b":
         info = np.iinfo(target)
         # Python compares int and float exactly, so 2**63 as a float is out of INT64 range.
@@ -81,7 +91,9 @@ def _to_int(spec: TensorSpec, raw: np.ndarray) -> np.ndarray:
         for value in (low, high):
             if not info.min <= value <= info.max:
                 raise _wrong_dtype(
-                    spec, repr(value), f"Values must be from {info.min} to {info.max}."
+                    spec,
+                    repr(value),
+                    say("Values must be from %(min)s to %(max)s.", min=info.min, max=info.max),
                 )
     return raw.astype(target)
 
@@ -94,7 +106,9 @@ def _to_float(spec: TensorSpec, raw: np.ndarray) -> np.ndarray:
         if overflow.any():
             largest = np.finfo(spec.numpy_dtype).max.item()
             raise _wrong_dtype(
-                spec, repr(_first(raw, overflow)), f"Values must be within ±{largest:g}."
+                spec,
+                repr(_first(raw, overflow)),
+                say("Values must be within ±%(largest)s.", largest=f"{largest:g}"),
             )
     return converted
 
@@ -103,34 +117,45 @@ def _explain_objects(spec: TensorSpec, raw: np.ndarray) -> InferenceInputError:
     """Why an object array (numpy's fallback for mixed or odd values) is not numbers."""
     for item in raw.flat:
         if item is None:
-            return _wrong_dtype(spec, "null", "Send numbers (NaN may be written as NaN).")
+            return _wrong_dtype(spec, "null", say("Send numbers (NaN may be written as NaN)."))
         if isinstance(item, bool | float):
             continue
         if isinstance(item, int):
             # numpy falls back to objects for integers beyond 64 bits.
-            return _wrong_dtype(spec, repr(item), "That integer is out of range.")
+            return _wrong_dtype(spec, repr(item), say("That integer is out of range."))
         if isinstance(item, str | bytes):
-            return _wrong_dtype(spec, f"text ({item!r})", "Send numbers.")
-        return _wrong_dtype(spec, f"a {type(item).__name__}", "Send numbers only.")
-    return _wrong_dtype(spec, "values that are not numbers", "Send numbers only.")
+            return _wrong_dtype(spec, say("text (%(text)s)", text=repr(item)), say("Send numbers."))
+        return _wrong_dtype(
+            spec, say("a %(type)s", type=type(item).__name__), say("Send numbers only.")
+        )
+    return _wrong_dtype(spec, say("values that are not numbers"), say("Send numbers only."))
 
 
 def _to_bytes(spec: TensorSpec, raw: np.ndarray, limits: Limits) -> np.ndarray:
     """Text or bytes to the object array of bytes that Triton's BYTES type takes."""
     if raw.dtype.kind in "biufc":
         first = raw.flat[0].item() if raw.size else ""
-        raise _wrong_dtype(spec, f"numbers ({first!r})", 'Send strings, e.g. ["some text"].')
+        raise _wrong_dtype(
+            spec,
+            say("numbers (%(first)s)", first=repr(first)),
+            say('Send strings, e.g. ["some text"].'),
+        )
     out = np.empty(raw.shape, dtype=object)
     for index, item in enumerate(raw.flat):
         if isinstance(item, str):
             item = item.encode("utf-8")
         elif not isinstance(item, bytes):
             got = "null" if item is None else f"{item!r}"
-            raise _wrong_dtype(spec, got, 'Send strings, e.g. ["some text"].')
+            raise _wrong_dtype(spec, got, say('Send strings, e.g. ["some text"].'))
         if len(item) > limits.max_string_bytes:
             raise InferenceInputError(
-                f"Input {spec.name!r} has a string of {len(item):,} bytes; the limit is "
-                f"{limits.max_string_bytes:,} bytes per string.",
+                say(
+                    "Input %(input)s has a string of %(size)s bytes; the limit is "
+                    "%(limit)s bytes per string.",
+                    input=repr(spec.name),
+                    size=f"{len(item):,}",
+                    limit=f"{limits.max_string_bytes:,}",
+                ),
                 code="too_large",
                 field=spec.name,
             )
@@ -149,11 +174,20 @@ def fit_shape(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
     """
     if spec.rank_known and spec.rank >= 1 and spec.dims[0] is None and array.ndim == spec.rank - 1:
         array = array[np.newaxis]
-    takes = f"the model takes {spec.describe_shape()}{spec.describe_free_dims()}"
+    takes = say(
+        "the model takes %(shape)s%(free)s",
+        shape=spec.describe_shape(),
+        free=spec.describe_free_dims(),
+    )
     if 0 in array.shape:
         raise InferenceInputError(
-            f"Input {spec.name!r} has shape {list(array.shape)}, with an empty axis; every "
-            f"axis needs at least one element ({takes}).",
+            say(
+                "Input %(input)s has shape %(shape)s, with an empty axis; every "
+                "axis needs at least one element (%(takes)s).",
+                input=repr(spec.name),
+                shape=str(list(array.shape)),
+                takes=takes,
+            ),
             code="wrong_shape",
             field=spec.name,
         )
@@ -161,14 +195,25 @@ def fit_shape(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
         return array
     if array.ndim != spec.rank:
         raise InferenceInputError(
-            f"Input {spec.name!r} has shape {list(array.shape)} ({array.ndim} axes); {takes} "
-            f"({spec.rank} axes).",
+            say(
+                "Input %(input)s has shape %(shape)s (%(ndim)s axes); %(takes)s (%(rank)s axes).",
+                input=repr(spec.name),
+                shape=str(list(array.shape)),
+                ndim=array.ndim,
+                takes=takes,
+                rank=spec.rank,
+            ),
             code="wrong_shape",
             field=spec.name,
         )
     if any(d is not None and d != n for d, n in zip(spec.dims, array.shape, strict=True)):
         raise InferenceInputError(
-            f"Input {spec.name!r} has shape {list(array.shape)}; {takes}.",
+            say(
+                "Input %(input)s has shape %(shape)s; %(takes)s.",
+                input=repr(spec.name),
+                shape=str(list(array.shape)),
+                takes=takes,
+            ),
             code="wrong_shape",
             field=spec.name,
         )

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from math import ceil
 
 from django.db.models import Q, QuerySet
+from django.utils.translation import gettext
 
 from webapp.errors import HubError
 from webapp.registry.models import Model, ModelTag, Target
@@ -54,11 +55,13 @@ class CatalogueQuery:
         if self.sort not in SORTS:
             raise _bad("sort", self.sort, SORTS)
         if self.page < 1:
-            raise HubError("page starts at 1.", "invalid_page")
+            raise HubError(gettext("page starts at 1."), "invalid_page")
         if not 1 <= self.per_page <= MAX_PER_PAGE:
-            raise HubError(f"per_page is from 1 to {MAX_PER_PAGE}.", "invalid_page")
+            raise HubError(
+                gettext("per_page is from 1 to %(max)s.") % {"max": MAX_PER_PAGE}, "invalid_page"
+            )
         if len(self.q) > 100 or len(self.tag) > 100 or len(self.owner) > 150:
-            raise HubError("A search term is too long.", "invalid_query")
+            raise HubError(gettext("A search term is too long."), "invalid_query")
         return self
 
     def params(self, default_per_page: int, **changes: object) -> dict[str, str]:
@@ -149,5 +152,7 @@ def known_tags(limit: int = 200) -> list[str]:
 
 
 def _bad(name: str, value: str, allowed: Iterable[str]) -> HubError:
-    return HubError(f"Unknown {name} {value[:40]!r}; use one of {', '.join(allowed)}.",
-                    f"invalid_{name}")  # fmt: skip
+    # ``name`` is the query parameter's name (target, state, sort), kept as it is.
+    message = gettext("Unknown %(parameter)s %(value)s; use one of %(allowed)s.")
+    shown = {"parameter": name, "value": repr(value[:40]), "allowed": ", ".join(allowed)}
+    return HubError(message % shown, f"invalid_{name}")

@@ -13,6 +13,7 @@ import time
 from typing import Any, Literal
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from model_store.inference import (
     PRESETS,
@@ -84,7 +85,8 @@ def _pick_version(model: Model, requested: object) -> Version:
     if requested is None:
         if model.serving_version is None:
             raise HubError(
-                f"{model.name} is not served yet: serve a packaged version first, then try it.",
+                gettext("%(model)s is not served yet: serve a packaged version first, then try it.")
+                % {"model": model.name},
                 "not_served",
                 409,
             )
@@ -92,13 +94,18 @@ def _pick_version(model: Model, requested: object) -> Version:
     elif isinstance(requested, int) and not isinstance(requested, bool) and requested > 0:
         number = requested
     else:
-        raise HubError("'version' must be a positive whole number.", "invalid_field", 400)
+        raise HubError(gettext("'version' must be a positive whole number."), "invalid_field", 400)
     # Only what inference needs: a version row also holds large JSON (verification reports).
     version = (
         Version.objects.filter(model=model, number=number).only("id", "number", "signature").first()
     )
     if version is None:
-        raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
+        raise HubError(
+            gettext("%(model)s has no version %(number)s.")
+            % {"model": model.name, "number": number},
+            "not_found",
+            404,
+        )
     return version
 
 
@@ -110,29 +117,43 @@ def _triton_error(model: Model, version: Version, exc: Exception) -> HubError:
     if any(
         p in lowered for p in ("unknown model", "not found", "not at ready state", "is not ready")
     ):
-        serving = f"v{model.serving_version}" if model.serving_version else "no version"
+        serving = f"v{model.serving_version}" if model.serving_version else gettext("no version")
         return HubError(
-            f"v{version.number} of {model.name} is not loaded in Triton ({serving} serves). "
-            "Serve it, load it beside the serving version to compare, or try the serving one.",
+            gettext(
+                "v%(number)s of %(model)s is not loaded in Triton (%(serving)s serves). "
+                "Serve it, load it beside the serving version to compare, or try the serving one."
+            )
+            % {"number": version.number, "model": model.name, "serving": serving},
             "version_not_loaded",
             409,
         )
     if isinstance(exc, TritonUnavailable):
         if "deadline" in lowered:
             return HubError(
-                f"Triton did not answer within {settings.INFER_TIMEOUT_SECONDS} s "
-                "(INFER_TIMEOUT_SECONDS). The model may be overloaded; try again or run a "
-                "smaller input.",
+                gettext(
+                    "Triton did not answer within %(seconds)s s "
+                    "(INFER_TIMEOUT_SECONDS). The model may be overloaded; try again or run a "
+                    "smaller input."
+                )
+                % {"seconds": settings.INFER_TIMEOUT_SECONDS},
                 "triton_timeout",
                 504,
             )
         return HubError(
-            f"Triton is not reachable, so nothing can run: {text}. The Server page says more.",
+            gettext(
+                "Triton is not reachable, so nothing can run: %(problem)s. "
+                "The Server page says more."
+            )
+            % {"problem": text},
             "triton_unavailable",
             503,
         )
     message = getattr(exc, "triton_message", None) or text
-    return HubError(f"Triton refused the request: {message}", "triton_error", 422)
+    return HubError(
+        gettext("Triton refused the request: %(problem)s") % {"problem": message},
+        "triton_error",
+        422,
+    )
 
 
 def run(
@@ -149,11 +170,15 @@ def run(
     version = _pick_version(model, body.get("version"))
     top_k = body.get("top_k", 5)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
-        raise HubError(f"'top_k' must be a whole number from 1 to {MAX_TOP_K}.", "invalid_field")
+        raise HubError(
+            gettext("'top_k' must be a whole number from 1 to %(max)s.") % {"max": MAX_TOP_K},
+            "invalid_field",
+        )
     specs = input_specs(version)
     if not specs:
         raise HubError(
-            f"v{version.number} has no known inputs (its validation did not finish).",
+            gettext("v%(number)s has no known inputs (its validation did not finish).")
+            % {"number": version.number},
             "no_signature",
             409,
         )
@@ -162,7 +187,7 @@ def run(
         raw = body["preprocess"]
         if not isinstance(raw, dict):
             raise InferenceInputError(
-                '\'preprocess\' must be an object such as {"preset": "imagenet"}.',
+                gettext('\'preprocess\' must be an object such as {"preset": "imagenet"}.'),
                 code="bad_preprocess",
             )
         default = Preprocess.from_dict(raw)
@@ -214,8 +239,13 @@ def _v2_answer(
     unknown = missing_outputs(outputs, wanted)
     if unknown:
         raise InferenceInputError(
-            f"{model.name} v{version.number} has no output {unknown[0]!r}; it has "
-            f"{', '.join(sorted(outputs))}.",
+            gettext("%(model)s v%(number)s has no output %(output)s; it has %(outputs)s.")
+            % {
+                "model": model.name,
+                "number": version.number,
+                "output": repr(unknown[0]),
+                "outputs": ", ".join(sorted(outputs)),
+            },
             code="unknown_output",
             field=unknown[0],
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
 from model_store.inference import LabelOffer, label_offers, offered_labels
@@ -39,19 +40,28 @@ def labels_context(model: Model, serving: Version | None, *, can_operate: bool) 
 
 def _offer(offer: LabelOffer, model: Model, serving: Version, count: int) -> dict[str, Any]:
     if offer.source == IMAGENET_1K:
-        what, instead = "ImageNet-1k labels", "ImageNet-1k"
-        size = f"{offer.count} classes, background first" if offer.count == 1001 else "1000 classes"
+        what, instead = gettext("ImageNet-1k labels"), "ImageNet-1k"
+        size = (
+            gettext("%(count)s classes, background first") % {"count": offer.count}
+            if offer.count == 1001
+            else gettext("1000 classes")
+        )
     else:
-        what, instead = "the labels in the model file", "those in the model file"
-        size = f"key {offer.key}, {offer.count} classes"
+        what = gettext("the labels in the model file")
+        instead = gettext("those in the model file")
+        size = gettext("key %(key)s, %(count)s classes") % {"key": offer.key, "count": offer.count}
     in_use = bool(count) and model.labels == offered_labels(
         offer.source, serving.signature, serving.onnx_summary
     )
+    replace = gettext("Replace the labels with %(labels)s (%(size)s)")
+    use = gettext("Use %(labels)s (%(size)s)")
     return {
         "source": offer.source,
         "in_use": in_use,
-        "text": f"Replace the labels with {instead} ({size})" if count else f"Use {what} ({size})",
-        "what": f"{what} ({size})",
+        "text": replace % {"labels": instead, "size": size}
+        if count
+        else use % {"labels": what, "size": size},
+        "what": gettext("%(labels)s (%(size)s)") % {"labels": what, "size": size},
     }
 
 

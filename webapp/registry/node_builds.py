@@ -29,11 +29,13 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
+from django.utils.translation import gettext
 
 from model_store.names import validate_file_name
 from model_store.package_tar.files import extract_files, write_files
 from model_store.package_tar.layout import PackageTarError
 from model_store.store import StreamTooLarge, save_stream, sha256_file
+from model_store.text import say
 from webapp import dispatch
 from webapp.errors import HubError
 from webapp.ops.routing import Route
@@ -101,8 +103,11 @@ def build_on_node(
         raise NodeBuildFailed(exc.message, exc.code, cancelled=exc.cancelled) from None
     if answer.get("ok") is not True:
         _copy_log(job, node, answer)
+        reason = answer.get("reason")
         raise NodeBuildFailed(
-            f"Node {node}: {str(answer.get('reason') or 'the build failed')[:2000]}",
+            say("Node %(node)s: %(reason)s", node=node, reason=str(reason)[:2000])
+            if reason
+            else say("Node %(node)s: the build failed", node=node),
             str(answer.get("code") or "node_build_failed")[:64],
         )
     return _checked_answer(job, node, work, answer)
@@ -120,14 +125,29 @@ def _checked_answer(job: Job, node: str, work: Path, answer: dict[str, Any]) -> 
     announced = str(answer.get("artifact_sha256") or "")
     if received is None or received["sha256"] != announced:
         raise NodeBuildFailed(
-            f"Node {node} says it built the artifact, but the hub did not receive that upload "
-            f"(announced {announced[:64] or 'nothing'}).",
+            say(
+                "Node %(node)s says it built the artifact, but the hub did not receive that "
+                "upload (announced %(sha256)s).",
+                node=node,
+                sha256=announced[:64],
+            )
+            if announced
+            else say(
+                "Node %(node)s says it built the artifact, but the hub did not receive that "
+                "upload (announced nothing).",
+                node=node,
+            ),
             "node_artifact_missing",
         )
     name = validate_file_name(answer.get("artifact_name"))
     if name not in received["files"]:
         raise NodeBuildFailed(
-            f"Node {node} named the artifact {name!r}, which is not among the files it uploaded.",
+            say(
+                "Node %(node)s named the artifact %(name)s, which is not among the files it "
+                "uploaded.",
+                node=node,
+                name=repr(name),
+            ),
             "node_artifact_missing",
         )
     verification = answer.get("verification")
@@ -170,7 +190,12 @@ def running_build(name: str, job_uuid: str) -> tuple[Job, Path]:
             .first()
         )
     if job is None or (job.params or {}).get("build_node") != name:
-        raise HubError(f"Node {name!r} has no build {job_uuid[:32]!r} running.", "not_found", 404)
+        raise HubError(
+            gettext("Node %(node)s has no build %(job)s running.")
+            % {"node": repr(name), "job": repr(job_uuid[:32])},
+            "not_found",
+            404,
+        )
     return job, get_store().work_dir(job.uuid.hex)
 
 
@@ -179,7 +204,7 @@ def source_tar(name: str, job_uuid: str) -> tuple[Path, str]:
     _, work = running_build(name, job_uuid)
     path = work / SOURCE_TAR
     if not path.is_file():
-        raise HubError("The build's source is not ready.", "not_found", 404)
+        raise HubError(gettext("The build's source is not ready."), "not_found", 404)
     return path, sha256_file(path)
 
 
@@ -188,7 +213,7 @@ def receive_artifact(name: str, job_uuid: str, request: HttpRequest) -> dict[str
     job, work = running_build(name, job_uuid)
     announced = (request.headers.get("X-Content-SHA256") or "").strip().lower()
     if not _HEX64.fullmatch(announced):
-        raise HubError("Send the tar's SHA-256 in X-Content-SHA256.", "invalid_field")
+        raise HubError(gettext("Send the tar's SHA-256 in X-Content-SHA256."), "invalid_field")
     limit = 2 * settings.UPLOAD_MAX_BYTES
     tar = work / ARTIFACT_TAR
     tar.unlink(missing_ok=True)
@@ -197,7 +222,11 @@ def receive_artifact(name: str, job_uuid: str, request: HttpRequest) -> dict[str
     try:
         files = extract_files(tar, work / ARTIFACT_DIR, announced, max_bytes=limit)
     except PackageTarError as exc:
-        raise HubError(f"The artifact tar was refused: {exc}", "invalid_artifact", 400) from None
+        raise HubError(
+            gettext("The artifact tar was refused: %(problem)s") % {"problem": exc},
+            "invalid_artifact",
+            400,
+        ) from None
     finally:
         tar.unlink(missing_ok=True)
     job_state.update(get_store(), job, node_artifact={"sha256": announced, "files": files})
@@ -210,7 +239,10 @@ def _save_body(request: HttpRequest, dest: Path, limit: int) -> None:
         save_stream(request.read, dest, limit)
     except StreamTooLarge:
         raise HubError(
-            f"The artifact is over {limit} bytes (twice UPLOAD_MAX_BYTES).", "too_large", 413
+            gettext("The artifact is over %(limit)s bytes (twice UPLOAD_MAX_BYTES).")
+            % {"limit": limit},
+            "too_large",
+            413,
         ) from None
 
 

@@ -13,6 +13,7 @@ import base64
 from django.conf import settings
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
+from django.utils.translation import gettext
 
 from model_store.errors import ModelStoreError, NotFound
 from model_store.package_tar import MEDIA_TYPE, PackageTar, cached_package_tar, package_tar
@@ -20,6 +21,7 @@ from webapp import slow_requests
 from webapp.errors import HubError
 from webapp.registry.models import Version
 from webapp.registry.storage import get_store
+from webapp.text import localize
 
 #: How long a first build may hold its slow-request place before the count forgets it (a
 #: crashed process's place); several GiB are written in well under this.
@@ -40,8 +42,11 @@ def tar_of(version: Version, user_key: str) -> PackageTar:
     name, number = version.model.name, version.number
     if version.status != Version.Status.READY:
         raise HubError(
-            f"Version {number} of {name} is {version.get_status_display().lower()}, not "
-            "packaged: its tar exists once its compile job has packaged it.",
+            gettext(
+                "Version %(number)s of %(model)s is %(status)s, not "
+                "packaged: its tar exists once its compile job has packaged it."
+            )
+            % {"number": number, "model": name, "status": version.get_status_display().lower()},
             "not_packaged",
             409,
         )
@@ -53,7 +58,7 @@ def tar_of(version: Version, user_key: str) -> PackageTar:
         with slow_requests.slow_request(user_key, longest_s=BUILD_LONGEST_S):
             return package_tar(store, name, number, min_free_bytes=settings.STORE_MIN_FREE_BYTES)
     except NotFound as exc:
-        raise HubError(exc.message, "package_missing", 404) from None
+        raise HubError(localize(exc.message), "package_missing", 404) from None
 
 
 def cached_tar_of(version: Version) -> PackageTar | None:
@@ -88,7 +93,7 @@ def tar_response(tar: PackageTar, *, head: bool = False) -> HttpResponseBase:
             opened = tar.path.open("rb")
         except FileNotFoundError:  # a newer build of a repackaged version replaced it
             raise HubError(
-                "The package changed while it was being sent. Try the download again.",
+                gettext("The package changed while it was being sent. Try the download again."),
                 "package_changed",
                 409,
             ) from None

@@ -18,6 +18,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.utils.translation import gettext
+
+from model_store.text import Text, say
 from webapp.errors import HubError
 
 LOCAL = "local"
@@ -49,21 +52,30 @@ def checked(body: object) -> dict[str, Any]:
         HubError: 400 ``invalid_placement`` naming what is wrong.
     """
     if not isinstance(body, dict) or len(body) != 1 or not ({"nodes", "labels"} & set(body)):
-        raise _invalid('Send {"nodes": ["name", ...]} or {"labels": {"key": "value", ...}}.')
+        raise _invalid(
+            gettext('Send {"nodes": ["name", ...]} or {"labels": {"key": "value", ...}}.')
+        )
     if "nodes" in body:
         names = body["nodes"]
         if not isinstance(names, list) or not names or len(names) > MAX_NODES:
-            raise _invalid(f'"nodes" is a list of 1 to {MAX_NODES} node names.')
+            raise _invalid(
+                gettext('"nodes" is a list of 1 to %(max)s node names.') % {"max": MAX_NODES}
+            )
         for name in names:
             if not isinstance(name, str) or not _NAME.fullmatch(name):
-                raise _invalid(f"{str(name)[:80]!r} is not a node name.")
+                raise _invalid(
+                    gettext("%(name)s is not a node name.") % {"name": repr(str(name)[:80])}
+                )
         return {"nodes": sorted(set(names), key=_order)}
     labels = body["labels"]
     if not isinstance(labels, dict) or len(labels) > 32:
-        raise _invalid('"labels" is an object of at most 32 key/value pairs.')
+        raise _invalid(gettext('"labels" is an object of at most 32 key/value pairs.'))
     for key, value in labels.items():
         if not _LABEL_KEY.fullmatch(str(key)) or not isinstance(value, str) or len(value) > 128:
-            raise _invalid(f"Label {str(key)[:64]!r}: the key is a name, the value a string.")
+            raise _invalid(
+                gettext("Label %(key)s: the key is a name, the value a string.")
+                % {"key": repr(str(key)[:64])}
+            )
     return {"labels": dict(sorted(labels.items()))}
 
 
@@ -85,14 +97,15 @@ def resolve(placement: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]
     )
 
 
-def describe(placement: dict[str, Any]) -> str:
-    """``nodes local, b`` or ``nodes labelled soc=Ascend310P3`` (``every node`` for ``{}``)."""
+def describe(placement: dict[str, Any]) -> Text:
+    """``nodes local, b`` or ``nodes labelled soc=Ascend310P3`` (``every node`` for ``{}``):
+    a :class:`~model_store.text.Text`, stored in events and said in the reader's language."""
     if "nodes" in placement:
-        return "nodes " + ", ".join(placement["nodes"])
+        return say("nodes %(nodes)s", nodes=", ".join(placement["nodes"]))
     labels = placement.get("labels") or {}
     if not labels:
-        return "every node"
-    return "nodes labelled " + ", ".join(f"{k}={v}" for k, v in labels.items())
+        return say("every node")
+    return say("nodes labelled %(labels)s", labels=", ".join(f"{k}={v}" for k, v in labels.items()))
 
 
 def _order(name: str) -> tuple[int, str]:

@@ -17,6 +17,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.roles import Role, require_role
@@ -26,10 +27,13 @@ from webapp.ops import nodes as ops_nodes
 from webapp.registry import placement, rollout
 from webapp.registry.actions import serving as serving_actions
 from webapp.registry.models import Model
+from webapp.text import localize
 
 NODE_STATE_BADGES = {"up": "badge-ok", "draining": "badge-busy", "down": "badge-bad"}
 SERVING_BADGES = {"serving": "badge-ok", "placing": "badge-busy", "failed": "badge-bad"}
-LABELS_HELP = "Write labels as key=value pairs separated by commas, e.g. soc=Ascend310P3, rack=r7."
+LABELS_HELP = gettext_lazy(
+    "Write labels as key=value pairs separated by commas, e.g. soc=Ascend310P3, rack=r7."
+)
 
 
 def nodes_card(model: Model) -> dict[str, Any] | None:
@@ -43,7 +47,7 @@ def nodes_card(model: Model) -> dict[str, Any] | None:
     known = sorted({n["name"] for n in summaries} | {placement.LOCAL}, key=_local_first)
     return {
         "placement": where,
-        "described": placement.describe(where),
+        "described": localize(placement.describe(where)),
         "is_default": where == placement.DEFAULT,
         "rows": rows,
         "known_nodes": known,
@@ -81,7 +85,9 @@ def placement_from_form(data: Any) -> dict[str, Any]:
     names = [n for n in data.getlist("nodes") if n]
     if not names:
         raise HubError(
-            "Tick at least one node, or choose nodes by their labels.", "invalid_placement", 400
+            gettext("Tick at least one node, or choose nodes by their labels."),
+            "invalid_placement",
+            400,
         )
     return {"nodes": names}
 
@@ -95,9 +101,16 @@ def parse_labels(text: str) -> dict[str, str]:
         key, equals, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not equals or not key:
-            raise HubError(f"{part[:80]!r} is not key=value. {LABELS_HELP}", "invalid_placement")
+            raise HubError(
+                gettext("%(part)s is not key=value. %(help)s")
+                % {"part": repr(part[:80]), "help": LABELS_HELP},
+                "invalid_placement",
+            )
         if key in labels:
-            raise HubError(f"The label {key[:64]!r} is given twice.", "invalid_placement")
+            raise HubError(
+                gettext("The label %(key)s is given twice.") % {"key": repr(key[:64])},
+                "invalid_placement",
+            )
         labels[key] = value
     return labels
 
@@ -120,7 +133,13 @@ def model_placement(request: HubRequest, name: str) -> HttpResponse:
     model.refresh_from_db(fields=["placement"])
     messages.info(
         request,
-        f"Placing {model.name} on {placement.describe(placement.of(model))}: job "
-        f"{job.uuid.hex[:8]} brings the nodes in line (see Jobs).",
+        gettext(
+            "Placing %(model)s on %(placement)s: job %(job)s brings the nodes in line (see Jobs)."
+        )
+        % {
+            "model": model.name,
+            "placement": localize(placement.describe(placement.of(model))),
+            "job": job.uuid.hex[:8],
+        },
     )
     return redirect(back)

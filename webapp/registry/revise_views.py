@@ -19,6 +19,7 @@ from django.db.models import Max
 from django.forms import BoundField
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext
 
 from model_store.targets import get_target
 from model_store.targets.base import Target
@@ -215,13 +216,24 @@ def version_revise(request: HubRequest, name: str, number: int) -> HttpResponse:
                     raise
                 form.add_hub_error(exc)
             else:
-                how = (
-                    "it reuses the built model and its verification"
-                    if plan.reuses_artifact
-                    else f"it is compiled and verified again ({', '.join(plan.rebuild)} changed)"
-                )
+                if plan.reuses_artifact:
+                    said = gettext(
+                        "Version %(number)s is a revision of v%(original)s; it reuses the built "
+                        "model and its verification."
+                    )
+                else:
+                    said = gettext(
+                        "Version %(number)s is a revision of v%(original)s; it is compiled and "
+                        "verified again (%(options)s changed)."
+                    )
                 messages.success(
-                    request, f"Version {revision.number} is a revision of v{version.number}; {how}."
+                    request,
+                    said
+                    % {
+                        "number": revision.number,
+                        "original": version.number,
+                        "options": ", ".join(plan.rebuild),
+                    },
                 )
                 return redirect("job", job_id=job.uuid)
     context["preview"] = _preview(version, form) if not form.errors else {"state": "invalid"}

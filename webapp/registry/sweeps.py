@@ -24,6 +24,7 @@ from model_store.inference import (
 )
 from model_store.perf import SweepPlan, best_level, run_sweep
 from model_store.targets import get_target
+from model_store.text import say
 from webapp import live
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_calls
@@ -53,7 +54,7 @@ def _inputs_for(run: PerfRun, example_id: int | None) -> dict[str, np.ndarray]:
     if example_id is not None:
         example = TryExample.objects.filter(pk=example_id, model=run.model).first()
         if example is None:
-            raise HubError("The saved example was deleted before the sweep began.", "gone")
+            raise HubError(say("The saved example was deleted before the sweep began."), "gone")
         payload = example.inputs
     else:
         payload = example_payload(specs, "random")
@@ -85,7 +86,7 @@ def run_sweep_job(job_id: int) -> None:
         return
     run = PerfRun.objects.select_related("model", "version").get(job=job)
     if job.cancel_requested:
-        jobs.fail(job, "Cancelled before it started.", "cancelled", cancelled=True)
+        jobs.fail(job, say("Cancelled before it started."), "cancelled", cancelled=True)
         return
     jobs.start_step(job, "prepare")
     try:
@@ -152,16 +153,27 @@ def run_sweep_job(job_id: int) -> None:
     run.save(update_fields=["stopped"])
     if result.stopped == "cancelled":
         jobs.fail(
-            job, "Cancelled; the levels measured so far are kept.", "cancelled", cancelled=True
+            job,
+            say("Cancelled; the levels measured so far are kept."),
+            "cancelled",
+            cancelled=True,
         )
         return
     best = best_level(result)
     if best is None:
-        summary = "no level completed a request"
+        summary = say("no level completed a request")
     elif best.offered_rps is None:
-        summary = f"best: {best.throughput_rps:.1f} req/s at concurrency {best.concurrency}"
+        summary = say(
+            "best: %(rps)s req/s at concurrency %(concurrency)s",
+            rps=f"{best.throughput_rps:.1f}",
+            concurrency=best.concurrency,
+        )
     else:
-        summary = f"best: {best.throughput_rps:.1f} req/s at {best.offered_rps:g} req/s offered"
+        summary = say(
+            "best: %(rps)s req/s at %(offered)s req/s offered",
+            rps=f"{best.throughput_rps:.1f}",
+            offered=f"{best.offered_rps:g}",
+        )
     jobs.finish_step(job, "sweep", summary)
     jobs.start_step(job, "record")
     if not run.server_stats:
@@ -174,9 +186,13 @@ def run_sweep_job(job_id: int) -> None:
         )
     if not result.levels or all(level.completed == 0 for level in result.levels):
         message = "; ".join(e for level in result.levels for e in level.errors[:1]) or summary
-        jobs.fail(job, f"No request succeeded: {message}", "no_success")
+        jobs.fail(job, say("No request succeeded: %(errors)s", errors=message), "no_success")
         return
-    jobs.finish_step(job, "record", f"{len(result.levels)} levels kept")
+    jobs.finish_step(
+        job,
+        "record",
+        say("%(count)s levels kept", count=len(result.levels)),
+    )
     jobs.succeed(job, summary)
 
 

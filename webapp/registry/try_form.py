@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from django.http import QueryDict
 from django.utils.datastructures import MultiValueDict
+from django.utils.translation import gettext
 
 from model_store.inference import (
     PRESETS,
@@ -52,27 +53,28 @@ class RunOptions:
 
 
 def _whole(value: str, what: str, low: int, high: int) -> int:
+    message = gettext("%(what)s must be a whole number from %(low)s to %(high)s.") % {
+        "what": what,
+        "low": low,
+        "high": high,
+    }
     try:
         number = int(value.strip())
     except ValueError:
-        raise InferenceInputError(
-            f"{what} must be a whole number from {low} to {high}.", code="invalid_field"
-        ) from None
+        raise InferenceInputError(message, code="invalid_field") from None
     if not low <= number <= high:
-        raise InferenceInputError(
-            f"{what} must be a whole number from {low} to {high}.", code="invalid_field"
-        )
+        raise InferenceInputError(message, code="invalid_field")
     return number
 
 
 def run_options(post: QueryDict) -> RunOptions:
     """``version`` (the serving one when empty), the version to compare with, ``top_k``."""
     raw = post.get("version", "").strip()
-    version = _whole(raw, "The version", 1, 2**31 - 1) if raw else None
+    version = _whole(raw, gettext("The version"), 1, 2**31 - 1) if raw else None
     compare = None
     other = post.get("compare_version", "").strip()
     if post.get("compare") and other:
-        compare = _whole(other, "The version to compare with", 1, 2**31 - 1)
+        compare = _whole(other, gettext("The version to compare with"), 1, 2**31 - 1)
         if compare == version:
             compare = None
     top_k = _whole(post.get("top_k", "") or "5", "Top-k", 1, MAX_TOP_K)
@@ -89,7 +91,8 @@ def _triple(value: str, what: str) -> list[float]:
         numbers = numbers * 3
     if len(numbers) != 3:
         raise InferenceInputError(
-            f"{what} needs three numbers, for R, G and B.", code="bad_preprocess"
+            gettext("%(what)s needs three numbers, for R, G and B.") % {"what": what},
+            code="bad_preprocess",
         )
     return numbers
 
@@ -104,8 +107,8 @@ def preprocess(post: QueryDict, index: int) -> dict[str, Any]:
     return {
         "resize_short": _whole(get("resize_short") or "0", "Resize short side", 0, 1 << 16),
         "crop": _whole(crop, "Centre crop", 1, 1 << 16) if crop else None,
-        "mean": _triple(get("mean"), "Mean"),
-        "std": _triple(get("std"), "Std"),
+        "mean": _triple(get("mean"), gettext("Mean")),
+        "std": _triple(get("std"), gettext("Std")),
         "color": get("color") or "RGB",
         "layout": get("layout") or None,
     }
@@ -131,7 +134,8 @@ def inputs(post: QueryDict, files: MultiValueDict[str, Any]) -> dict[str, Any]:
             photo = files.get(f"image-{index}")
             if photo is None:
                 raise InferenceInputError(
-                    f"Choose a photo for {name} (drop, pick, paste or click a sample).",
+                    gettext("Choose a photo for %(input)s (drop, pick, paste or click a sample).")
+                    % {"input": name},
                     code="missing_input",
                     field=name,
                 )
@@ -145,7 +149,10 @@ def inputs(post: QueryDict, files: MultiValueDict[str, Any]) -> dict[str, Any]:
             body[name] = json.loads(post.get(f"tensor-{index}", ""))
         except ValueError as exc:
             raise InferenceInputError(
-                f"The values of {name} are not valid JSON: {exc}.", code="bad_json", field=name
+                gettext("The values of %(input)s are not valid JSON: %(problem)s.")
+                % {"input": name, "problem": exc},
+                code="bad_json",
+                field=name,
             ) from None
     return body
 
@@ -191,21 +198,27 @@ def image_marking(post: QueryDict, specs: list[TensorSpec], saved: Preprocess) -
     if spec is None:
         known = ", ".join(s.name for s in specs) or "none"
         raise HubError(
-            f"The serving version has no input {name!r} (its inputs: {known}).", "invalid_field"
+            gettext("The serving version has no input %(input)s (its inputs: %(known)s).")
+            % {"input": repr(name), "known": known},
+            "invalid_field",
         )
     choice = post.get("image")
     if choice not in ("0", "1"):
         raise HubError(
-            "Say whether the input takes a photo (image=1) or a tensor (image=0).", "invalid_field"
+            gettext("Say whether the input takes a photo (image=1) or a tensor (image=0)."),
+            "invalid_field",
         )
     if choice == "0":
         return ImageMarking(name, image=False)
     layouts = possible_layouts(spec)
     if not layouts:
         raise HubError(
-            f"{name} ({spec.triton_type}, {spec.describe_shape()}) cannot take a photo: image "
-            "inputs are 4-D float tensors with 1 or 3 channels, [batch, 3, H, W] or "
-            "[batch, H, W, 3].",
+            gettext(
+                "%(input)s (%(type)s, %(shape)s) cannot take a photo: image "
+                "inputs are 4-D float tensors with 1 or 3 channels, [batch, 3, H, W] or "
+                "[batch, H, W, 3]."
+            )
+            % {"input": name, "type": spec.triton_type, "shape": spec.describe_shape()},
             "not_an_image_input",
         )
     preset = post.get("preset", "")
@@ -215,13 +228,16 @@ def image_marking(post: QueryDict, specs: list[TensorSpec], saved: Preprocess) -
         chosen = PRESETS[preset]
     else:
         raise HubError(
-            f"Choose a preprocessing preset: one of {', '.join(PRESETS)}.", "invalid_field"
+            gettext("Choose a preprocessing preset: one of %(presets)s.")
+            % {"presets": ", ".join(PRESETS)},
+            "invalid_field",
         )
     layout = post.get("layout")
     if layout is not None:
         if layout not in layouts:
             raise HubError(
-                f"{name} can hold a photo in layout {' or '.join(layouts)}, not {layout!r}.",
+                gettext("%(input)s can hold a photo in layout %(layouts)s, not %(layout)s.")
+                % {"input": name, "layouts": " or ".join(layouts), "layout": repr(layout)},
                 "invalid_field",
             )
         chosen = replace(chosen, layout=cast(Layout, layout))

@@ -19,6 +19,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from model_store.inference import (
@@ -42,6 +43,7 @@ from webapp.registry.actions import try_it as try_actions
 from webapp.registry.models import Job, Model, TryExample, Version
 from webapp.registry.state import state_of
 from webapp.request_limits import require_infer_body_within_cap
+from webapp.text import localize
 
 DEMO_PHOTOS = ("coffee.png", "chelsea.png", "china.jpg")
 
@@ -239,7 +241,8 @@ def model_try_image(request: HubRequest, name: str) -> HttpResponse:
     try:
         if serving is None:
             raise HubError(
-                f"{model.name} is not served yet; its inputs are known once a version serves.",
+                gettext("%(model)s is not served yet; its inputs are known once a version serves.")
+                % {"model": model.name},
                 "not_served",
                 409,
             )
@@ -264,13 +267,23 @@ def model_try_image(request: HubRequest, name: str) -> HttpResponse:
         if exc.status == 403:
             raise
         return _try_page(
-            request, model, mark_error={"input": label, "message": exc.message}, status=exc.status
+            request,
+            model,
+            mark_error={"input": label, "message": localize(exc.message)},
+            status=exc.status,
         )
     if marking.preprocess is not None:
         how = _preprocess_name(marking.preprocess)
-        messages.success(request, f"{marking.input} now takes a photo, preprocessed as: {how}.")
+        messages.success(
+            request,
+            gettext("%(input)s now takes a photo, preprocessed as: %(how)s.")
+            % {"input": marking.input, "how": how},
+        )
     else:
-        messages.success(request, f"{marking.input} now takes a tensor (JSON or .npy).")
+        messages.success(
+            request,
+            gettext("%(input)s now takes a tensor (JSON or .npy).") % {"input": marking.input},
+        )
     return redirect("model-try", name=model.name)
 
 
@@ -322,8 +335,9 @@ def _try_model(name: str) -> Model:
 
 
 def _error(exc: InferenceInputError | HubError) -> dict[str, Any]:
-    error: dict[str, Any] = {"message": exc.message, "code": exc.code, "status": exc.status}
-    if isinstance(exc, InferenceInputError) and exc.field and repr(exc.field) not in exc.message:
+    message = localize(exc.message)
+    error: dict[str, Any] = {"message": message, "code": exc.code, "status": exc.status}
+    if isinstance(exc, InferenceInputError) and exc.field and repr(exc.field) not in message:
         error["input"] = exc.field  # named after the message unless the message names it
     error["retry_after"] = getattr(exc, "retry_after", None)
     return error
@@ -385,7 +399,12 @@ def _run_one(
 def _example(model: Model, raw: str) -> TryExample:
     example = model.examples.filter(pk=int(raw)).first() if raw.isdigit() else None
     if example is None:
-        raise HubError(f"{model.name} has no saved example {raw}.", "not_found", 404)
+        raise HubError(
+            gettext("%(model)s has no saved example %(example)s.")
+            % {"model": model.name, "example": raw},
+            "not_found",
+            404,
+        )
     return example
 
 
@@ -459,8 +478,11 @@ def model_try_example_save(request: HubRequest, name: str) -> HttpResponse:
         size = len(json.dumps(inputs))
         if size > settings.INFER_MAX_REQUEST_BYTES:
             raise HubError(
-                f"This input is {size:,} bytes as JSON; a saved example may be at most "
-                f"{settings.INFER_MAX_REQUEST_BYTES:,} (INFER_MAX_REQUEST_BYTES).",
+                gettext(
+                    "This input is %(size)s bytes as JSON; a saved example may be at most "
+                    "%(max)s (INFER_MAX_REQUEST_BYTES)."
+                )
+                % {"size": f"{size:,}", "max": f"{settings.INFER_MAX_REQUEST_BYTES:,}"},
                 "too_large",
                 413,
             )
@@ -472,7 +494,9 @@ def model_try_example_save(request: HubRequest, name: str) -> HttpResponse:
             size=size,
         )
     except (InferenceInputError, HubError) as exc:
-        return _examples_partial(request, model, error=exc.message, name=label, status=exc.status)
+        return _examples_partial(
+            request, model, error=localize(exc.message), name=label, status=exc.status
+        )
     return _examples_partial(request, model, status=201)
 
 
@@ -484,12 +508,12 @@ def model_try_example_delete(request: HubRequest, name: str, example_id: int) ->
     example = model.examples.filter(pk=example_id).first()
     if example is None:
         return _examples_partial(
-            request, model, error="That example was already deleted.", status=404
+            request, model, error=gettext("That example was already deleted."), status=404
         )
     try:
         example_actions.delete_example(example=example, user=request.user)  # type: ignore[arg-type]
     except HubError as exc:
-        return _examples_partial(request, model, error=exc.message, status=exc.status)
+        return _examples_partial(request, model, error=localize(exc.message), status=exc.status)
     return _examples_partial(request, model)
 
 
@@ -548,9 +572,9 @@ def model_sweep(request: HubRequest, name: str) -> HttpResponse:
             if mode == "rate"
             else None,
         )
-        messages.success(request, "Sweep started; the chart fills in level by level.")
+        messages.success(request, gettext("Sweep started; the chart fills in level by level."))
     except ValueError:
-        messages.error(request, "Concurrency and seconds must be whole numbers.")
+        messages.error(request, gettext("Concurrency and seconds must be whole numbers."))
     except HubError as exc:
         show_error(request, exc)
     return redirect("model-perf", name=name)
@@ -567,7 +591,10 @@ def demo_add(request: HubRequest) -> HttpResponse:
         return redirect("model", name=existing.name) if existing else redirect("models")
     messages.success(
         request,
-        f"Demo model added: v{added.version.number} is being validated, compiled and verified, "
-        "then it will serve. Follow it here; then open Try it.",
+        gettext(
+            "Demo model added: v%(number)s is being validated, compiled and verified, "
+            "then it will serve. Follow it here; then open Try it."
+        )
+        % {"number": added.version.number},
     )
     return redirect("job", job_id=added.job.uuid)

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.roles import Role, require_role, role_of
@@ -91,9 +92,9 @@ def model_tune_start(request: HubRequest, name: str) -> Any:
             strategy=request.POST.get("strategy", "search"),
             node=request.POST.get("node", placement.LOCAL),
         )
-        messages.success(request, "Search started; trials appear as they finish.")
+        messages.success(request, gettext("Search started; trials appear as they finish."))
     except ValueError:
-        messages.error(request, "The budget, p99 and rate must be numbers.")
+        messages.error(request, gettext("The budget, p99 and rate must be numbers."))
     except HubError as exc:
         show_error(request, exc)
     return redirect("model-perf", name=name)
@@ -113,8 +114,14 @@ def model_tune_revise(request: HubRequest, name: str, run_id: int) -> Any:
     except HubError as exc:
         show_error(request, exc)
         return redirect("model-perf", name=name)
-    how = "it reuses the built model" if plan.reuses_artifact else "it is being rebuilt"
-    messages.success(
-        request, f"Version {revision.number} has the winning config; {how}. Serve it when ready."
-    )
+    if plan.reuses_artifact:
+        said = gettext(
+            "Version %(number)s has the winning config; it reuses the built model. "
+            "Serve it when ready."
+        )
+    else:
+        said = gettext(
+            "Version %(number)s has the winning config; it is being rebuilt. Serve it when ready."
+        )
+    messages.success(request, said % {"number": revision.number})
     return redirect("version", name=name, number=revision.number)

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from model_store.errors import ModelStoreError
@@ -82,7 +83,7 @@ def model_new(request: HubRequest) -> HttpResponse:
         except HubError as exc:
             form.add_error("name" if exc.code == "name_taken" else None, exc.message)
         else:
-            messages.success(request, f"Model {model.name} created.")
+            messages.success(request, gettext("Model %(model)s created.") % {"model": model.name})
             return redirect("model", name=model.name)
     status = 400 if form.errors else 200
     return render(
@@ -132,7 +133,7 @@ def model_edit(request: HubRequest, name: str) -> HttpResponse:
         except HubError as exc:
             form.add_error(_EDIT_FIELDS.get(exc.code), exc.message)
         else:
-            messages.success(request, f"Saved {model.name}.")
+            messages.success(request, gettext("Saved %(model)s.") % {"model": model.name})
             return redirect("model", name=model.name)
     status = 400 if form.errors else 200
     context = {"model": model, "form": form, "nav": "models"}
@@ -161,7 +162,10 @@ def model_retire(request: HubRequest, name: str) -> HttpResponse:
                 raise
             form.add_error(None, exc.message)
         else:
-            messages.info(request, f"Retiring {model.name}; this job does it.")
+            messages.info(
+                request,
+                gettext("Retiring %(model)s; this job does it.") % {"model": model.name},
+            )
             return redirect("job", job_id=job.uuid)
     context = {
         "model": model,
@@ -208,7 +212,12 @@ def version_new(request: HubRequest, name: str) -> JsonResponse:
             for k, v in form.errors.items()
             if k in form.fields
         )
-        return error_json(HubError(f"Check the options: {problems}", "invalid_options"))
+        return error_json(
+            HubError(
+                gettext("Check the options: %(problems)s") % {"problems": problems},
+                "invalid_options",
+            )
+        )
     try:
         version, job = version_actions.create_version_from_upload(
             model=model,
@@ -278,7 +287,7 @@ def version_download(request: HubRequest, name: str, number: int, what: str) -> 
     else:
         raise Http404
     if not path.is_file():
-        raise Http404("That file is not there (yet).")
+        raise Http404(gettext("That file is not there (yet)."))
     return FileResponse(path.open("rb"), as_attachment=True, filename=filename)
 
 
@@ -313,7 +322,7 @@ def job_cancel(request: HubRequest, job_id: str) -> HttpResponse:
     job = _job(job_id)
     try:
         version_actions.cancel_job(job, request.user)  # type: ignore[arg-type]
-        messages.info(request, "Cancel requested; the job stops at its next check.")
+        messages.info(request, gettext("Cancel requested; the job stops at its next check."))
     except HubError as exc:
         show_error(request, exc)
     return redirect("job", job_id=job.uuid)
@@ -329,7 +338,9 @@ def version_override(request: HubRequest, name: str, number: int) -> HttpRespons
     )
     try:
         version_actions.override_verification(version, request.user, request.POST.get("reason", ""))  # type: ignore[arg-type]
-        messages.success(request, "Verification overridden; the override is in the history.")
+        messages.success(
+            request, gettext("Verification overridden; the override is in the history.")
+        )
     except HubError as exc:
         show_error(request, exc)
     return redirect("version", name=name, number=number)
@@ -357,7 +368,7 @@ def model_serve(request: HubRequest, name: str) -> HttpResponse:
     try:
         number = int(request.POST.get("version", ""))
     except ValueError:
-        messages.error(request, "Choose a version to serve.")
+        messages.error(request, gettext("Choose a version to serve."))
         return redirect("model", name=name)
     return _switch_response(
         request,
@@ -414,7 +425,9 @@ def version_delete(request: HubRequest, name: str, number: int) -> HttpResponse:
     )
     try:
         version_actions.delete_version(version=version, user=request.user)  # type: ignore[arg-type]
-        messages.success(request, f"Version {number} deleted (files and record).")
+        messages.success(
+            request, gettext("Version %(number)s deleted (files and record).") % {"number": number}
+        )
     except HubError as exc:
         show_error(request, exc)
     return redirect("model", name=name)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils.translation import gettext
 
 from model_store.inference import PRESETS, parse_labels
 from webapp.errors import HubError
@@ -31,14 +32,20 @@ def add_demo_model(user: User) -> DemoAdded:
     source = folder / "model.onnx"
     if not source.is_file():
         raise HubError(
-            "The demo model file is not in this installation (demo/efficientnet-lite0/model.onnx).",
+            gettext(
+                "The demo model file is not in this installation "
+                "(demo/efficientnet-lite0/model.onnx)."
+            ),
             "demo_missing",
             404,
         )
     model = existing_demo()
     if model is not None and model.versions.exists():
         raise HubError(
-            f"The demo model is here already as {NAME}; open it to try it.", "demo_exists", 409
+            gettext("The demo model is here already as %(name)s; open it to try it.")
+            % {"name": NAME},
+            "demo_exists",
+            409,
         )
     if model is None:
         model = create_model(name=NAME, target="onnxruntime", description=DESCRIPTION, user=user)

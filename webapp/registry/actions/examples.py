@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Sum
+from django.utils.translation import gettext
 
 from model_store.inference import decode_inputs
 from webapp.accounts.roles import Role, role_of
@@ -46,7 +47,8 @@ def _serving(model: Model) -> Version:
     )
     if version is None:
         raise HubError(
-            f"{model.name} serves no version; an example is checked against the serving one.",
+            gettext("%(model)s serves no version; an example is checked against the serving one.")
+            % {"model": model.name},
             "not_served",
             409,
         )
@@ -57,16 +59,22 @@ def _check_caps(model: Model, user: User, size: int) -> None:
     per_model = settings.TRY_EXAMPLES_PER_MODEL
     if model.examples.count() >= per_model:
         raise HubError(
-            f"{model.name} already has {per_model} saved examples (TRY_EXAMPLES_PER_MODEL); "
-            "delete one first.",
+            gettext(
+                "%(model)s already has %(max)s saved examples (TRY_EXAMPLES_PER_MODEL); "
+                "delete one first."
+            )
+            % {"model": model.name, "max": per_model},
             "too_many_examples",
             409,
         )
     per_user = settings.TRY_EXAMPLES_PER_USER
     if TryExample.objects.filter(created_by=user).count() >= per_user:
         raise HubError(
-            f"You have saved {per_user} examples across all models (TRY_EXAMPLES_PER_USER); "
-            "delete one first.",
+            gettext(
+                "You have saved %(max)s examples across all models (TRY_EXAMPLES_PER_USER); "
+                "delete one first."
+            )
+            % {"max": per_user},
             "too_many_examples",
             409,
         )
@@ -74,8 +82,11 @@ def _check_caps(model: Model, user: User, size: int) -> None:
     stored = model.examples.aggregate(total=Sum("size"))["total"] or 0
     if stored + size > budget:
         raise HubError(
-            f"{model.name}'s saved examples would take {stored + size:,} bytes; the limit is "
-            f"{budget:,} (TRY_EXAMPLES_BYTES_PER_MODEL). Delete a large one first.",
+            gettext(
+                "%(model)s's saved examples would take %(bytes)s bytes; the limit is "
+                "%(limit)s (TRY_EXAMPLES_BYTES_PER_MODEL). Delete a large one first."
+            )
+            % {"model": model.name, "bytes": f"{stored + size:,}", "limit": f"{budget:,}"},
             "examples_too_large",
             409,
         )
@@ -85,7 +96,7 @@ def delete_example(*, example: TryExample, user: User) -> None:
     """Delete ``example``: its author may, and so may an operator."""
     if example.created_by_id != user.pk and role_of(user) < Role.OPERATOR:
         raise HubError(
-            "Only the person who saved an example, or an operator, may delete it.",
+            gettext("Only the person who saved an example, or an operator, may delete it."),
             "forbidden",
             403,
         )

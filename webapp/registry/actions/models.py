@@ -14,13 +14,15 @@ from collections.abc import Iterable
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
+from model_store.text import Text, say
 from webapp import live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry.actions.serving import queue_locked_job
+from webapp.registry.actions.serving import queue_locked_job, with_reason
 from webapp.registry.models import (
     MAX_TAGS_PER_MODEL,
     TAG_MAX_LENGTH,
@@ -42,7 +44,8 @@ def create_model(*, name: str, target: str, description: str, user: User) -> Mod
         raise HubError(str(exc), "invalid_name") from exc
     if target not in Target.values:
         raise HubError(
-            f"Unknown target {target!r}; choose one of {', '.join(Target.values)}.",
+            gettext("Unknown target %(target)s; choose one of %(choices)s.")
+            % {"target": repr(target), "choices": ", ".join(Target.values)},
             "invalid_target",
         )
     _check_description(description)
@@ -53,7 +56,10 @@ def create_model(*, name: str, target: str, description: str, user: User) -> Mod
             )
     except IntegrityError:
         raise HubError(
-            f"A model named {name!r} exists already; pick another name or upload a new version.",
+            gettext(
+                "A model named %(name)s exists already; pick another name or upload a new version."
+            )
+            % {"name": repr(name)},
             "name_taken",
             409,
         ) from None
@@ -69,21 +75,25 @@ def clean_tags(raw: Iterable[str]) -> list[str]:
     tags: list[str] = []
     for item in raw:
         if not isinstance(item, str):
-            raise HubError("Tags are strings, such as team:vision.", "invalid_tag")
+            raise HubError(gettext("Tags are strings, such as team:vision."), "invalid_tag")
         tag = item.strip().lower()
         if not tag or tag in tags:
             continue
         if len(tag) > TAG_MAX_LENGTH or not re.match(TAG_PATTERN, tag):
             raise HubError(
-                f"The tag {item[:60]!r} is not allowed: up to {TAG_MAX_LENGTH} characters, "
-                "letters, digits and . _ : / - (starting with a letter or digit), "
-                "for example team:vision or stage:prod.",
+                gettext(
+                    "The tag %(tag)s is not allowed: up to %(max)s characters, "
+                    "letters, digits and . _ : / - (starting with a letter or digit), "
+                    "for example team:vision or stage:prod."
+                )
+                % {"tag": repr(item[:60]), "max": TAG_MAX_LENGTH},
                 "invalid_tag",
             )
         tags.append(tag)
     if len(tags) > MAX_TAGS_PER_MODEL:
         raise HubError(
-            f"A model takes up to {MAX_TAGS_PER_MODEL} tags; {len(tags)} were given.",
+            gettext("A model takes up to %(max)s tags; %(count)s were given.")
+            % {"max": MAX_TAGS_PER_MODEL, "count": len(tags)},
             "too_many_tags",
         )
     return tags
@@ -92,7 +102,9 @@ def clean_tags(raw: Iterable[str]) -> list[str]:
 def _check_description(description: str) -> None:
     if len(description) > MAX_DESCRIPTION:
         raise HubError(
-            f"The description is longer than {MAX_DESCRIPTION} characters.", "invalid_description"
+            gettext("The description is longer than %(max)s characters.")
+            % {"max": MAX_DESCRIPTION},
+            "invalid_description",
         )
 
 
@@ -103,8 +115,11 @@ def _find_owner(username: str) -> User | None:
     owner = get_user_model().objects.filter(username=username.strip()).first()
     if owner is None:
         raise HubError(
-            f"There is no user named {username.strip()[:150]!r}; the owner must be a user of "
-            "the hub (or empty for none).",
+            gettext(
+                "There is no user named %(name)s; the owner must be a user of "
+                "the hub (or empty for none)."
+            )
+            % {"name": repr(username.strip()[:150])},
             "unknown_owner",
         )
     return owner
@@ -151,13 +166,18 @@ def edit_model(
             if not fields:
                 model.save(update_fields=["updated"])  # "last change" in the list
         if changes:
+            text = say(
+                "%(user)s changed the %(fields)s of %(model)s.",
+                user=user.get_username(),
+                fields=_listed(list(changes)),
+                model=model.name,
+            )
             Event.objects.create(
                 model=model,
                 kind="model.edited",
                 actor=user,
-                message=f"{user.get_username()} changed the {_listed(list(changes))} of "
-                f"{model.name}.",
-                data=changes,
+                message=text,
+                data={**changes, "texts": {"message": text.to_json()}},
             )
     if hasattr(model, "_prefetched_objects_cache"):
         model._prefetched_objects_cache.pop("tags", None)
@@ -165,8 +185,23 @@ def edit_model(
     return model
 
 
-def _listed(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+#: The edited fields as an event names them (said in the reader's language).
+_FIELD_NAMES = {
+    "description": say("description"),
+    "owner": say("owner"),
+    "tags": say("tags"),
+}
+
+
+def _listed(words: list[str]) -> Text:
+    names = [_FIELD_NAMES[word] for word in words]
+    if len(names) == 1:
+        return names[0]
+    if len(names) == 2:
+        return say("%(first)s and %(second)s", first=names[0], second=names[1])
+    return say(
+        "%(first)s, %(second)s and %(third)s", first=names[0], second=names[1], third=names[2]
+    )
 
 
 # --------------------------------------------------------------------------- retire
@@ -191,17 +226,23 @@ def request_retire(
         require_role(user, Role.ADMIN)
     if model.serving_version is not None and not confirm_serving:
         raise HubError(
-            f"{model.name} serves v{model.serving_version}: retiring it unloads it from Triton "
-            "and every client request for it fails from then on. Confirm that clients may "
-            "fail (confirm_serving) to retire it anyway.",
+            gettext(
+                "%(model)s serves v%(version)s: retiring it unloads it from Triton "
+                "and every client request for it fails from then on. Confirm that clients may "
+                "fail (confirm_serving) to retire it anyway."
+            )
+            % {"model": model.name, "version": model.serving_version},
             "serving",
             409,
         )
     busy = model.jobs.exclude(state__in=Job.FINISHED).exclude(kind=Job.Kind.RETIRE).first()
     if busy is not None:
         raise HubError(
-            f"A {busy.get_kind_display().lower()} job of {model.name} is still running "
-            f"(job {busy.uuid}); wait for it to end or cancel it, then retire.",
+            gettext(
+                "A %(kind)s job of %(model)s is still running "
+                "(job %(job)s); wait for it to end or cancel it, then retire."
+            )
+            % {"kind": busy.get_kind_display().lower(), "model": model.name, "job": busy.uuid},
             "busy",
             409,
         )
@@ -214,7 +255,15 @@ def request_retire(
             "purge_sources": purge_sources,
             "reason": reason[:500],
         },
-        message=f"{user.get_username()} asked to retire {model.name}"
-        + (" and purge its sources" if purge_sources else "")
-        + (f": {reason[:500]}" if reason else "."),
+        message=_retire_message(user.get_username(), model.name, purge_sources, reason[:500]),
     )
+
+
+def _retire_message(user: str, model: str, purge_sources: bool, reason: str) -> Text:
+    if purge_sources:
+        request = say(
+            "%(user)s asked to retire %(model)s and purge its sources", user=user, model=model
+        )
+    else:
+        request = say("%(user)s asked to retire %(model)s", user=user, model=model)
+    return with_reason(request, reason)

@@ -18,11 +18,13 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
+from django.utils.translation import gettext
 
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets import get_target
 from model_store.targets.revise import RevisionPlan, normalize_changes, plan_revision
+from model_store.text import say
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
@@ -30,6 +32,7 @@ from webapp.registry.actions.versions import _enqueue_compile
 from webapp.registry.jobs import initial_steps
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.storage import get_store
+from webapp.text import localize
 
 
 @functools.lru_cache(maxsize=16)
@@ -58,8 +61,11 @@ def model_infos(version: Version) -> tuple[OnnxInfo, OnnxInfo | None]:
         # file has the same inputs and outputs and sits with its external data.
         return packaged, packaged
     raise HubError(
-        f"Version {number} came as a bundle and was built into an {version.artifact_name}; "
-        "its serving config cannot be revised here yet. Upload it again with the new options.",
+        gettext(
+            "Version %(number)s came as a bundle and was built into an %(artifact)s; "
+            "its serving config cannot be revised here yet. Upload it again with the new options."
+        )
+        % {"number": number, "artifact": version.artifact_name},
         "revision_unsupported",
         409,
     )
@@ -69,15 +75,18 @@ def _check_revisable(version: Version) -> None:
     target = get_target(version.model.target)
     if not target.accepts_uploads:
         raise HubError(
-            f"{version.model.name} was adopted as an external model; the hub did not build it, "
-            "so it cannot revise its config. Adopt the changed repository instead.",
+            gettext(
+                "%(model)s was adopted as an external model; the hub did not build it, "
+                "so it cannot revise its config. Adopt the changed repository instead."
+            )
+            % {"model": version.model.name},
             "external_model",
             409,
         )
     if version.status != Version.Status.READY:
         raise HubError(
-            f"Version {version.number} is {version.get_status_display().lower()}; only a "
-            "packaged version can be revised.",
+            gettext("Version %(number)s is %(status)s; only a packaged version can be revised.")
+            % {"number": version.number, "status": version.get_status_display().lower()},
             "not_ready",
             409,
         )
@@ -130,18 +139,26 @@ def request_revision(
     require_role(user, Role.OPERATOR)
     plan = plan_for(version, changes)
     if not plan.ok:
-        errors = [f"{f.message} {f.advice}".strip() for f in plan.findings if f.level == "error"]
+        errors = [
+            f"{localize(f.message)} {localize(f.advice)}".strip()
+            for f in plan.findings
+            if f.level == "error"
+        ]
         raise HubError(
-            "The revised config would not serve: " + " ".join([*errors, *plan.problems][:5]),
+            gettext("The revised config would not serve: %(problems)s")
+            % {"problems": " ".join([*errors, *plan.problems][:5])},
             "invalid_config",
         )
     model = version.model
     store = get_store()
     steps = dispatch.REUSE_STEPS if plan.reuses_artifact else dispatch.COMPILE_STEPS
     why = (
-        "reuses the artifact and its verification"
+        say("reuses the artifact and its verification")
         if plan.reuses_artifact
-        else f"rebuilt and verified again because {', '.join(plan.rebuild)} shape(s) the artifact"
+        else say(
+            "rebuilt and verified again because %(options)s shape(s) the artifact",
+            options=", ".join(plan.rebuild),
+        )
     )
     shared: list[int] = []
     try:
@@ -173,19 +190,28 @@ def request_revision(
                 params={"revision_of": version.number, "changed": plan.changed},
                 created_by=user,
             )
+            text = say(
+                "%(user)s revised version %(original)s as version %(number)s (%(changes)s); "
+                "%(why)s.",
+                user=user.get_username(),
+                original=version.number,
+                number=number,
+                changes=_describe(plan),
+                why=why,
+            )
             Event.objects.create(
                 model=locked,
                 version=revision,
                 job=job,
                 kind="version.revised",
                 actor=user,
-                message=f"{user.get_username()} revised version {version.number} as version "
-                f"{number} ({_describe(plan)}); {why}.",
+                message=text,
                 data={
                     "revision_of": version.number,
                     "changed": plan.changed,
                     "rebuild": plan.rebuild,
                     "diff": plan.diff,
+                    "texts": {"message": text.to_json()},
                 },
             )
             locked.save(update_fields=["updated"])

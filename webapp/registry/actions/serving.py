@@ -14,9 +14,11 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils.translation import gettext
 
 from model_store.serving import signature_changes
 from model_store.targets import get_target
+from model_store.text import Text, say
 from webapp import dispatch
 from webapp.errors import HubError
 from webapp.registry import jobs
@@ -44,7 +46,12 @@ def request_switch(
     """Check a serve/rollback request, take the lock and queue the switch job."""
     version = model.versions.filter(number=number).first()
     if version is None:
-        raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
+        raise HubError(
+            gettext("%(model)s has no version %(number)s.")
+            % {"model": model.name, "number": number},
+            "not_found",
+            404,
+        )
     ensure_may_answer(version)
     changes: list[dict[str, str]] = []
     current = (
@@ -57,9 +64,11 @@ def request_switch(
         breaking = [c for c in changes if c["kind"] == "breaking"]
         if breaking and not confirm_breaking:
             raise HubError(
-                f"Version {number} changes the model's interface: "
-                + "; ".join(c["message"] for c in breaking)
-                + ". Clients may break. Confirm to switch anyway.",
+                gettext(
+                    "Version %(number)s changes the model's interface: %(changes)s. "
+                    "Clients may break. Confirm to switch anyway."
+                )
+                % {"number": number, "changes": "; ".join(c["message"] for c in breaking)},
                 "breaking_change",
                 409,
             )
@@ -69,7 +78,10 @@ def request_switch(
 def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
     if model.previous_version is None:
         raise HubError(
-            f"{model.name} has no earlier serving version to roll back to.", "no_previous", 409
+            gettext("%(model)s has no earlier serving version to roll back to.")
+            % {"model": model.name},
+            "no_previous",
+            409,
         )
     return request_switch(
         model=model,
@@ -87,7 +99,11 @@ def request_unload(*, model: Model, user: User, reason: str = "") -> Job:
 
 def request_load(*, model: Model, user: User, reason: str = "") -> Job:
     if model.serving_version is None:
-        raise HubError(f"{model.name} has no serving version; serve one first.", "not_served", 409)
+        raise HubError(
+            gettext("%(model)s has no serving version; serve one first.") % {"model": model.name},
+            "not_served",
+            409,
+        )
     serving = model.versions.filter(number=model.serving_version).first()
     if serving is not None:
         ensure_may_answer(serving)
@@ -97,11 +113,18 @@ def request_load(*, model: Model, user: User, reason: str = "") -> Job:
 def request_compare(*, model: Model, number: int | None, user: User) -> Job:
     """Load version ``number`` beside the serving one (None: unload the extra one again)."""
     if model.serving_version is None:
-        raise HubError(f"{model.name} is not served; serve a version first.", "not_served", 409)
+        raise HubError(
+            gettext("%(model)s is not served; serve a version first.") % {"model": model.name},
+            "not_served",
+            409,
+        )
     if not get_target(model.target).versions_side_by_side:
         raise HubError(
-            f"{model.target} models hold one version in Triton (its backend runs the first "
-            "model file it finds), so two versions cannot answer side by side.",
+            gettext(
+                "%(target)s models hold one version in Triton (its backend runs the first "
+                "model file it finds), so two versions cannot answer side by side."
+            )
+            % {"target": model.target},
             "not_supported",
             409,
         )
@@ -109,10 +132,19 @@ def request_compare(*, model: Model, number: int | None, user: User) -> Job:
     if number is not None:
         version = model.versions.filter(number=number).first()
         if version is None:
-            raise HubError(f"{model.name} has no version {number}.", "not_found", 404)
+            raise HubError(
+                gettext("%(model)s has no version %(number)s.")
+                % {"model": model.name, "number": number},
+                "not_found",
+                404,
+            )
         ensure_may_answer(version)
         if number == model.serving_version:
-            raise HubError(f"v{number} is the serving version already.", "serving", 409)
+            raise HubError(
+                gettext("v%(number)s is the serving version already.") % {"number": number},
+                "serving",
+                409,
+            )
     return _queue(model, Job.Kind.LOAD, user, version=version, extra={"compare": number})
 
 
@@ -173,13 +205,21 @@ def queue_locked_job(
                 kind=f"{kind}.requested",
                 actor=user,
                 message=message,
-                data=job.params,
+                data=_with_message_text(job.params, message),
             )
             transaction.on_commit(lambda: enqueue_serving_job(job))
     except Exception:
         release_lock(model, job_uuid.hex)
         raise
     return job
+
+
+def _with_message_text(data: dict[str, Any], message: str) -> dict[str, Any]:
+    """An event's data, with the message's template under ``texts`` when it has one (a
+    request made by the system, such as reconcile's, may give plain English)."""
+    if isinstance(message, Text):
+        return {**data, "texts": {"message": message.to_json()}}
+    return dict(data)
 
 
 def enqueue_serving_job(job: Job) -> None:
@@ -192,21 +232,53 @@ def enqueue_serving_job(job: Job) -> None:
         log.warning("serving job %s could not be queued yet", job.uuid, exc_info=True)
 
 
-def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> str:
+def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> Text:
     """The request's Event message, from the job's kind and params (``p``)."""
-    if kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
-        verb = "roll back" if kind == Job.Kind.ROLLBACK else "serve"
-        origin = f" (from v{p['from']})" if p.get("from") else ""
-        text = f"{user.get_username()} asked to {verb} {name} v{p['to']}{origin}"
+    who = user.get_username()
+    if kind == Job.Kind.ROLLBACK:
+        if p.get("from"):
+            text = say(
+                "%(user)s asked to roll back %(model)s v%(to)s (from v%(from)s)",
+                user=who, model=name, to=p["to"], **{"from": p["from"]},
+            )  # fmt: skip
+        else:
+            text = say(
+                "%(user)s asked to roll back %(model)s v%(to)s", user=who, model=name, to=p["to"]
+            )
+    elif kind == Job.Kind.SERVE:
+        if p.get("from"):
+            text = say(
+                "%(user)s asked to serve %(model)s v%(to)s (from v%(from)s)",
+                user=who, model=name, to=p["to"], **{"from": p["from"]},
+            )  # fmt: skip
+        else:
+            text = say(
+                "%(user)s asked to serve %(model)s v%(to)s", user=who, model=name, to=p["to"]
+            )
     elif "compare" in p:
-        text = (
-            f"{user.get_username()} asked to load {name} v{p['compare']} beside v{p['from']}"
-            if p["compare"] is not None
-            else f"{user.get_username()} asked to stop comparing versions of {name}"
-        )
+        if p["compare"] is not None:
+            text = say(
+                "%(user)s asked to load %(model)s v%(compare)s beside v%(from)s",
+                user=who, model=name, compare=p["compare"], **{"from": p["from"]},
+            )  # fmt: skip
+        else:
+            text = say(
+                "%(user)s asked to stop comparing versions of %(model)s", user=who, model=name
+            )
+    elif kind == Job.Kind.LOAD:
+        text = say("%(user)s asked to load %(model)s", user=who, model=name)
+    elif kind == Job.Kind.UNLOAD:
+        text = say("%(user)s asked to unload %(model)s", user=who, model=name)
     else:
-        text = f"{user.get_username()} asked to {kind} {name}"
-    return text + (f": {p['reason']}" if p.get("reason") else ".")
+        text = say("%(user)s asked to %(kind)s %(model)s", user=who, kind=str(kind), model=name)
+    return with_reason(text, p.get("reason") or "")
+
+
+def with_reason(request: Text, reason: str) -> Text:
+    """A request's Event message: the request, then the reason given (or a full stop)."""
+    if reason:
+        return say("%(request)s: %(reason)s", request=request, reason=reason)
+    return say("%(request)s.", request=request)
 
 
 def wait_for(job: Job, timeout_s: float = SWITCH_TIMEOUT_S + 30) -> Job:
@@ -238,8 +310,11 @@ def request_placement(*, model: Model, body: object, user: User) -> Job:
     with transaction.atomic():  # the job is sent after the commit, with the new placement
         job = queue_locked_job(
             model, Job.Kind.PLACE, user, params={"placement": wanted, "before": before},
-            message=f"{user.get_username()} placed {model.name} on {placement.describe(wanted)} "
-            f"(was {placement.describe(before)}).",
+            message=say(
+                "%(user)s placed %(model)s on %(placement)s (was %(before)s).",
+                user=user.get_username(), model=model.name,
+                placement=placement.describe(wanted), before=placement.describe(before),
+            ),
             version=version,
         )  # fmt: skip
         Model.objects.filter(pk=model.pk).update(placement=wanted)

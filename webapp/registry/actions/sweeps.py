@@ -10,9 +10,11 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils.translation import gettext
 
 from model_store.perf import SweepPlan
 from model_store.perf.sweep import MAX_RATE
+from model_store.text import say
 from webapp import dispatch, live
 from webapp.errors import HubError
 from webapp.registry import jobs
@@ -23,12 +25,12 @@ from webapp.registry.sweeps import config_summary
 def make_plan(max_concurrency: int, step_seconds: float) -> SweepPlan:
     if not 1 <= max_concurrency <= settings.SWEEP_MAX_CONCURRENCY:
         raise HubError(
-            f"Concurrency goes from 1 to {settings.SWEEP_MAX_CONCURRENCY} here "
-            "(SWEEP_MAX_CONCURRENCY).",
+            gettext("Concurrency goes from 1 to %(max)s here (SWEEP_MAX_CONCURRENCY).")
+            % {"max": settings.SWEEP_MAX_CONCURRENCY},
             "invalid_field",
         )
     if not 1 <= step_seconds <= 30:
-        raise HubError("Seconds per level must be between 1 and 30.", "invalid_field")
+        raise HubError(gettext("Seconds per level must be between 1 and 30."), "invalid_field")
     try:
         return SweepPlan.doubling(max_concurrency, step_seconds=step_seconds)
     except ValueError as exc:
@@ -44,9 +46,11 @@ def make_rate_plan(rates: Sequence[float], step_seconds: float) -> SweepPlan:
     """An open-loop plan at ``rates`` (sorted, duplicates dropped), at most
     SWEEP_MAX_CONCURRENCY requests in flight: the load bound of the closed loop holds."""
     if not 1 <= step_seconds <= 30:
-        raise HubError("Seconds per level must be between 1 and 30.", "invalid_field")
+        raise HubError(gettext("Seconds per level must be between 1 and 30."), "invalid_field")
     if not rates or len(rates) > MAX_RATES:
-        raise HubError(f"Give 1 to {MAX_RATES} request rates.", "invalid_field")
+        raise HubError(
+            gettext("Give 1 to %(max)s request rates.") % {"max": MAX_RATES}, "invalid_field"
+        )
     if any(
         isinstance(r, bool)
         or not isinstance(r, int | float)
@@ -55,7 +59,8 @@ def make_rate_plan(rates: Sequence[float], step_seconds: float) -> SweepPlan:
         for r in rates
     ):
         raise HubError(
-            f"Request rates are requests per second, above 0 and at most {MAX_RATE:g}.",
+            gettext("Request rates are requests per second, above 0 and at most %(max)s.")
+            % {"max": f"{MAX_RATE:g}"},
             "invalid_field",
         )
     try:
@@ -75,7 +80,7 @@ def parse_rates(text: str) -> list[float]:
         return [float(word) for word in words]
     except ValueError:
         raise HubError(
-            "Request rates are numbers separated by commas, for example 10, 20, 50.",
+            gettext("Request rates are numbers separated by commas, for example 10, 20, 50."),
             "invalid_field",
         ) from None
 
@@ -96,28 +101,38 @@ def request_sweep(
     (open loop at each of ``rates`` requests per second)."""
     if model.serving_version is None:
         raise HubError(
-            f"{model.name} is not served; serve a version before measuring it.", "not_served", 409
+            gettext("%(model)s is not served; serve a version before measuring it.")
+            % {"model": model.name},
+            "not_served",
+            409,
         )
     version = model.versions.get(number=model.serving_version)
     seconds = float(step_seconds or settings.SWEEP_STEP_SECONDS)
     if mode == "rate":
         plan = make_rate_plan(rates or (), seconds)
-        what = "at " + ", ".join(f"{r:g}" for r in plan.rates or ()) + " req/s"
+        what = say("at %(rates)s req/s", rates=", ".join(f"{r:g}" for r in plan.rates or ()))
     elif mode == "concurrency":
         plan = make_plan(max_concurrency, seconds)
-        what = f"concurrency up to {max_concurrency}"
+        what = say("concurrency up to %(max)s", max=max_concurrency)
     else:
         raise HubError(
-            f"Unknown sweep mode {mode[:40]!r}: 'concurrency' or 'rate'.", "invalid_field"
+            gettext("Unknown sweep mode %(mode)s: 'concurrency' or 'rate'.")
+            % {"mode": repr(mode[:40])},
+            "invalid_field",
         )
     if example_id is not None and not model.examples.filter(pk=example_id).exists():
-        raise HubError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
+        raise HubError(
+            gettext("%(model)s has no saved example %(example)s.")
+            % {"model": model.name, "example": example_id},
+            "not_found",
+            404,
+        )
     busy = Job.objects.filter(
         model=model, kind=Job.Kind.SWEEP, state__in=[Job.State.QUEUED, Job.State.RUNNING]
     ).first()
     if busy is not None:
         raise HubError(
-            "A sweep of this model is running already; wait for it or cancel it.",
+            gettext("A sweep of this model is running already; wait for it or cancel it."),
             "sweep_running",
             409,
         )
@@ -138,14 +153,20 @@ def request_sweep(
             config_summary=config_summary(version.config_pbtxt),
             plan=_plan_dict(plan),
         )
+        text = say(
+            "%(user)s started a performance sweep of v%(version)s (%(what)s).",
+            user=user.get_username(),
+            version=version.number,
+            what=what,
+        )
         Event.objects.create(
             model=model,
             version=version,
             job=job,
             kind="perf.sweep_requested",
             actor=user,
-            message=f"{user.get_username()} started a performance sweep of v{version.number} "
-            f"({what}).",
+            message=text,
+            data={"texts": {"message": text.to_json()}},
         )
         transaction.on_commit(lambda: _enqueue(job))
     return run

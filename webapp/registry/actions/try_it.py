@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.utils.translation import gettext
 
 from model_store.inference import Preprocess, offered_labels, parse_labels
 from model_store.inference.class_names import IMAGENET_1K, MODEL_FILE
@@ -36,7 +37,12 @@ def use_offered_labels(*, model: Model, source: str, user: User) -> Model:
     require_role(user, Role.OPERATOR)
     if source not in (IMAGENET_1K, MODEL_FILE):
         raise HubError(
-            f"Unknown labels source {source[:50]!r}; use {IMAGENET_1K!r} or {MODEL_FILE!r}.",
+            gettext("Unknown labels source %(source)s; use %(imagenet)s or %(file)s.")
+            % {
+                "source": repr(source[:50]),
+                "imagenet": repr(IMAGENET_1K),
+                "file": repr(MODEL_FILE),
+            },
             "bad_labels",
         )
     version = (
@@ -46,7 +52,8 @@ def use_offered_labels(*, model: Model, source: str, user: User) -> Model:
     )
     if version is None:
         raise HubError(
-            f"{model.name} is not served yet; labels are offered for the serving version.",
+            gettext("%(model)s is not served yet; labels are offered for the serving version.")
+            % {"model": model.name},
             "not_served",
             409,
         )
@@ -60,14 +67,14 @@ def use_offered_labels(*, model: Model, source: str, user: User) -> Model:
 
 def _not_offered(version: Version, source: str) -> str:
     if source == IMAGENET_1K:
-        return (
-            f"v{version.number} has no output of ImageNet's size (a float output whose last "
+        return gettext(
+            "v%(number)s has no output of ImageNet's size (a float output whose last "
             "axis is 1000 or 1001); upload a labels file instead."
-        )
-    return (
-        f"v{version.number}'s ONNX file carries no class names in its metadata (keys such as "
+        ) % {"number": version.number}
+    return gettext(
+        "v%(number)s's ONNX file carries no class names in its metadata (keys such as "
         "names, class_names, labels or classes); upload a labels file instead."
-    )
+    ) % {"number": version.number}
 
 
 def save_try_settings(*, model: Model, changes: dict[str, Any], user: User) -> Model:

@@ -11,9 +11,11 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils.translation import gettext
 
 from model_store.perf.tune import Objective
 from model_store.targets import get_target
+from model_store.text import Text, say
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
@@ -35,9 +37,12 @@ def _objective(kind: str, p99_ms: float | None, rate: float | None) -> Objective
         return Objective(kind)  # type: ignore[arg-type]
     except ValueError as exc:
         raise HubError(
-            f"{exc}. Ask for the highest throughput with p99 under a budget "
-            '({"objective": "throughput", "p99_ms": 50}) or the lowest p99 at a rate '
-            '({"objective": "latency", "rate": 100}).',
+            gettext(
+                "%(problem)s. Ask for the highest throughput with p99 under a budget "
+                '({"objective": "throughput", "p99_ms": 50}) or the lowest p99 at a rate '
+                '({"objective": "latency", "rate": 100}).'
+            )
+            % {"problem": exc},
             "invalid_objective",
         ) from None
 
@@ -59,29 +64,40 @@ def request_tune(
     goal = _objective(objective, p99_ms, rate)
     if not MIN_BUDGET_S <= budget_s <= settings.TUNE_MAX_BUDGET_S:
         raise HubError(
-            f"The time budget goes from {MIN_BUDGET_S} to {settings.TUNE_MAX_BUDGET_S} s "
-            "(TUNE_MAX_BUDGET_S).",
+            gettext("The time budget goes from %(min)s to %(max)s s (TUNE_MAX_BUDGET_S).")
+            % {"min": MIN_BUDGET_S, "max": settings.TUNE_MAX_BUDGET_S},
             "invalid_field",
         )
     if strategy not in TuningRun.Strategy.values:
-        raise HubError(f"Unknown strategy {strategy!r}; use search or grid.", "invalid_field")
+        raise HubError(
+            gettext("Unknown strategy %(strategy)s; use search or grid.")
+            % {"strategy": repr(strategy)},
+            "invalid_field",
+        )
     concurrency = max_concurrency or settings.TUNE_MAX_CONCURRENCY
     if not 1 <= concurrency <= settings.TUNE_MAX_CONCURRENCY:
         raise HubError(
-            f"Trials may keep 1 to {settings.TUNE_MAX_CONCURRENCY} requests in flight here "
-            "(TUNE_MAX_CONCURRENCY): they share the host with what serves.",
+            gettext(
+                "Trials may keep 1 to %(max)s requests in flight here "
+                "(TUNE_MAX_CONCURRENCY): they share the host with what serves."
+            )
+            % {"max": settings.TUNE_MAX_CONCURRENCY},
             "invalid_field",
         )
     if model.serving_version is None:
         raise HubError(
-            f"{model.name} is not served; serve a version before tuning it.", "not_served", 409
+            gettext("%(model)s is not served; serve a version before tuning it.")
+            % {"model": model.name},
+            "not_served",
+            409,
         )
     _check_node(node)
     version = model.versions.get(number=model.serving_version)
     target = get_target(model.target)
     if not target.accepts_uploads or not target.config_only_options:
         raise HubError(
-            f"The {target.name} target has no serving options the hub can change here.",
+            gettext("The %(target)s target has no serving options the hub can change here.")
+            % {"target": target.name},
             "not_tunable",
             409,
         )
@@ -90,8 +106,11 @@ def request_tune(
     ).first()
     if busy is not None:
         raise HubError(
-            f"A {busy.get_kind_display().lower()} of this model is running already; wait for "
-            "it or cancel it (two measurements at once would skew both).",
+            gettext(
+                "A %(kind)s of this model is running already; wait for "
+                "it or cancel it (two measurements at once would skew both)."
+            )
+            % {"kind": busy.get_kind_display().lower()},
             "tune_running",
             409,
         )
@@ -114,17 +133,31 @@ def request_tune(
             strategy=strategy,
             node=node,
         )
+        text = say(
+            "%(user)s asked for the best config of v%(version)s: %(goal)s, within %(budget)s s.",
+            user=user.get_username(),
+            version=version.number,
+            goal=_goal(goal),
+            budget=budget_s,
+        )
         Event.objects.create(
             model=model,
             version=version,
             job=job,
             kind="tune.requested",
             actor=user,
-            message=f"{user.get_username()} asked for the best config of v{version.number}: "
-            f"{goal.describe()}, within {budget_s} s.",
+            message=text,
+            data={"texts": {"message": text.to_json()}},
         )
         transaction.on_commit(lambda: _enqueue(job))
     return run
+
+
+def _goal(goal: Objective) -> Text:
+    """``goal.describe()`` as a sentence the reader's language can say."""
+    if goal.kind == "throughput":
+        return say("highest throughput with p99 <= %(p99)s ms", p99=f"{goal.p99_ms:g}")
+    return say("lowest p99 at %(rate)s requests/s", rate=f"{goal.rate_rps:g}")
 
 
 def _check_node(node: str) -> None:
@@ -133,11 +166,16 @@ def _check_node(node: str) -> None:
         return
     known = {n["name"]: n for n in ops_nodes.summaries()}
     if node not in known:
-        raise HubError(f"There is no node {node!r}.", "unknown_node", 404)
+        raise HubError(
+            gettext("There is no node %(node)s.") % {"node": repr(node)}, "unknown_node", 404
+        )
     if known[node]["state"] != "up":
         raise HubError(
-            f"Node {node} is {known[node]['state']}; trials need a node that reports in and is "
-            "not draining.",
+            gettext(
+                "Node %(node)s is %(state)s; trials need a node that reports in and is "
+                "not draining."
+            )
+            % {"node": node, "state": known[node]["state"]},
             "node_not_up",
             409,
         )
@@ -151,17 +189,21 @@ def _enqueue(job: Job) -> None:
 def revise_from_winner(run: TuningRun, user: User) -> tuple[Version, Job, Any]:
     """Make the best trial's config a revision of the version tuned (reusing its artifact)."""
     if run.job.state != Job.State.SUCCEEDED:
-        raise HubError("The search has not finished.", "not_finished", 409)
+        raise HubError(gettext("The search has not finished."), "not_finished", 409)
     best = run.best_trial
     if best is None:
-        raise HubError("No trial met the objective; there is no winner.", "no_winner", 409)
+        raise HubError(gettext("No trial met the objective; there is no winner."), "no_winner", 409)
     if not best["changes"]:
         raise HubError(
-            "The serving config won: there is nothing to change.", "serving_config_won", 409
+            gettext("The serving config won: there is nothing to change."),
+            "serving_config_won",
+            409,
         )
     if run.revision is not None:
         raise HubError(
-            f"The winner is already version {run.revision.number}.", "already_revised", 409
+            gettext("The winner is already version %(number)s.") % {"number": run.revision.number},
+            "already_revised",
+            409,
         )
     revision, job, plan = request_revision(run.version, best["changes"], user)
     TuningRun.objects.filter(pk=run.pk).update(revision=revision)

@@ -17,9 +17,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from model_store.errors import ModelStoreError
 from model_store.targets import get_target
+from model_store.text import say
 from model_store.uploads import FinishedUpload
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
@@ -41,7 +43,7 @@ def parse_options(model: Model, raw: object) -> dict[str, Any]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise HubError("options must be a JSON object.", "invalid_options")
+        raise HubError(gettext("options must be a JSON object."), "invalid_options")
     try:
         return get_target(model.target).parse_options(raw)
     except ModelStoreError as exc:
@@ -78,13 +80,16 @@ def create_version_from_upload(
     """
     uploads = get_uploads()
     if uploads.status(upload_id).owner != str(user.pk):
-        raise HubError("There is no such upload.", "upload_not_found", 404)
+        raise HubError(gettext("There is no such upload."), "upload_not_found", 404)
     finished = uploads.finish(upload_id)
     client_sha = sha256.strip().lower()
     if client_sha and client_sha != finished.sha256:
         uploads.cancel(upload_id)
         raise HubError(
-            "The file changed in transit: your sha256 does not match what arrived. Upload again.",
+            gettext(
+                "The file changed in transit: your sha256 does not match what arrived. "
+                "Upload again."
+            ),
             "upload_corrupt",
         )
     version, job = create_version(
@@ -116,22 +121,28 @@ def create_version(
     """
     if not get_target(model.target).accepts_uploads:
         raise HubError(
-            f"{model.name} was adopted as an external model: it takes no uploads. Adopt its "
-            "repository again to add versions (docs/adopt.md).",
+            gettext(
+                "%(model)s was adopted as an external model: it takes no uploads. Adopt its "
+                "repository again to add versions (docs/adopt.md)."
+            )
+            % {"model": model.name},
             "external_model",
             409,
         )
     duplicate = find_duplicate(model, upload.sha256)
     if duplicate is not None and not allow_duplicate:
         raise HubError(
-            f"This file is already version {duplicate.number} of {model.name} (same sha256). "
-            "Use that version, or send allow_duplicate=true to build it again with other options.",
+            gettext(
+                "This file is already version %(number)s of %(model)s (same sha256). Use that "
+                "version, or send allow_duplicate=true to build it again with other options."
+            )
+            % {"number": duplicate.number, "model": model.name},
             "duplicate",
             409,
         )
     suffix = Path(upload.filename).suffix.lower()
     if suffix not in SOURCE_NAMES:
-        raise HubError("Upload a .onnx file or a .zip bundle.", "invalid_upload")
+        raise HubError(gettext("Upload a .onnx file or a .zip bundle."), "invalid_upload")
     store = get_store()
     with transaction.atomic():
         # Locking the model row serialises number allocation across web processes.
@@ -156,14 +167,25 @@ def create_version(
             params={"serve_when_packaged": True} if serve_when_packaged else {},
             created_by=user,
         )
+        text = say(
+            "%(user)s uploaded %(file)s as version %(number)s.",
+            user=user.get_username(),
+            file=upload.filename,
+            number=number,
+        )
         Event.objects.create(
             model=locked,
             version=version,
             job=job,
             kind="version.uploaded",
             actor=user,
-            message=f"{user.get_username()} uploaded {upload.filename} as version {number}.",
-            data={"sha256": upload.sha256, "size": upload.size, "options": options},
+            message=text,
+            data={
+                "sha256": upload.sha256,
+                "size": upload.size,
+                "options": options,
+                "texts": {"message": text.to_json()},
+            },
         )
         locked.save(update_fields=["updated"])
         transaction.on_commit(lambda: _enqueue_compile(job))
@@ -188,15 +210,23 @@ def mark_unsent(job: Job) -> None:
 
 def cancel_job(job: Job, user: User) -> Job:
     if job.is_finished:
-        raise HubError(f"The job has already {job.state}.", "job_finished", 409)
+        raise HubError(
+            gettext("The job has already %(state)s.") % {"state": job.state},
+            "job_finished",
+            409,
+        )
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+    text = say(
+        "%(user)s asked to cancel the %(kind)s job.", user=user.get_username(), kind=job.kind
+    )
     Event.objects.create(
         model_id=job.model_id,
         version_id=job.version_id,
         job=job,
         kind="job.cancel_requested",
         actor=user,
-        message=f"{user.get_username()} asked to cancel the {job.kind} job.",
+        message=text,
+        data={"texts": {"message": text.to_json()}},
     )
     job.refresh_from_db()
     if job.state == Job.State.QUEUED:
@@ -209,12 +239,14 @@ def override_verification(version: Version, user: User, reason: str) -> Version:
     """Let a version whose verification failed (or did not run) be published anyway."""
     require_role(user, Role.ADMIN)
     if version.status != Version.Status.READY:
-        raise HubError("Only a packaged version can be overridden.", "not_ready", 409)
+        raise HubError(gettext("Only a packaged version can be overridden."), "not_ready", 409)
     if version.verification_passed:
-        raise HubError("This version passed verification; nothing to override.", "passed", 409)
+        raise HubError(
+            gettext("This version passed verification; nothing to override."), "passed", 409
+        )
     reason = reason.strip()
     if not 5 <= len(reason) <= 1000:
-        raise HubError("Say why, in 5 to 1000 characters.", "invalid_reason")
+        raise HubError(gettext("Say why, in 5 to 1000 characters."), "invalid_reason")
     version.verification_override = {
         "by": user.get_username(),
         "at": timezone.now().isoformat(),
@@ -222,14 +254,19 @@ def override_verification(version: Version, user: User, reason: str) -> Version:
         "verification_status": (version.verification or {}).get("status"),
     }
     version.save(update_fields=["verification_override", "updated"])
+    text = say(
+        "%(user)s overrode the verification of version %(number)s: %(reason)s",
+        user=user.get_username(),
+        number=version.number,
+        reason=reason,
+    )
     Event.objects.create(
         model=version.model,
         version=version,
         kind="verification.override",
         actor=user,
-        message=f"{user.get_username()} overrode the verification of version {version.number}: "
-        f"{reason}",
-        data=version.verification_override,
+        message=text,
+        data={**version.verification_override, "texts": {"message": text.to_json()}},
     )
     return version
 
@@ -239,21 +276,30 @@ def delete_version(*, version: Version, user: User) -> None:
     model = version.model
     if model.serving_version == version.number:
         raise HubError(
-            f"Version {version.number} is serving; serve another version first.", "serving", 409
+            gettext("Version %(number)s is serving; serve another version first.")
+            % {"number": version.number},
+            "serving",
+            409,
         )
     if model.compare_version == version.number:
         raise HubError(
-            f"Version {version.number} is loaded beside the serving one for a comparison; "
-            "stop comparing first.",
+            gettext(
+                "Version %(number)s is loaded beside the serving one for a comparison; "
+                "stop comparing first."
+            )
+            % {"number": version.number},
             "comparing",
             409,
         )
     if Job.objects.filter(version=version).exclude(state__in=Job.FINISHED).exists():
-        raise HubError("A job for this version is still running.", "busy", 409)
+        raise HubError(gettext("A job for this version is still running."), "busy", 409)
     if Job.objects.filter(version__revision_of=version).exclude(state__in=Job.FINISHED).exists():
         raise HubError(
-            f"A revision of version {version.number} is still being built from it; wait for "
-            "its job to finish.",
+            gettext(
+                "A revision of version %(number)s is still being built from it; wait for "
+                "its job to finish."
+            )
+            % {"number": version.number},
             "busy",
             409,
         )
@@ -267,12 +313,22 @@ def delete_version(*, version: Version, user: User) -> None:
         if side_by_side and store.version_dir(model.name, number).exists():
             store.remove_version(model.name, number)
         store.remove_source(model.name, number)
+        text = say(
+            "%(user)s deleted version %(number)s of %(model)s.",
+            user=user.get_username(),
+            number=number,
+            model=model.name,
+        )
         Event.objects.create(
             model=model,
             kind="version.deleted",
             actor=user,
-            message=f"{user.get_username()} deleted version {number} of {model.name}.",
-            data={"version": number, "sha256": version.source_sha256},
+            message=text,
+            data={
+                "version": number,
+                "sha256": version.source_sha256,
+                "texts": {"message": text.to_json()},
+            },
         )
         if model.previous_version == number:
             Model.objects.filter(pk=model.pk).update(previous_version=None)
