@@ -30,9 +30,11 @@ from model_store.adopt import (
     scan_repository,
 )
 from model_store.errors import ModelStoreError
+from model_store.text import say
 from webapp import dispatch
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
+from webapp.registry import jobs
 from webapp.registry.models import Event, Job, Model, Version
 
 log = logging.getLogger(__name__)
@@ -151,13 +153,20 @@ def _record_model(
             "name_taken",
             409,
         )
-    who = user.get_username() if user else "The hub"
-    Event.objects.create(
+    who = user.get_username() if user else say("The hub")
+    jobs.record_event(
         model=model,
         kind=ADOPTED_EVENT,
         actor=user,
-        message=f"{who} adopted {found.directory} from {scan.root} "
-        f"(versions {', '.join(map(str, planned.versions))}, target {found.target}).",
+        message=say(
+            "%(who)s adopted %(directory)s from %(root)s (versions %(versions)s, target "
+            "%(target)s).",
+            who=who,
+            directory=found.directory,
+            root=str(scan.root),
+            versions=", ".join(map(str, planned.versions)),
+            target=found.target,
+        ),
         data={
             "root": str(scan.root),
             "directory": found.directory,

@@ -26,9 +26,10 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.store import ModelStore, atomic_write_text, link_or_copy
 from model_store.targets import get_target
+from model_store.text import Text, say
 from model_store.verify import verify
 from webapp.registry import jobs
-from webapp.registry.models import Event, Job, Version
+from webapp.registry.models import Job, Version
 from webapp.registry.pipeline import summary_of
 from webapp.registry.storage import get_store
 
@@ -55,15 +56,21 @@ def run_adopt_job(job_id: int) -> None:
         _adopt(job, store)
     except (AdoptFailed, ModelStoreError, OSError) as exc:
         message = getattr(exc, "message", None) or str(exc)
+        message = message if isinstance(message, Text) else str(message)
         code = getattr(exc, "code", "adopt_failed")
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            message, code = "The store's disk filled up; nothing was kept.", "insufficient_storage"
+            message = say("The store's disk filled up; nothing was kept.")
+            code = "insufficient_storage"
         _undo(job, store)
         _failed(job, message, str(code))
     except Exception as exc:
         log.exception("adopt job %s crashed", job.uuid)
         _undo(job, store)
-        _failed(job, f"Unexpected error: {exc}. The worker log has details.", "internal_error")
+        _failed(
+            job,
+            say("Unexpected error: %(error)s. The worker log has details.", error=str(exc)),
+            "internal_error",
+        )
     finally:
         store.remove_work_dir(job.uuid.hex)
 
@@ -74,7 +81,7 @@ def _adopt(job: Job, store: ModelStore) -> None:
     jobs.start_step(job, "copy", Version.Status.VALIDATING)
     work = store.fresh_work_dir(job.uuid.hex, "files")
     files = _copy_checked(job, Path(job.params["origin"]), work)
-    jobs.finish_step(job, "copy", f"{len(files)} file(s) copied and checked")
+    jobs.finish_step(job, "copy", say("%(count)s file(s) copied and checked", count=len(files)))
 
     jobs.start_step(job, "verify", Version.Status.VERIFYING)
     main = _main_file(files, target.name)
@@ -83,7 +90,7 @@ def _adopt(job: Job, store: ModelStore) -> None:
     else:
         jobs.log(job, "Not verified: the hub cannot run this backend outside Triton. An admin "
                  "checks it and records an override before it may serve.", "warning")  # fmt: skip
-        jobs.finish_step(job, "verify", "not run: adopted as external", "warning")
+        jobs.finish_step(job, "verify", say("not run: adopted as external"), "warning")
 
     jobs.start_step(job, "package", Version.Status.PACKAGING)
     name, number = job.model.name, version.number
@@ -101,15 +108,23 @@ def _adopt(job: Job, store: ModelStore) -> None:
     version.status = Version.Status.READY
     version.error = ""
     version.save()
-    jobs.finish_step(job, "package", f"packaged as {name}/{number} with its config.pbtxt")
-    Event.objects.create(
+    jobs.finish_step(
+        job,
+        "package",
+        say("packaged as %(name)s/%(number)s with its config.pbtxt", name=name, number=number),
+    )
+    jobs.record_event(
         model=job.model,
         version=version,
         job=job,
         kind="version.adopted",
         actor=job.created_by,
-        message=f"Version {number} adopted from {job.params['origin']} "
-        f"(verification {(version.verification or {}).get('status')}).",
+        message=say(
+            "Version %(number)s adopted from %(origin)s (verification %(status)s).",
+            number=number,
+            origin=job.params["origin"],
+            status=(version.verification or {}).get("status"),
+        ),
         data={"origin": job.params["origin"], "digest": version.source_sha256},
     )
     jobs.succeed(job, "adopted")
@@ -124,8 +139,11 @@ def _copy_checked(job: Job, origin: Path, work: Path) -> list[Path]:
         digest = _copy_hashing(source, target)
         if digest != entry["sha256"]:
             raise AdoptFailed(
-                f"{source} changed since the scan (its SHA-256 differs); nothing was kept. "
-                "Run the dry run again and adopt what it shows.",
+                say(
+                    "%(file)s changed since the scan (its SHA-256 differs); nothing was kept. "
+                    "Run the dry run again and adopt what it shows.",
+                    file=str(source),
+                ),
                 "changed_since_scan",
             )
         copied.append(target)
@@ -142,7 +160,8 @@ def _copy_hashing(source: Path, target: Path) -> str:
                 dst.write(block)
     except FileNotFoundError as exc:
         raise AdoptFailed(
-            f"{source} is gone since the scan; nothing was kept.", "changed_since_scan"
+            say("%(file)s is gone since the scan; nothing was kept.", file=str(source)),
+            "changed_since_scan",
         ) from exc
     return digest.hexdigest()
 
@@ -184,10 +203,12 @@ def _verify_onnx(job: Job, version: Version, model_file: Path) -> None:
     version.save(update_fields=["onnx_summary", "verification", "updated"])
     status = report.get("status")
     if status == "passed":
-        jobs.finish_step(job, "verify", "runs with ONNX Runtime")
+        jobs.finish_step(job, "verify", say("runs with ONNX Runtime"))
     else:
         jobs.log(job, f"Verification {status}: {report.get('reason', '')}", "warning")
-        jobs.finish_step(job, "verify", f"{status}; an admin override is needed", "warning")
+        jobs.finish_step(
+            job, "verify", say("%(status)s; an admin override is needed", status=status), "warning"
+        )
 
 
 def _keep_source(store: ModelStore, job: Job, main: Path | None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +26,50 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.http import FileResponse, Http404
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
+from model_store.text import Text
 from webapp import live
 from webapp.registry.db_outage import CONNECTION_ERRORS, drop_connection, retrying
 from webapp.registry.models import Event, Job, JobLogLine, Version
 from webapp.registry.storage import get_store
+from webapp.text import localized_field
 
 COMPILE_STEPS = ("validate", "compile", "verify", "package")
+#: Each step's label, stored in English with the job (``steps[i]["label"]``) and said in the
+#: reader's language when shown (:func:`shown_step`): marked for the catalogue here, translated
+#: at display time, so a job started from a Chinese page still stores English.
 STEP_LABELS = {
-    "validate": "Validate the ONNX model",
-    "compile": "Compile for the target",
-    "verify": "Verify against the source",
-    "reuse": "Reuse the built artifact",
-    "package": "Package the Triton version",
-    "prepare": "Prepare the inputs",
-    "sweep": "Drive the model at rising concurrency",
-    "record": "Record the results",
-    "search": "Try configs as temporary models",
+    "validate": gettext_noop("Validate the ONNX model"),
+    "compile": gettext_noop("Compile for the target"),
+    "verify": gettext_noop("Verify against the source"),
+    "reuse": gettext_noop("Reuse the built artifact"),
+    "package": gettext_noop("Package the Triton version"),
+    "prepare": gettext_noop("Prepare the inputs"),
+    "sweep": gettext_noop("Drive the model at rising concurrency"),
+    "record": gettext_noop("Record the results"),
+    "search": gettext_noop("Try configs as temporary models"),
+}
+#: Steps whose label is their name (a serving job's one step, an adopt job's): the name is
+#: the English label; these are its translations.
+NAMED_STEPS = {
+    "copy": gettext_noop("copy"),
+    "verify": gettext_noop("verify"),
+    "package": gettext_noop("package"),
+    "serve": gettext_noop("serve"),
+    "rollback": gettext_noop("rollback"),
+    "load": gettext_noop("load"),
+    "unload": gettext_noop("unload"),
+    "retire": gettext_noop("retire"),
+    "place": gettext_noop("place"),
+}
+STEP_STATES = {
+    "pending": gettext_lazy("pending"),
+    "running": gettext_lazy("running"),
+    "done": gettext_lazy("done"),
+    "warning": gettext_lazy("warning"),
+    "failed": gettext_lazy("failed"),
+    "cancelled": gettext_lazy("cancelled"),
 }
 SWEEP_STEPS = ("prepare", "sweep", "record")
 TUNE_STEPS = ("prepare", "search", "record")
@@ -53,6 +81,52 @@ def initial_steps(names: tuple[str, ...]) -> list[dict[str, Any]]:
         {"name": n, "label": STEP_LABELS.get(n, n), "state": "pending", "message": ""}
         for n in names
     ]
+
+
+def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored step as a page shows it: its label, state and message in the active language.
+
+    A label is translated when it is the one this hub stores for the step's name (a job made
+    before a label changed keeps its own words); the message is said from its template
+    (``step["texts"]["message"]``) when the step kept one, else shown as stored.
+    """
+    name, label = step.get("name"), str(step.get("label") or step.get("name") or "")
+    known = (STEP_LABELS.get(str(name)), NAMED_STEPS.get(str(name)))
+    state = str(step.get("state") or "")
+    return {
+        **step,
+        "label": gettext(label) if label in known else label,
+        "state_label": STEP_STATES.get(state, state),
+        "message": localized_field(step, "message"),
+    }
+
+
+def texts_with(texts: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
+    """``texts`` with each field that is a :class:`~model_store.text.Text` kept as JSON (its
+    template and values); plain strings are left out, so they show as stored."""
+    kept = dict(texts or {})
+    for field, value in fields.items():
+        if isinstance(value, Text):
+            kept[field] = value.to_json()
+        else:
+            kept.pop(field, None)
+    return kept
+
+
+def event_data(message: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An event's ``data`` with its message's template under ``texts`` (``Event.message_text``)
+    when the message is a :class:`~model_store.text.Text`."""
+    out = dict(data or {})
+    texts = texts_with(out.get("texts"), message=message)
+    if texts:
+        out["texts"] = texts
+    return out
+
+
+def record_event(*, message: str, data: Mapping[str, Any] | None = None, **fields: Any) -> Event:
+    """``Event.objects.create`` that keeps a :class:`~model_store.text.Text` message's
+    template beside its English (see :func:`event_data`)."""
+    return Event.objects.create(message=message, data=event_data(message, data), **fields)
 
 
 def _push(job: Job, **extra: Any) -> None:
@@ -103,9 +177,12 @@ def start_step(job: Job, name: str, version_status: str | None = None) -> None:
 
 
 def finish_step(job: Job, name: str, message: str = "", state: str = "done") -> None:
+    """Mark step ``name`` finished; a :class:`~model_store.text.Text` ``message`` keeps its
+    template under ``step["texts"]["message"]`` so that pages can say it in their language."""
     for step in job.steps:
         if step["name"] == name:
             step |= {"state": state, "finished": timezone.now().isoformat(), "message": message}
+            _keep_texts(step, message=message)
     done = sum(1 for s in job.steps if s["state"] in ("done", "warning"))
     job.progress = done / max(len(job.steps), 1)
     _save(job, "steps", "progress")
@@ -156,6 +233,14 @@ def _store_line(job: Job, text: str, level: str) -> bool:
         line = JobLogLine.objects.create(job=job, seq=seq, level=level, text=text)
     live.publish(job.topic, {"line": line.to_dict()})
     return seq <= cap
+
+
+def _keep_texts(record: dict[str, Any], **fields: Any) -> None:
+    texts = texts_with(record.get("texts"), **fields)
+    if texts:
+        record["texts"] = texts
+    else:
+        record.pop("texts", None)
 
 
 def _cap_note(cap: int) -> str:
@@ -220,10 +305,13 @@ def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
     job.state = Job.State.CANCELLED if cancelled else Job.State.FAILED
     job.error = error
     job.error_code = code
+    # The error's template, when it has one, so that pages say it in the reader's language.
+    job.texts = texts_with(job.texts, error=error)
     job.finished = timezone.now()
     for step in job.steps:
         if step["state"] == "running":
             step |= {"state": "cancelled" if cancelled else "failed", "message": error[:500]}
+            _keep_texts(step, message=error)
     # Only a failed build fails its version: a switch or a sweep that failed (Triton down, a
     # restart) leaves a packaged version packaged, so that it can be served again. The version
     # is written first: whoever sees the job finished must see its version's outcome too.
@@ -231,7 +319,7 @@ def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
     if version_id and job.kind == Job.Kind.COMPILE:
         status = Version.Status.CANCELLED if cancelled else Version.Status.FAILED
         retrying(lambda: Version.objects.filter(pk=version_id).update(status=status, error=error))
-    _save(job, "state", "error", "error_code", "finished", "steps")
+    _save(job, "state", "error", "error_code", "texts", "finished", "steps")
     retrying(
         lambda: Event.objects.create(
             model_id=job.model_id,
@@ -240,7 +328,7 @@ def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
             kind="job.cancelled" if cancelled else "job.failed",
             actor_id=job.created_by_id,
             message=error[:1000],
-            data={"code": code, "step": job.step},
+            data=event_data(error, {"code": code, "step": job.step}),
         )
     )
     _push(job, error=error, code=code)

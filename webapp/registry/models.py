@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from model_store import text as model_text
 from model_store.targets import all_targets
 from webapp.access_epoch import WatchedQuerySet
 
@@ -329,6 +330,9 @@ class Job(models.Model):
     commands = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
     error_code = models.CharField(max_length=40, blank=True)
+    # ``error`` as its template and parameters (model_store.text), so that a page can say it in
+    # the reader's language: {"error": Text.to_json()}. Empty for older jobs (shown as stored).
+    texts = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
     # Lines logged past JOB_LOG_MAX_LINES: counted here, kept only in the full log file.
     log_lines_more = models.PositiveIntegerField(default=0)
@@ -361,6 +365,30 @@ class Job(models.Model):
     def topic(self) -> str:
         return f"job.{self.uuid.hex}"
 
+    @property
+    def error_text(self) -> Any:
+        """``error`` with its template (a Text) when it was kept, else as stored; pages show it
+        with ``{{ job.error_text|translated }}``."""
+        stored = (self.texts or {}).get("error")
+        return model_text.from_json(stored) if stored else self.error
+
+    @property
+    def shown_steps(self) -> list[dict[str, Any]]:
+        """The steps as a page shows them: label, state and message in the active language."""
+        from webapp.registry.jobs import shown_step
+
+        return [shown_step(step) for step in self.steps]
+
+    @property
+    def step_label(self) -> str:
+        """The running step's label in the active language ("" when none runs)."""
+        from webapp.registry.jobs import shown_step
+
+        step = next((s for s in self.steps if s.get("name") == self.step), None)
+        if step is None:
+            return self.step
+        return str(shown_step(step)["label"])
+
     def to_dict(self, *, log: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": str(self.uuid),
@@ -374,6 +402,7 @@ class Job(models.Model):
             "commands": self.commands,
             "error": self.error,
             "error_code": self.error_code,
+            "texts": self.texts,
             "cancel_requested": self.cancel_requested,
             "created": self.created.isoformat(),
             "started": self.started.isoformat() if self.started else None,
@@ -433,6 +462,14 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message[:60]}"
+
+    @property
+    def message_text(self) -> Any:
+        """The message with its template (a Text) when ``data["texts"]["message"]`` keeps one,
+        else as stored (events from before translation); ``{{ event.message_text|translated }}``."""
+        texts = (self.data or {}).get("texts") if isinstance(self.data, dict) else None
+        stored = texts.get("message") if isinstance(texts, dict) else None
+        return model_text.from_json(stored) if stored else self.message
 
     def to_dict(self) -> dict[str, Any]:
         return {

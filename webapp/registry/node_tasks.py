@@ -12,6 +12,7 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
+from model_store.text import say
 from webapp.ops import nodes
 from webapp.registry import jobs
 from webapp.registry.models import Job
@@ -50,25 +51,35 @@ def wait_for_answer(
             return answer
         if answer is not None or result.failed():
             raise NodeTaskFailed(
-                f"Node {node} crashed running the {what}: {str(result.result)[:500]}",
+                say(
+                    "Node %(node)s crashed running the %(what)s: %(error)s",
+                    node=node, what=what, error=str(result.result)[:500],
+                ),
                 f"node_{what}_failed",
-            )
+            )  # fmt: skip
         if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
             result.revoke()
-            raise NodeTaskFailed("Cancelled on request.", "cancelled", cancelled=True)
+            raise NodeTaskFailed(say("Cancelled on request."), "cancelled", cancelled=True)
         if nodes.summary_of(node)["state"] == "down":
             result.revoke()
             raise NodeTaskFailed(
-                f"Node {node} stopped reporting during the {what} (down after "
-                f"{nodes.down_after_s():.0f} s without a report).",
+                say(
+                    "Node %(node)s stopped reporting during the %(what)s (down after "
+                    "%(seconds)s s without a report).",
+                    node=node, what=what, seconds=f"{nodes.down_after_s():.0f}",
+                ),
                 "node_down",
-            )
+            )  # fmt: skip
         waited = time.monotonic() - started
         if waited > limit_s:
             result.revoke()
             raise NodeTaskFailed(
-                f"Node {node} did not finish the {what} within {limit_s:.0f} s.", "timeout"
-            )
+                say(
+                    "Node %(node)s did not finish the %(what)s within %(seconds)s s.",
+                    node=node, what=what, seconds=f"{limit_s:.0f}",
+                ),
+                "timeout",
+            )  # fmt: skip
         if time.monotonic() - last_said >= STILL_WAITING_S:
             last_said = time.monotonic()
             jobs.log(job, f"Still waiting for node {node} ({what}, {waited:.0f} s).")

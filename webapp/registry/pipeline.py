@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from model_store.compile.atc.environment import cann_status
 from model_store.config import lint, render_pbtxt
@@ -28,6 +29,7 @@ from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
+from model_store.text import Text, say
 from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
 from model_store.verification_inputs import check_samples, sample_to_json
@@ -35,7 +37,7 @@ from model_store.verify import verify
 from webapp.ops.routing import NoBuildHost, Route, build_route
 from webapp.registry import job_state, jobs
 from webapp.registry.db_outage import is_connection_error, retrying
-from webapp.registry.models import Event, Job, Version
+from webapp.registry.models import Job, Version
 from webapp.registry.node_builds import NodeBuildFailed, build_on_node
 from webapp.registry.storage import get_store
 from webapp.registry.verify_triton import should_try_triton, verify_through_triton
@@ -63,26 +65,37 @@ def _check_free_space(store: ModelStore, need: int, what: str) -> None:
     free = shutil.disk_usage(store.root).free
     if free - need < floor:
         raise StepFailed(
-            f"The store's disk has {human_bytes(free)} free; {what} needs about "
-            f"{human_bytes(need)} and {human_bytes(floor)} must stay free. Nothing was kept: "
-            "free space on the store's disk (or ask an administrator), then upload the file "
-            "again.",
+            say(
+                "The store's disk has %(free)s free; %(what)s needs about %(need)s and "
+                "%(floor)s must stay free. Nothing was kept: free space on the store's disk "
+                "(or ask an administrator), then upload the file again.",
+                free=human_bytes(free), what=what, need=human_bytes(need),
+                floor=human_bytes(floor),
+            ),
             "insufficient_storage",
-        )
+        )  # fmt: skip
 
 
-def _disk_full(store: ModelStore, step: str) -> str:
+def _disk_full(store: ModelStore, step: str) -> Text:
     free = shutil.disk_usage(store.root).free
-    return (
-        f"The store's disk filled up during the {step} step ({human_bytes(free)} free now, "
-        f"{human_bytes(settings.STORE_MIN_FREE_BYTES)} should stay free). Nothing was kept: "
-        "free space on the store's disk (or ask an administrator), then upload the file again."
-    )
+    return say(
+        "The store's disk filled up during the %(step)s step (%(free)s free now, %(floor)s "
+        "should stay free). Nothing was kept: free space on the store's disk (or ask an "
+        "administrator), then upload the file again.",
+        step=step, free=human_bytes(free), floor=human_bytes(settings.STORE_MIN_FREE_BYTES),
+    )  # fmt: skip
+
+
+def said(exc: BaseException) -> str:
+    """What an error says: its :class:`~model_store.text.Text` message (kept translatable)
+    when it has one, else its plain English."""
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, Text) else str(exc)
 
 
 def _check_cancel(job: Job) -> None:
     if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
-        raise StepFailed("Cancelled on request.", "cancelled", cancelled=True)
+        raise StepFailed(say("Cancelled on request."), "cancelled", cancelled=True)
 
 
 def _jsonable(value: Any) -> Any:
@@ -105,7 +118,8 @@ def sample_arrays(version: Version) -> dict[str, np.ndarray]:
         return {name: np.asarray(value, dtype=dtypes.get(name)) for name, value in sample.items()}
     except (TypeError, ValueError) as exc:
         raise StepFailed(
-            f"The verification sample is not numeric: {exc}", "invalid_sample"
+            say("The verification sample is not numeric: %(error)s", error=str(exc)),
+            "invalid_sample",
         ) from exc
 
 
@@ -186,13 +200,15 @@ def run_validate(job: Job) -> None:
         # Keep the automatic values (batch size, input shape, ...) resolved from this model,
         # so every later step, and the page, see the same options.
         version.options = _jsonable(report.options)
-    version.findings = [_jsonable(f) for f in report.findings]
+    version.findings = [f.to_dict() for f in report.findings]
     version.save(update_fields=["signature", "onnx_summary", "findings", "options", "updated"])
     if not report.ok:
         errors = [f for f in report.findings if f.level == "error"]
         raise StepFailed(
-            "The model did not pass validation: "
-            + " ".join(f"{f.message} {f.advice}".strip() for f in errors[:5]),
+            say(
+                "The model did not pass validation: %(problems)s",
+                problems=" ".join(f"{f.message} {f.advice}".strip() for f in errors[:5]),
+            ),
             "invalid_model",
         )
     if version.verification_sample is not None and report.info is not None:
@@ -200,12 +216,13 @@ def run_validate(job: Job) -> None:
             check_samples(report.info, [sample_arrays(version)])
         except ModelStoreError as exc:
             raise StepFailed(
-                f"The verification sample does not fit the model: {exc}", "invalid_sample"
+                say("The verification sample does not fit the model: %(error)s", error=said(exc)),
+                "invalid_sample",
             ) from exc
         jobs.log(job, "The supplied sample fits the model's inputs; it will be verified too.")
     job_state.update(store, job, onnx_path=str(onnx_path))
     warnings = sum(1 for f in report.findings if f.level == "warning")
-    note = f"{warnings} warning(s)" if warnings else "no problems found"
+    note = say("%(count)s warning(s)", count=warnings) if warnings else say("no problems found")
     jobs.finish_step(job, "validate", note, "warning" if warnings else "done")
 
 
@@ -238,7 +255,7 @@ def run_compile(job: Job) -> None:
     )
     result = target.build(ctx)
     if cancelled():
-        raise StepFailed("Cancelled on request.", "cancelled", cancelled=True)
+        raise StepFailed(say("Cancelled on request."), "cancelled", cancelled=True)
     for command in result.commands:
         jobs.add_command(job, command)
     for note in result.notes:
@@ -248,7 +265,11 @@ def run_compile(job: Job) -> None:
         status = cann_status(ctx.env)
         _record_toolkit(job, version, status.version or "", status.ops_version or "")
     size = result.artifact.stat().st_size
-    jobs.finish_step(job, "compile", f"{result.artifact_name}, {size / 1e6:.1f} MB")
+    jobs.finish_step(
+        job,
+        "compile",
+        say("%(artifact)s, %(size)s MB", artifact=result.artifact_name, size=f"{size / 1e6:.1f}"),
+    )
 
 
 def _build_route(job: Job, version: Version) -> Route:
@@ -256,7 +277,7 @@ def _build_route(job: Job, version: Version) -> Route:
     try:
         route = build_route(job.model.target, version.options)
     except NoBuildHost as exc:
-        raise StepFailed(exc.message, exc.code) from None
+        raise StepFailed(said(exc), exc.code) from None
     if route.node is None and get_target(job.model.target).needs_cann:
         jobs.log(job, f"Building on this worker: {route.why}.")
     return route
@@ -269,7 +290,7 @@ def _compile_on_node(job: Job, version: Version, route: Route, onnx_path: Path) 
     try:
         answer = build_on_node(job, version, route, onnx_path, samples)
     except NodeBuildFailed as exc:
-        raise StepFailed(exc.message, exc.code, cancelled=exc.cancelled) from None
+        raise StepFailed(said(exc), exc.code, cancelled=exc.cancelled) from None
     for command in answer["commands"]:
         jobs.add_command(job, command)
     for note in answer["notes"]:
@@ -289,8 +310,13 @@ def _compile_on_node(job: Job, version: Version, route: Route, onnx_path: Path) 
     )
     size = artifact.stat().st_size
     jobs.finish_step(
-        job, "compile", f"{answer['artifact_name']}, {size / 1e6:.1f} MB, on node {route.node}"
-    )
+        job,
+        "compile",
+        say(
+            "%(artifact)s, %(size)s MB, on node %(node)s",
+            artifact=answer["artifact_name"], size=f"{size / 1e6:.1f}", node=route.node,
+        ),
+    )  # fmt: skip
 
 
 def _record_toolkit(job: Job, version: Version, cann: str, ops: str) -> None:
@@ -356,19 +382,29 @@ def _record_verification(job: Job, version: Version, note: str, data: dict[str, 
         )
     status = data["status"]
     if status == "passed":
-        where = " through Triton" if data.get("via") == "triton" else ""
-        where += f" on node {data['node']}" if data.get("node") else ""
-        jobs.finish_step(job, "verify", "passed" + where)
+        jobs.finish_step(job, "verify", _passed(data))
     elif status == "not_run":
         jobs.log(job, f"Not verified: {data.get('reason')}", "warning")
-        jobs.finish_step(job, "verify", "not run: " + str(data.get("reason", "")), "warning")
+        jobs.finish_step(
+            job, "verify", say("not run: %(reason)s", reason=data.get("reason", "")), "warning"
+        )
     else:
         jobs.log(
             job,
             "Verification FAILED: this version cannot be published unless an admin overrides it.",
             "error",
         )
-        jobs.finish_step(job, "verify", "failed; publishing is blocked", "warning")
+        jobs.finish_step(job, "verify", say("failed; publishing is blocked"), "warning")
+
+
+def _passed(data: dict[str, Any]) -> Text:
+    """The verify step's message for a pass: where it ran (through Triton, on a node)."""
+    triton, node = data.get("via") == "triton", data.get("node")
+    if triton and node:
+        return say("passed through Triton on node %(node)s", node=node)
+    if node:
+        return say("passed on node %(node)s", node=node)
+    return say("passed through Triton") if triton else say("passed")
 
 
 def run_reuse(job: Job) -> None:
@@ -382,26 +418,35 @@ def run_reuse(job: Job) -> None:
     original = version.revision_of
     if original is None or original.status != Version.Status.READY or not original.artifact_name:
         raise StepFailed(
-            "The version this revises is gone or no longer packaged, so there is no artifact "
-            "to reuse. Revise a packaged version instead.",
+            say(
+                "The version this revises is gone or no longer packaged, so there is no "
+                "artifact to reuse. Revise a packaged version instead."
+            ),
             "original_gone",
         )
     name, number = job.model.name, original.number
     artifact = store.package_dir(name, number) / str(number) / original.artifact_name
     if not artifact.is_file():
         raise StepFailed(
-            f"Version {number}'s packaged {original.artifact_name} is missing from the store; "
-            "nothing was reused. Upload the model again (or restore the store).",
+            say(
+                "Version %(number)s's packaged %(artifact)s is missing from the store; nothing "
+                "was reused. Upload the model again (or restore the store).",
+                number=number, artifact=original.artifact_name,
+            ),
             "package_missing",
-        )
+        )  # fmt: skip
     digest = sha256_file(artifact)
     if digest != original.artifact_sha256:
         raise StepFailed(
-            f"Version {number}'s {original.artifact_name} on disk is not the file that was "
-            f"verified (SHA-256 {digest[:12]}… instead of {original.artifact_sha256[:12]}…); it "
-            "is not reused. Check the store's disk, then upload the model again.",
+            say(
+                "Version %(number)s's %(artifact)s on disk is not the file that was verified "
+                "(SHA-256 %(found)s… instead of %(expected)s…); it is not reused. Check the "
+                "store's disk, then upload the model again.",
+                number=number, artifact=original.artifact_name, found=digest[:12],
+                expected=original.artifact_sha256[:12],
+            ),
             "artifact_changed",
-        )
+        )  # fmt: skip
     onnx_path = _source_onnx(store, job, version)
     job_state.update(
         store, job, artifact=str(artifact), artifact_name=original.artifact_name,
@@ -432,7 +477,14 @@ def run_reuse(job: Job) -> None:
         f"Reusing version {number}'s {original.artifact_name} (SHA-256 {digest[:12]}… checked) "
         f"and its verification ({verification.get('status')}); no compile needed.",
     )
-    jobs.finish_step(job, "reuse", f"{original.artifact_name} of v{number}, SHA-256 checked")
+    jobs.finish_step(
+        job,
+        "reuse",
+        say(
+            "%(artifact)s of v%(number)s, SHA-256 checked",
+            artifact=original.artifact_name, number=number,
+        ),
+    )  # fmt: skip
 
 
 def run_package(job: Job) -> None:
@@ -454,7 +506,11 @@ def run_package(job: Job) -> None:
     problems = lint(config)
     if problems:
         raise StepFailed(
-            "The generated config.pbtxt is not valid: " + "; ".join(problems), "invalid_config"
+            say(
+                "The generated config.pbtxt is not valid: %(problems)s",
+                problems="; ".join(problems),
+            ),
+            "invalid_config",
         )
     text = render_pbtxt(config)
     files = {state["artifact_name"]: artifact}
@@ -473,19 +529,22 @@ def run_package(job: Job) -> None:
     version.error = ""
     retrying(version.save)
     jobs.log(job, f"Packaged as {name}/{number}/{version.artifact_name} with its config.pbtxt.")
-    jobs.finish_step(job, "package", "config.pbtxt generated and linted")
+    jobs.finish_step(job, "package", say("config.pbtxt generated and linted"))
     verification_status = (version.verification or {}).get("status", "not run")
     retrying(
-        lambda: Event.objects.create(
+        lambda: jobs.record_event(
             model=job.model,
             version=version,
             job=job,
             kind="version.packaged",
             actor=job.created_by,
-            message=f"Version {number} packaged (verification {verification_status}).",
+            message=say(
+                "Version %(number)s packaged (verification %(status)s).",
+                number=number, status=verification_status,
+            ),
             data={"artifact_sha256": version.artifact_sha256},
         )
-    )
+    )  # fmt: skip
     store.remove_work_dir(job.uuid.hex)
     jobs.succeed(job, "packaged")
     if (job.params or {}).get("serve_when_packaged"):
@@ -533,7 +592,7 @@ def run_step(step: str, job_id: int) -> bool:
         _record_failure(job, exc.message, exc.code, cancelled=exc.cancelled)
     except ModelStoreError as exc:
         code = getattr(exc, "code", "failed")
-        _record_failure(job, str(exc), code, cancelled=code == "cancelled")
+        _record_failure(job, said(exc), code, cancelled=code == "cancelled")
     except (
         Exception
     ) as exc:  # a bug or an environment problem: say so, keep the traceback in the log
@@ -547,14 +606,21 @@ def run_step(step: str, job_id: int) -> bool:
             return False
         log.exception("compile step %s of job %s crashed", step, job.uuid)
         _record_failure(
-            job, f"Unexpected error in {step}: {exc}. The worker log has details.", "internal_error"
-        )
+            job,
+            say(
+                "Unexpected error in %(step)s: %(error)s. The worker log has details.",
+                step=step, error=str(exc),
+            ),
+            "internal_error",
+        )  # fmt: skip
     return False
 
 
 def record_timeout(job_id: int, step: str) -> None:
     job = Job.objects.select_related("model").get(pk=job_id)
-    _record_failure(job, f"The {step} step ran past its time limit and was stopped.", "timeout")
+    _record_failure(
+        job, say("The %(step)s step ran past its time limit and was stopped.", step=step), "timeout"
+    )
 
 
 def record_database_lost(job_id: int, step: str, exc: BaseException) -> None:
@@ -562,10 +628,13 @@ def record_database_lost(job_id: int, step: str, exc: BaseException) -> None:
     job = retrying(lambda: Job.objects.select_related("model", "version").get(pk=job_id))
     _record_failure(
         job,
-        f"The {step} step lost the database connection and it did not come back in time "
-        f"({exc}). Nothing was kept; upload the file again to retry.",
+        say(
+            "The %(step)s step lost the database connection and it did not come back in time "
+            "(%(error)s). Nothing was kept; upload the file again to retry.",
+            step=step, error=str(exc),
+        ),
         "database_unavailable",
-    )
+    )  # fmt: skip
 
 
 def _record_failure(job: Job, message: str, code: str, *, cancelled: bool = False) -> None:
@@ -602,10 +671,19 @@ def fail_interrupted_compiles() -> list[str]:
     repairs = []
     # Adopt jobs copy files into a version the same way (one version, whole or absent).
     retry = {
-        Job.Kind.COMPILE: "nothing was kept. Upload the file again",
-        Job.Kind.ADOPT: "nothing was kept. Adopt again",
+        Job.Kind.COMPILE: gettext_noop(
+            "The worker stopped in the middle of the %(step)s step (it was killed or "
+            "restarted); nothing was kept. Upload the file again to retry."
+        ),
+        Job.Kind.ADOPT: gettext_noop(
+            "The worker stopped in the middle of the %(step)s step (it was killed or "
+            "restarted); nothing was kept. Adopt again to retry."
+        ),
         # Its trials are recorded one by one; the loaded one is removed below (tuning.py).
-        Job.Kind.TUNE: "the trials measured so far are kept. Start the search again",
+        Job.Kind.TUNE: gettext_noop(
+            "The worker stopped in the middle of the %(step)s step (it was killed or "
+            "restarted); the trials measured so far are kept. Start the search again to retry."
+        ),
     }
     running = Job.objects.filter(kind__in=list(retry), state=Job.State.RUNNING)
     for job in running.select_related("model", "version"):
@@ -613,10 +691,9 @@ def fail_interrupted_compiles() -> list[str]:
         step_running = any(s.get("state") == "running" for s in job.steps)
         if runner.get("host") != host or not step_running or _alive(runner, psutil):
             continue
-        message = (
-            f"The worker stopped in the middle of the {job.step} step (it was killed or "
-            f"restarted); {retry[Job.Kind(job.kind)]} to retry."
-        )
+        # The template is one of the marked sentences above (a variable, so say() is told
+        # by Text directly; gettext_noop put each in the catalogue).
+        message = Text(retry[Job.Kind(job.kind)], {"step": job.step})
         _record_failure(job, message, "interrupted")
         if job.kind == Job.Kind.ADOPT and job.version is not None:
             # A failed adopted version is adopted again next time (webapp.registry.adopt).

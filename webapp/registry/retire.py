@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from model_store.retire import retire_files
 from model_store.serving import unload_model
+from model_store.text import say
 from webapp import live
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
-from webapp.registry.models import Event, Job, Model
+from webapp.registry.models import Job, Model
 from webapp.registry.storage import get_store
 
 UNLOAD_TIMEOUT_S = 60.0
@@ -24,7 +25,7 @@ UNLOAD_TIMEOUT_S = 60.0
 
 def run_retire(job: Job) -> None:
     model = job.model
-    who = job.created_by.get_username() if job.created_by else "the hub"
+    who = job.created_by.get_username() if job.created_by else say("the hub")
     purge = bool(job.params.get("purge_sources"))
     if model.serving_version is not None:
         jobs.log(job, f"Unloading {model.name} (v{model.serving_version}) from Triton.")
@@ -39,11 +40,11 @@ def run_retire(job: Job) -> None:
         else "It had no directory in the repository.",
     )
     sources = (
-        "its sources were purged"
+        say("its sources were purged")
         if purge
-        else "its sources are kept"
+        else say("its sources are kept")
         if files.sources_kept_at
-        else "it had no sources"
+        else say("it had no sources")
     )
     jobs.log(job, sources[0].upper() + sources[1:] + ".")
     now = timezone.now()
@@ -57,15 +58,20 @@ def run_retire(job: Job) -> None:
         lock_expires=None,
     )
     reason = job.params.get("reason", "")
-    Event.objects.create(
+    values = {"who": who, "model": model.name, "version": model.serving_version, "sources": sources}
+    message = (
+        say("%(who)s retired %(model)s (it served v%(version)s); %(sources)s.", **values)
+        if model.serving_version
+        else say("%(who)s retired %(model)s; %(sources)s.", **values)
+    )
+    if reason:
+        message = say("%(message)s Reason: %(reason)s", message=message, reason=reason)
+    jobs.record_event(
         model=model,
         job=job,
         kind="retire",
         actor=job.created_by,
-        message=f"{who} retired {model.name}"
-        + (f" (it served v{model.serving_version})" if model.serving_version else "")
-        + f"; {sources}."
-        + (f" Reason: {reason}" if reason else ""),
+        message=message,
         data={
             "served": model.serving_version,
             "purge_sources": purge,
@@ -73,6 +79,6 @@ def run_retire(job: Job) -> None:
             "reason": reason,
         },
     )
-    jobs.finish_step(job, job.kind, "retired")
+    jobs.finish_step(job, job.kind, say("retired"))
     jobs.succeed(job, f"{model.name} retired")
     live.publish("models", {"retired": model.name})

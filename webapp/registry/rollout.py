@@ -21,6 +21,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from model_store.text import Text
 from webapp import dispatch
 from webapp.registry import jobs, package_tars
 from webapp.registry.models import Job, Model, NodeServing, Version
@@ -77,7 +78,7 @@ def place_on_node(job: Job, model: Model, node: str, version: Version) -> NodeSt
         from_version=before,
         to_version=version.number,
         duration_s=round(time.monotonic() - started, 3),
-        reason=str(answer.get("reason") or "")[:1000],
+        reason=_reason(answer.get("reason")),
         fetched=bool(answer.get("fetched")),
     )
     if step.ok:
@@ -103,7 +104,7 @@ def unload_from_node(job: Job, model: Model, node: str) -> NodeStep:
         answer = {"ok": False, "reason": exc.message}
     step = NodeStep(
         node, ok=answer.get("ok") is True, from_version=before, to_version=None,
-        duration_s=round(time.monotonic() - started, 3), reason=str(answer.get("reason") or ""),
+        duration_s=round(time.monotonic() - started, 3), reason=_reason(answer.get("reason")),
     )  # fmt: skip
     if step.ok:
         NodeServing.objects.filter(model=model, node=node).delete()
@@ -112,6 +113,12 @@ def unload_from_node(job: Job, model: Model, node: str) -> NodeStep:
             state=NodeServing.State.FAILED, error=step.reason[:1000], updated=timezone.now()
         )
     return step
+
+
+def _reason(value: Any) -> str:
+    """A node step's reason: a hub-made :class:`~model_store.text.Text` stays translatable; a
+    node's own words are kept as plain text (at most 1000 characters)."""
+    return value if isinstance(value, Text) and len(value) <= 1000 else str(value or "")[:1000]
 
 
 def log_step(job: Job, step: NodeStep) -> None:

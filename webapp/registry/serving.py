@@ -31,6 +31,7 @@ from model_store.serving import (
     switch_version,
     unload_model,
 )
+from model_store.text import Text, say
 from webapp import live
 from webapp.errors import HubError
 from webapp.ops import nodes as ops_nodes
@@ -138,9 +139,12 @@ def refusal_with_code(version: Version) -> tuple[str, str] | None:
     """
     if not version.publishable:
         if version.status != Version.Status.READY:
-            return f"its status is {version.status}", "not_publishable"
+            return say("its status is %(status)s", status=version.status), "not_publishable"
         status = (version.verification or {}).get("status", "did not run")
-        return f"its verification {status} and no admin has overridden it", "not_publishable"
+        return (
+            say("its verification %(status)s and no admin has overridden it", status=status),
+            "not_publishable",
+        )
     found = cann_skew(version)
     if found is not None and found.state == "too_new":
         return found.message, "cann_version_skew"
@@ -174,15 +178,17 @@ def run_job(job_id: int) -> None:
     holder = job.uuid.hex
     if not acquire_lock(model, holder):  # the lock expired and someone else took it
         jobs.fail(
-            job, "The switch lock was taken by another job; nothing was changed.", "lock_lost"
+            job, say("The switch lock was taken by another job; nothing was changed."), "lock_lost"
         )
         return
     jobs.start_step(job, job.kind)
     try:
         # The gate again, on the state at run time: an override may have been withdrawn.
         refused = refusal_with_code(job.version) if job.version is not None else None
-        if refused is not None:
-            _failed(job, f"v{job.version.number} cannot serve: {refused[0]}.", refused[1])  # type: ignore[union-attr]
+        if refused is not None and job.version is not None:
+            number = job.version.number
+            _failed(job, say("v%(number)s cannot serve: %(why)s.", number=number, why=refused[0]),
+                    refused[1])  # fmt: skip
         elif job.kind in (Job.Kind.SERVE, Job.Kind.ROLLBACK):
             _run_switch(job)
         elif job.kind == Job.Kind.UNLOAD:
@@ -198,8 +204,11 @@ def run_job(job_id: int) -> None:
         # down or restarting. What serves is whatever the database says; reconcile reloads it.
         _failed(
             job,
-            f"Triton did not answer, so nothing was changed: {exc}. Ask again once Triton "
-            "is back (the server page shows it).",
+            say(
+                "Triton did not answer, so nothing was changed: %(error)s. Ask again once "
+                "Triton is back (the server page shows it).",
+                error=_said(exc),
+            ),
             "triton_unavailable",
         )
     except Exception as exc:
@@ -209,15 +218,22 @@ def run_job(job_id: int) -> None:
             log.warning("serving job %s lost the database: %s", job.uuid, exc)
             _failed(
                 job,
-                f"The database connection was lost during the {job.kind} ({exc}). Nothing was "
-                "recorded as changed; reconcile puts Triton back in line with the database. "
-                "Ask again.",
+                say(
+                    "The database connection was lost during the %(kind)s (%(error)s). Nothing "
+                    "was recorded as changed; reconcile puts Triton back in line with the "
+                    "database. Ask again.",
+                    kind=job.kind, error=str(exc),
+                ),
                 "database_unavailable",
-            )
+            )  # fmt: skip
             _reconcile_soon()
         else:
             log.exception("serving job %s crashed", job.uuid)
-            _failed(job, f"Unexpected error: {exc}. The worker log has details.", "internal_error")
+            _failed(
+                job,
+                say("Unexpected error: %(error)s. The worker log has details.", error=str(exc)),
+                "internal_error",
+            )
     finally:
         # A database restart must not keep the lock until it expires.
         retrying(lambda: release_lock(model, holder))
@@ -269,7 +285,10 @@ def _run_switch(job: Job) -> None:
         evidence["error"] = result.reason
         evidence["restored"] = result.restored
         _failed(
-            job, f"v{to_version} did not become ready: {result.reason}", "switch_failed", evidence
+            job,
+            say("v%(to)s did not become ready: %(reason)s", to=to_version, reason=result.reason),
+            "switch_failed",
+            evidence,
         )
         return
     # A switch writes a config for the new version alone: any compared version is unloaded.
@@ -278,21 +297,33 @@ def _run_switch(job: Job) -> None:
         updates["previous_version"] = from_version
     # Triton serves the new version now: record it even across a database restart.
     retrying(lambda: Model.objects.filter(pk=model.pk).update(**updates))
-    verb = "rolled back" if job.kind == Job.Kind.ROLLBACK else "switched"
-    origin = f" from v{from_version}" if from_version else ""
+    seconds = f"{result.duration_s:.2f}"
+    values = {"who": _who(job), "model": model.name, "old": from_version, "to": to_version,
+              "seconds": seconds}  # fmt: skip
+    if job.kind == Job.Kind.ROLLBACK and from_version:
+        said = say("%(who)s rolled back %(model)s from v%(old)s to v%(to)s in %(seconds)s s.",
+                   **values)  # fmt: skip
+    elif job.kind == Job.Kind.ROLLBACK:
+        said = say("%(who)s rolled back %(model)s to v%(to)s in %(seconds)s s.", **values)
+    elif from_version:
+        said = say("%(who)s switched %(model)s from v%(old)s to v%(to)s in %(seconds)s s.",
+                   **values)  # fmt: skip
+    else:
+        said = say("%(who)s switched %(model)s to v%(to)s in %(seconds)s s.", **values)
     retrying(
-        lambda: Event.objects.create(
+        lambda: jobs.record_event(
             model=model,
             version=job.version,
             job=job,
             kind=job.kind,
             actor=job.created_by,
-            message=f"{_who(job)} {verb} {model.name}{origin} to v{to_version} "
-            f"in {result.duration_s:.2f} s.",
+            message=said,
             data=evidence,
         )
     )
-    jobs.finish_step(job, job.kind, f"v{to_version} is READY ({result.duration_s:.2f} s)")
+    jobs.finish_step(
+        job, job.kind, say("v%(to)s is READY (%(seconds)s s)", to=to_version, seconds=seconds)
+    )
     jobs.succeed(job, f"v{to_version} serving")
 
 
@@ -338,23 +369,35 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
         failed = steps[-1]
         _failed(
             job,
-            f"Rollout of v{to_version} stopped at node {failed.node}: {failed.reason}. "
-            f"Serving now: {now}. Retry (nodes already on v{to_version} are left as they are) "
-            "or roll back.",
+            say(
+                "Rollout of v%(to)s stopped at node %(node)s: %(reason)s. Serving now: %(now)s. "
+                "Retry (nodes already on v%(to)s are left as they are) or roll back.",
+                to=to_version, node=failed.node, reason=failed.reason, now=now,
+            ),
             "rollout_stopped",
             evidence,
-        )
+        )  # fmt: skip
         return
-    verb = "rolled back" if job.kind == Job.Kind.ROLLBACK else "switched"
+    values = {"who": _who(job), "model": model.name, "to": to_version, "count": len(steps),
+              "now": now, "seconds": f"{evidence['duration_s']:.2f}"}  # fmt: skip
+    said = (
+        say("%(who)s rolled back %(model)s to v%(to)s on %(count)s node(s) (%(now)s) in "
+            "%(seconds)s s.", **values)
+        if job.kind == Job.Kind.ROLLBACK
+        else say("%(who)s switched %(model)s to v%(to)s on %(count)s node(s) (%(now)s) in "
+                 "%(seconds)s s.", **values)
+    )  # fmt: skip
     retrying(
-        lambda: Event.objects.create(
+        lambda: jobs.record_event(
             model=model, version=version, job=job, kind=job.kind, actor=job.created_by,
-            message=f"{_who(job)} {verb} {model.name} to v{to_version} on "
-            f"{len(steps)} node(s) ({now}) in {evidence['duration_s']:.2f} s.",
-            data=evidence,
+            message=said, data=evidence,
         )
     )  # fmt: skip
-    jobs.finish_step(job, job.kind, f"v{to_version} serving on {len(steps)} node(s)")
+    jobs.finish_step(
+        job,
+        job.kind,
+        say("v%(to)s serving on %(count)s node(s)", to=to_version, count=len(steps)),
+    )
     jobs.succeed(job, f"v{to_version} serving on {now}")
 
 
@@ -393,24 +436,27 @@ def _run_place(job: Job) -> None:
     if failed:
         _failed(
             job,
-            "; ".join(f"node {s.node}: {s.reason}" for s in failed),
+            _joined(
+                [say("node %(node)s: %(reason)s", node=s.node, reason=s.reason) for s in failed]
+            ),
             "placement_incomplete",
             {"nodes": [s.to_dict() for s in steps]},
         )
         return
-    jobs.finish_step(job, job.kind, f"{len(steps)} node(s) changed")
+    jobs.finish_step(job, job.kind, say("%(count)s node(s) changed", count=len(steps)))
     jobs.succeed(job, f"placed on {', '.join(targets) or 'no node'}")
 
 
 def _run_unload(job: Job) -> None:
     model = job.model
     unload_model(get_runtime(timeout=60), model.name, timeout_s=60)
-    Event.objects.create(
+    jobs.record_event(
         model=model, job=job, kind="unload", actor=job.created_by,
-        message=f"{_who(job)} unloaded {model.name}; it no longer answers requests.",
+        message=say("%(who)s unloaded %(model)s; it no longer answers requests.",
+                    who=_who(job), model=model.name),
         data={"reason": job.params.get("reason", "")},
     )  # fmt: skip
-    jobs.finish_step(job, job.kind, "unloaded")
+    jobs.finish_step(job, job.kind, say("unloaded"))
     jobs.succeed(job)
 
 
@@ -428,19 +474,23 @@ def _run_compare(job: Job) -> None:
     )
     if not ok:
         _failed(
-            job, f"v{extra} did not load beside v{model.serving_version}: {reason}", "load_failed"
-        )
+            job,
+            say(
+                "v%(extra)s did not load beside v%(serving)s: %(reason)s",
+                extra=extra, serving=model.serving_version, reason=reason,
+            ),
+            "load_failed",
+        )  # fmt: skip
         return
     Model.objects.filter(pk=model.pk).update(compare_version=extra)
+    values = {"who": _who(job), "extra": extra, "model": model.name,
+              "serving": model.serving_version}  # fmt: skip
     message = (
-        f"{_who(job)} loaded v{extra} of {model.name} beside v{model.serving_version} to compare."
+        say("%(who)s loaded v%(extra)s of %(model)s beside v%(serving)s to compare.", **values)
         if extra is not None
-        else f"{_who(job)} stopped comparing: only v{model.serving_version} of {model.name} "
-        "is loaded."
+        else say("%(who)s stopped comparing: only v%(serving)s of %(model)s is loaded.", **values)
     )
-    Event.objects.create(
-        model=model, job=job, kind="compare", actor=job.created_by, message=message
-    )
+    jobs.record_event(model=model, job=job, kind="compare", actor=job.created_by, message=message)
     jobs.finish_step(job, job.kind, "READY")
     jobs.succeed(job)
 
@@ -454,11 +504,13 @@ def _run_load(job: Job) -> None:
         get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name, timeout_s=SWITCH_TIMEOUT_S
     )
     if not ok:
-        _failed(job, f"{model.name} did not load: {reason}", "load_failed")
+        _failed(job, say("%(model)s did not load: %(reason)s", model=model.name, reason=reason),
+                "load_failed")  # fmt: skip
         return
-    Event.objects.create(
+    jobs.record_event(
         model=model, job=job, kind="load", actor=job.created_by,
-        message=f"{_who(job)} loaded {model.name} (v{model.serving_version}).",
+        message=say("%(who)s loaded %(model)s (v%(version)s).", who=_who(job), model=model.name,
+                    version=model.serving_version),
         data={"reason": job.params.get("reason", "")},
     )  # fmt: skip
     jobs.finish_step(job, job.kind, "READY")
@@ -468,15 +520,26 @@ def _run_load(job: Job) -> None:
 def _failed(job: Job, message: str, code: str, evidence: dict[str, Any] | None = None) -> None:
     jobs.log(job, message, "error")
     jobs.fail(job, message, code)
-    retrying(
-        lambda: Event.objects.filter(job=job, kind__in=("job.failed",)).update(
-            data=evidence or {"code": code}
-        )
-    )
+    data = jobs.event_data(message, evidence or {"code": code})
+    retrying(lambda: Event.objects.filter(job=job, kind__in=("job.failed",)).update(data=data))
 
 
 def _who(job: Job) -> str:
-    return job.created_by.get_username() if job.created_by else "the hub"
+    return job.created_by.get_username() if job.created_by else say("the hub")
+
+
+def _said(exc: BaseException) -> str:
+    """An error's :class:`~model_store.text.Text` message when it has one, else its English."""
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, Text) else str(exc)
+
+
+def _joined(parts: list[Text]) -> Text:
+    """``"a; b; c"`` as one Text, each part still translatable."""
+    said = parts[-1]
+    for part in reversed(parts[:-1]):
+        said = say("%(first)s; %(rest)s", first=part, rest=said)
+    return said
 
 
 # --------------------------------------------------------------------------- reconcile
@@ -577,8 +640,9 @@ def _place_on_nodes_that_miss_it() -> list[str]:
         try:
             queue_locked_job(
                 model, Job.Kind.PLACE, None, params={"missing": missing, "reason": "reconcile"},
-                message=f"Reconcile: {', '.join(missing)} should serve {model.name} "
-                f"v{model.serving_version}.",
+                message=say("Reconcile: %(nodes)s should serve %(model)s v%(version)s.",
+                            nodes=", ".join(missing), model=model.name,
+                            version=model.serving_version),
                 version=model.versions.filter(number=model.serving_version or 0).first(),
             )  # fmt: skip
         except HubError:  # a switch holds the lock: the next reconcile looks again
@@ -597,12 +661,15 @@ def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:
     started = time.monotonic()
     serving = list(Model.objects.exclude(serving_version=None))
     for model in serving:
-        Event.objects.create(
+        jobs.record_event(
             model=model,
             kind="triton.outage",
-            message=(
-                f"Triton stopped ({exit_status}); the launcher restarted it after {down_s:.1f} s. "
-                f"Requests for {model.name} failed meanwhile."
+            message=say(
+                "Triton stopped (%(status)s); the launcher restarted it after %(seconds)s s. "
+                "Requests for %(model)s failed meanwhile.",
+                status=exit_status,
+                seconds=f"{down_s:.1f}",
+                model=model.name,
             ),
             data={"down_s": down_s, "exit_status": exit_status},
         )
@@ -617,17 +684,19 @@ def after_triton_restart(down_s: float, exit_status: str) -> ReconcileReport:
     }
     for model in serving:
         back = (model.name, str(model.serving_version)) in ready
-        Event.objects.create(
+        values = {"version": model.serving_version, "model": model.name,
+                  "seconds": f"{down_s + time.monotonic() - started:.1f}"}  # fmt: skip
+        jobs.record_event(
             model=model,
             kind="triton.reloaded" if back else "triton.reload_failed",
             message=(
-                f"v{model.serving_version} of {model.name} answers again, "
-                f"{down_s + time.monotonic() - started:.1f} s after Triton stopped."
+                say("v%(version)s of %(model)s answers again, %(seconds)s s after Triton "
+                    "stopped.", **values)
                 if back
-                else f"v{model.serving_version} of {model.name} did not load again after "
-                "Triton's restart; see the server page's reconcile warnings."
+                else say("v%(version)s of %(model)s did not load again after Triton's restart; "
+                         "see the server page's reconcile warnings.", **values)
             ),
-        )
+        )  # fmt: skip
     return report
 
 
@@ -688,7 +757,7 @@ def _fail_interrupted_jobs(repairs: list[str]) -> None:
             continue
         jobs.fail(
             job,
-            "The worker stopped in the middle of this job; reconcile checked the model.",
+            say("The worker stopped in the middle of this job; reconcile checked the model."),
             "interrupted",
         )
         repairs.append(f"{model.name}: marked the interrupted {job.kind} job {job.uuid} as failed.")
@@ -701,7 +770,7 @@ def _fail_interrupted_jobs(repairs: list[str]) -> None:
     for job in Job.objects.filter(
         running_too_long | queued_too_long, kind=Job.Kind.SWEEP
     ).select_related("model"):
-        jobs.fail(job, "The worker stopped in the middle of this sweep.", "interrupted")
+        jobs.fail(job, say("The worker stopped in the middle of this sweep."), "interrupted")
         repairs.append(f"{job.model.name}: marked the interrupted sweep {job.uuid} as failed.")
 
 
@@ -753,11 +822,12 @@ def _note_late_reload(model: Model, serving: int) -> None:
     last = model.events.filter(kind__startswith="triton.").order_by("-created").first()
     if last is None or last.kind != "triton.reload_failed":
         return
-    Event.objects.create(
+    jobs.record_event(
         model=model,
         kind="triton.reloaded",
-        message=f"v{serving} of {model.name} answers again: a later reconcile loaded it.",
-    )
+        message=say("v%(version)s of %(model)s answers again: a later reconcile loaded it.",
+                    version=serving, model=model.name),
+    )  # fmt: skip
 
 
 def _passes_gate(model: Model, number: int) -> bool:
@@ -771,9 +841,10 @@ def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:
     report.warnings = warnings
     report.save()
     if repairs:
-        Event.objects.create(
-            kind="reconcile", message="Reconcile repaired: " + " ".join(repairs)[:900],
+        jobs.record_event(
+            kind="reconcile",
+            message=say("Reconcile repaired: %(repairs)s", repairs=" ".join(repairs)[:900]),
             data={"repairs": repairs, "warnings": warnings},
-        )  # fmt: skip
+        )
     live.publish("server", {"reconciled": True})
     return report

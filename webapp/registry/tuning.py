@@ -38,6 +38,7 @@ from model_store.perf.tune import (
 )
 from model_store.serving import remove_trial
 from model_store.targets import get_target
+from model_store.text import Text, say
 from webapp import live
 from webapp.ops import nodes as ops_nodes
 from webapp.ops.server_state import devices_summary
@@ -129,7 +130,7 @@ def run_tune_job(job_id: int) -> None:
         return
     run = TuningRun.objects.select_related("model", "version").get(job=job)
     if job.cancel_requested:
-        jobs.fail(job, "Cancelled before it started.", "cancelled", cancelled=True)
+        jobs.fail(job, say("Cancelled before it started."), "cancelled", cancelled=True)
         return
     version, model = run.version, run.model
     target = get_target(model.target)
@@ -161,7 +162,11 @@ def run_tune_job(job_id: int) -> None:
         + f"; trying everything would be {run.grid_size} configs. Load per trial: at most "
         f"{run.max_concurrency} requests in flight, beside production.",
     )
-    jobs.finish_step(job, "prepare", f"{len(dims)} knobs, grid of {run.grid_size}")
+    jobs.finish_step(
+        job,
+        "prepare",
+        say("%(knobs)s knobs, grid of %(grid)s", knobs=len(dims), grid=run.grid_size),
+    )
 
     jobs.start_step(job, "search")
     runtime = get_runtime(timeout=30.0)
@@ -220,11 +225,17 @@ def run_tune_job(job_id: int) -> None:
     run.save(update_fields=["best", "stopped"])
     measured = sum(1 for t in result.trials if t.state == "measured")
     if result.stopped == "cancelled":
-        jobs.fail(job, f"Cancelled after {measured} trial(s); they are kept.", "cancelled",
-                  cancelled=True)  # fmt: skip
+        jobs.fail(job, say("Cancelled after %(count)s trial(s); they are kept.", count=measured),
+                  "cancelled", cancelled=True)  # fmt: skip
         return
     summary = _summary(result.trials, result.best, objective)
-    jobs.finish_step(job, "search", f"{len(result.trials)} trials ({measured} measured)")
+    jobs.finish_step(
+        job,
+        "search",
+        say(
+            "%(count)s trials (%(measured)s measured)", count=len(result.trials), measured=measured
+        ),
+    )
     jobs.start_step(job, "record")
     jobs.finish_step(job, "record", summary)
     jobs.succeed(job, summary)
@@ -269,21 +280,24 @@ def _measure_on_node(
     return list(answer.get("levels") or [])
 
 
-def _summary(trials: list[Trial], best: int | None, objective: Objective) -> str:
+def _summary(trials: list[Trial], best: int | None, objective: Objective) -> Text:
     if best is None:
-        return f"No config met the objective ({objective.describe()})."
+        return say("No config met the objective (%(objective)s).", objective=objective.describe())
     winner = trials[best]
     base = trials[0]
     if best == 0:
-        return "The serving config is the best found: no change suggested."
+        return say("The serving config is the best found: no change suggested.")
     assert winner.measured is not None
     if objective.kind == "throughput" and base.measured and base.score is not None:
         gain = winner.measured.throughput_rps / max(base.measured.throughput_rps, 1e-9)
-        return (
-            f"Best: {winner.label} at {winner.measured.throughput_rps:.1f} req/s "
-            f"({gain:.2f}x the serving config)."
-        )
-    return f"Best: {winner.label} (p99 {winner.measured.p99_ms or 0:.1f} ms)."
+        return say(
+            "Best: %(label)s at %(rps)s req/s (%(gain)sx the serving config).",
+            label=winner.label, rps=f"{winner.measured.throughput_rps:.1f}", gain=f"{gain:.2f}",
+        )  # fmt: skip
+    return say(
+        "Best: %(label)s (p99 %(p99)s ms).", label=winner.label,
+        p99=f"{winner.measured.p99_ms or 0:.1f}",
+    )  # fmt: skip
 
 
 def remove_abandoned_trials() -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from model_store.text import say
 from workers.celery import app
 
 # A sweep is capped at SweepPlan.max_total_seconds (120 s); the limit only catches a hang.
@@ -26,11 +27,17 @@ def sweep(job_id: int) -> None:
         run_sweep_job(job_id)
     except SoftTimeLimitExceeded:
         job = Job.objects.get(pk=job_id)
-        jobs.fail(job, f"The sweep ran past {SOFT_LIMIT} s and was stopped.", "timeout")
+        jobs.fail(
+            job, say("The sweep ran past %(limit)s s and was stopped.", limit=SOFT_LIMIT), "timeout"
+        )
     except Exception as exc:  # recorded on the job, so the page never shows "running" forever
         job = Job.objects.get(pk=job_id)
         if not job.is_finished:
-            jobs.fail(job, f"The sweep failed unexpectedly: {exc}", "internal_error")
+            jobs.fail(
+                job,
+                say("The sweep failed unexpectedly: %(error)s", error=str(exc)),
+                "internal_error",
+            )
         raise
 
 
@@ -55,9 +62,17 @@ def tune(job_id: int) -> None:
         run_tune_job(job_id)
     except SoftTimeLimitExceeded:
         job = Job.objects.get(pk=job_id)
-        jobs.fail(job, f"The search ran past {TUNE_SOFT_LIMIT} s and was stopped.", "timeout")
+        jobs.fail(
+            job,
+            say("The search ran past %(limit)s s and was stopped.", limit=TUNE_SOFT_LIMIT),
+            "timeout",
+        )
     except Exception as exc:  # recorded on the job, so the page never shows "running" forever
         job = Job.objects.get(pk=job_id)
         if not job.is_finished:
-            jobs.fail(job, f"The search failed unexpectedly: {exc}", "internal_error")
+            jobs.fail(
+                job,
+                say("The search failed unexpectedly: %(error)s", error=str(exc)),
+                "internal_error",
+            )
         raise
