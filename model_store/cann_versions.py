@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
+from model_store.text import Text, say
+
 _VERSION = re.compile(
     r"""\s*v?(?P<major>\d+)\.(?P<minor>\d+)
         (?:\.(?:(?P<rc>[Rr][Cc])(?P<rc_n>\d+)|(?P<patch>\d+)))?
@@ -94,7 +96,8 @@ class Skew:
 
     ``state``: ``"ok"`` (serving is as new or newer), ``"too_new"`` (built with a newer CANN
     than serves: the OM must not run there), or ``"unknown"`` (either side not known or not
-    readable). ``message`` says it in plain words, with what to do.
+    readable). ``message`` says it in plain words, with what to do (a
+    :func:`~model_store.text.say` text: the English ``str``, translated where it is shown).
     """
 
     state: str
@@ -107,29 +110,56 @@ def skew(built_with: str | None, serving: str | None) -> Skew:
     """Applies the rule "the runtime CANN must be at least as new as the one that built the OM"."""
     built, served = parse_cann_version(built_with), parse_cann_version(serving)
     if built is None or served is None:
-        missing = []
+        missing: list[Text] = []
         if built is None:
-            missing.append(f"the building CANN ({built_with or 'not recorded'})")
+            missing.append(
+                say(
+                    "the building CANN (%(version)s)",
+                    version=built_with or say("not recorded"),
+                )
+            )
         if served is None:
-            missing.append(f"the serving host's CANN ({serving or 'not reported'})")
+            missing.append(
+                say(
+                    "the serving host's CANN (%(version)s)",
+                    version=serving or say("not reported"),
+                )
+            )
+        which = (
+            missing[0]
+            if len(missing) == 1
+            else say("%(first)s and %(second)s", first=missing[0], second=missing[1])
+        )
         return Skew(
             "unknown",
             built_with,
             serving,
-            f"Cannot compare CANN versions: {' and '.join(missing)} unknown. Make sure the "
-            "serving host runs a CANN at least as new as the one that built this OM.",
+            say(
+                "Cannot compare CANN versions: %(which)s unknown. Make sure the serving host "
+                "runs a CANN at least as new as the one that built this OM.",
+                which=which,
+            ),
         )
     if built > served:
         return Skew(
             "too_new",
             built_with,
             serving,
-            f"built with CANN {built}, the serving host runs {served}; an OM must not run on "
-            f"an older CANN: rebuild on a host with CANN <= {served} or upgrade the serving host",
+            say(
+                "built with CANN %(built)s, the serving host runs %(serving)s; an OM must not run "
+                "on an older CANN: rebuild on a host with CANN <= %(serving)s or upgrade the "
+                "serving host",
+                built=str(built),
+                serving=str(served),
+            ),
         )
     return Skew(
         "ok",
         built_with,
         serving,
-        f"built with CANN {built}, the serving host runs {served} (as new or newer).",
+        say(
+            "built with CANN %(built)s, the serving host runs %(serving)s (as new or newer).",
+            built=str(built),
+            serving=str(served),
+        ),
     )

@@ -24,6 +24,10 @@ The estimate is deliberately simple, so that a person can check it by hand::
 * **batch**: ``max_batch_size`` (0, no batching, counts as one request of the model's own
   fixed shape).
 
+The sentences for people (:attr:`Verdict.message`, :attr:`ActivationEstimate.note`,
+:meth:`Estimate.describe`) are :func:`~model_store.text.say` texts: the English ``str``, keeping
+the template the version page translates (a stored note keeps it under ``texts``).
+
 :func:`fits` compares the total with a device's free memory and keeps
 :data:`HEADROOM` of it for what the estimate leaves out (runtime context, arena rounding,
 workspaces of fused kernels).
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from model_store.targets import get_target
+from model_store.text import Text, from_json, say
 
 __all__ = [
     "HEADROOM",
@@ -131,12 +136,16 @@ class Estimate:
     def total_bytes(self) -> int:
         return self.weights_total_bytes + self.activations_total_bytes
 
-    def describe(self) -> str:
+    def describe(self) -> Text:
         """The sum in words, e.g. ``weights 97.7 MiB x 2 + activations 32.0 MiB x 2 = ...``."""
-        return (
-            f"weights {mib(self.weights_bytes)} MiB x {self.instances} + activations at batch "
-            f"{self.batch} {mib(self.activation_bytes)} MiB x {self.instances} "
-            f"= {mib(self.total_bytes)} MiB"
+        return say(
+            "weights %(weights)s MiB x %(instances)s + activations at batch %(batch)s "
+            "%(activations)s MiB x %(instances)s = %(total)s MiB",
+            weights=mib(self.weights_bytes),
+            instances=self.instances,
+            batch=self.batch,
+            activations=mib(self.activation_bytes),
+            total=mib(self.total_bytes),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,7 +255,11 @@ def fits(
         return Verdict(
             "unknown",
             None,
-            f"Free memory of {device} is unknown; the estimate is {mib(need)} MiB.",
+            say(
+                "Free memory of %(device)s is unknown; the estimate is %(need)s MiB.",
+                device=device,
+                need=mib(need),
+            ),
             device,
             need,
             None,
@@ -256,8 +269,13 @@ def fits(
         return Verdict(
             "does_not_fit",
             False,
-            f"Does not fit {device}: needs about {mib(need)} MiB, {mib(free)} MiB free. "
-            "Lower the instance count or the batch size, or free the device.",
+            say(
+                "Does not fit %(device)s: needs about %(need)s MiB, %(free)s MiB free. Lower the "
+                "instance count or the batch size, or free the device.",
+                device=device,
+                need=mib(need),
+                free=mib(free),
+            ),
             device,
             need,
             free,
@@ -266,8 +284,14 @@ def fits(
         return Verdict(
             "tight",
             True,
-            f"Tight on {device}: about {mib(need)} MiB of {mib(free)} MiB free; less than "
-            f"{headroom:.0%} left for runtime overhead, so loading may still fail.",
+            say(
+                "Tight on %(device)s: about %(need)s MiB of %(free)s MiB free; less than "
+                "%(headroom)s left for runtime overhead, so loading may still fail.",
+                device=device,
+                need=mib(need),
+                free=mib(free),
+                headroom=f"{headroom:.0%}",
+            ),
             device,
             need,
             free,
@@ -275,7 +299,12 @@ def fits(
     return Verdict(
         "fits",
         True,
-        f"Fits {device}: about {mib(need)} MiB of {mib(free)} MiB free.",
+        say(
+            "Fits %(device)s: about %(need)s MiB of %(free)s MiB free.",
+            device=device,
+            need=mib(need),
+            free=mib(free),
+        ),
         device,
         need,
         free,
@@ -302,17 +331,23 @@ class ActivationEstimate:
     unknown_tensors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """JSON-ready; a :class:`~model_store.text.Text` note also under ``texts``."""
+        data = asdict(self)
+        if isinstance(self.note, Text):
+            data["texts"] = {"note": self.note.to_json()}
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ActivationEstimate | None:
         """Read back what :meth:`to_dict` stored; None for anything else."""
         try:
             raw = data.get("bytes_per_sample")
+            stored_note = ((data.get("texts") or {}) or {}).get("note")
+            note = from_json(stored_note) if stored_note else str(data.get("note", ""))
             return cls(
                 None if raw is None else int(raw),
                 str(data["method"]),
-                str(data.get("note", "")),
+                note,
                 int(data.get("unknown_tensors", 0)),
             )
         except (AttributeError, KeyError, TypeError, ValueError):
@@ -352,16 +387,28 @@ def activations_from_signature(signature: Mapping[str, Any]) -> ActivationEstima
         return ActivationEstimate(
             None,
             "none",
-            "Activations unknown: the inputs and outputs have dynamic dims other than the "
-            "batch (or no fixed-size type), so only the weights are counted.",
+            say(
+                "Activations unknown: the inputs and outputs have dynamic dims other than the "
+                "batch (or no fixed-size type), so only the weights are counted."
+            ),
             len(unknown),
         )
-    note = (
-        f"Rough: inputs and outputs of one sample ({total} bytes) x {IO_FACTOR}; the graph's "
-        "intermediate sizes could not be read."
-    )
     if unknown:
-        note += f" Not counted (dynamic dims or strings): {', '.join(unknown)}."
+        note = say(
+            "Rough: inputs and outputs of one sample (%(bytes)s bytes) x %(factor)s; the graph's "
+            "intermediate sizes could not be read. Not counted (dynamic dims or strings): "
+            "%(names)s.",
+            bytes=total,
+            factor=IO_FACTOR,
+            names=", ".join(unknown),
+        )
+    else:
+        note = say(
+            "Rough: inputs and outputs of one sample (%(bytes)s bytes) x %(factor)s; the graph's "
+            "intermediate sizes could not be read.",
+            bytes=total,
+            factor=IO_FACTOR,
+        )
     return ActivationEstimate(total * IO_FACTOR, "io_factor", note, len(unknown))
 
 
@@ -382,13 +429,18 @@ def activations_from_onnx(
     try:
         stat = path.stat()
     except OSError as exc:
-        return ActivationEstimate(None, "none", f"The ONNX file cannot be read: {exc}.")
+        return ActivationEstimate(
+            None, "none", say("The ONNX file cannot be read: %(error)s.", error=str(exc))
+        )
     if stat.st_size > max_bytes:
         return ActivationEstimate(
             None,
             "none",
-            f"The ONNX file is over {max_bytes >> 20} MiB, too large to analyse here; versions "
-            "validated from now on are analysed by the worker.",
+            say(
+                "The ONNX file is over %(limit)s MiB, too large to analyse here; versions "
+                "validated from now on are analysed by the worker.",
+                limit=max_bytes >> 20,
+            ),
         )
     return _activations_cached(str(path), stat.st_size, stat.st_mtime_ns)
 
@@ -402,7 +454,9 @@ def _activations_cached(path: str, size: int, mtime_ns: int) -> ActivationEstima
         return _liveness(model)
     except Exception as exc:  # any parse/inference failure is an answer, not a crash
         return ActivationEstimate(
-            None, "none", f"Shape inference failed, activations unknown: {exc}."
+            None,
+            "none",
+            say("Shape inference failed, activations unknown: %(error)s.", error=str(exc)),
         )
 
 
@@ -488,18 +542,20 @@ def _liveness(model: Any) -> ActivationEstimate:
         for name in [*_reads(node), *node.output]:
             if name in live and name not in outputs and last_use.get(name, index) <= index:
                 current -= live.pop(name)
-    note = (
+    note = say(
         "Peak of live intermediate tensors for one sample (shape inference with the batch "
         "axis at 1, each tensor freed after its last reader). Runtimes reuse buffers in "
         "place (less) and add arena slack and kernel workspaces (more)."
     )
     if unknown:
-        note += (
-            f" {unknown} intermediate tensor(s) have sizes that depend on the data or on "
-            "dynamic dims and are not counted, so this is a lower bound."
+        note = say(
+            "%(before)s %(unknown)s intermediate tensor(s) have sizes that depend on the data "
+            "or on dynamic dims and are not counted, so this is a lower bound.",
+            before=note,
+            unknown=unknown,
         )
     if any(n.op_type in ("If", "Loop", "Scan") for n in nodes):
-        note += " Subgraphs (If/Loop/Scan) are not walked."
+        note = say("%(before)s Subgraphs (If/Loop/Scan) are not walked.", before=note)
     return ActivationEstimate(peak, "liveness", note, unknown)
 
 

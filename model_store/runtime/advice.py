@@ -11,6 +11,10 @@ Pure rules over :class:`~model_store.runtime.series.Point` sums and the serving 
 * models whose backend reports no statistics to Triton (``npu_ge``: the GE backend,
   docs/ge-backend.md#statistics-reload-and-unload): what is shown is the hub's own calls;
 * no requests at all.
+
+Every message is a :func:`~model_store.text.say` sentence (a ``str`` holding the English that
+also keeps its template), so the Metrics tab and the API can say it in the reader's language;
+``level`` and ``code`` never change with the language.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 from model_store.runtime.series import Point
 from model_store.targets import get_target
+from model_store.text import Text, say
 
 __all__ = ["Advice", "ServingConfig", "advise"]
 
@@ -38,9 +43,11 @@ BUSY = 0.5
 class Advice:
     level: str  # "ok" | "info" | "warning"
     code: str
-    message: str
+    message: str  # a Text: the English, with its template for translation
 
     def to_dict(self) -> dict[str, str]:
+        """``level``, ``code`` and ``message`` (the :class:`~model_store.text.Text` itself, so
+        the web layer can still translate it; it is the English ``str`` for everyone else)."""
         return {"level": self.level, "code": self.code, "message": self.message}
 
 
@@ -70,14 +77,28 @@ def _failures(total: Point, range_label: str, client_side: bool) -> Advice | Non
     share = failed / sent * 100 if sent else 100.0
     share_text = f"{share:.1f}%" if share >= 0.1 else f"{share:.2g}%"
     rate = failed / total.seconds if total.seconds > 0 else 0.0
-    whose = "of the dashboard's own calls " if client_side else ""
-    return Advice(
-        "warning",
-        "failures",
-        f"{failed:,} requests {whose}failed in {range_label} ({share_text} of {sent:,}, "
-        f"{_rate(rate)}). Triton's log and the Server page say why; Try it shows the error "
-        "of a single request.",
-    )
+    values = {
+        "failed": f"{failed:,}",
+        "range": range_label,
+        "share": share_text,
+        "sent": f"{sent:,}",
+        "rate": _rate(rate),
+    }
+    if client_side:
+        message = say(
+            "%(failed)s requests of the dashboard's own calls failed in %(range)s (%(share)s "
+            "of %(sent)s, %(rate)s). Triton's log and the Server page say why; Try it shows "
+            "the error of a single request.",
+            **values,
+        )
+    else:
+        message = say(
+            "%(failed)s requests failed in %(range)s (%(share)s of %(sent)s, %(rate)s). "
+            "Triton's log and the Server page say why; Try it shows the error of a single "
+            "request.",
+            **values,
+        )
+    return Advice("warning", "failures", message)
 
 
 def _capacity(recent: Point, config: ServingConfig) -> Advice | None:
@@ -87,28 +108,42 @@ def _capacity(recent: Point, config: ServingConfig) -> Advice | None:
     excess = queue_ms - delay_ms
     if excess <= QUEUE_FACTOR * compute_ms or excess < MIN_QUEUE_EXCESS_MS:
         return None
-    remedies = [f"add instances (instance_group count, now {config.instance_count})"]
+    remedy: Text
     if config.dynamic_batching and config.max_batch_size > 0:
-        remedies.append(
-            f"raise max_batch_size (now {config.max_batch_size}) so one execution takes more "
-            "of the queue"
+        remedy = say(
+            "raise max_batch_size (now %(max_batch)s) so one execution takes more of the queue",
+            max_batch=config.max_batch_size,
         )
     elif config.max_batch_size > 0:
-        remedies.append("enable dynamic batching so one execution serves several requests")
+        remedy = say("enable dynamic batching so one execution serves several requests")
     else:
-        remedies.append(
+        remedy = say(
             "give the model a batch dimension (max_batch_size) and enable dynamic batching"
         )
-    delay_note = (
-        f" (not counting the batcher's own wait of up to {_ms(delay_ms)})" if delay_ms else ""
+    delay_note: Text | str = (
+        say(" (not counting the batcher's own wait of up to %(delay)s)", delay=_ms(delay_ms))
+        if delay_ms
+        else ""
     )
-    pending = f"; up to {recent.pending:.0f} requests were waiting" if recent.pending else ""
+    pending: Text | str = (
+        say("; up to %(pending)s requests were waiting", pending=f"{recent.pending:.0f}")
+        if recent.pending
+        else ""
+    )
     return Advice(
         "warning",
         "near_capacity",
-        f"Requests wait {_ms(queue_ms)} in the queue{delay_note} against {_ms(compute_ms)} of "
-        f"compute over the last 5 minutes{pending}: the model is near capacity. "
-        f"{remedies[0].capitalize()}, or {remedies[1]}.",
+        say(
+            "Requests wait %(queue)s in the queue%(delay_note)s against %(compute)s of compute "
+            "over the last 5 minutes%(pending)s: the model is near capacity. Add instances "
+            "(instance_group count, now %(instances)s), or %(remedy)s.",
+            queue=_ms(queue_ms),
+            delay_note=delay_note,
+            compute=_ms(compute_ms),
+            pending=pending,
+            instances=config.instance_count,
+            remedy=remedy,
+        ),
     )
 
 
@@ -125,20 +160,30 @@ def _batching(recent: Point, config: ServingConfig) -> Advice | None:
         return Advice(
             "info",
             "batching_idle",
-            f"Dynamic batching is on, yet executions average {batch:.2f} requests while the "
-            f"instances are busy {busy * 100:.0f}% of the time: requests rarely meet in the "
-            f"queue. A longer max_queue_delay_microseconds (now {delay_us}) lets the batcher "
-            "gather more per execution, trading a little latency for throughput; with a single "
-            "client that waits for each answer, no delay helps.",
+            say(
+                "Dynamic batching is on, yet executions average %(batch)s requests while the "
+                "instances are busy %(busy)s%% of the time: requests rarely meet in the queue. "
+                "A longer max_queue_delay_microseconds (now %(delay_us)s) lets the batcher "
+                "gather more per execution, trading a little latency for throughput; with a "
+                "single client that waits for each answer, no delay helps.",
+                batch=f"{batch:.2f}",
+                busy=f"{busy * 100:.0f}",
+                delay_us=delay_us,
+            ),
         )
     if delay_us > 0 and queue_ms >= 0.5 * delay_us / 1000:
         return Advice(
             "info",
             "batching_delay",
-            f"At this load most of the queue time ({_ms(queue_ms)}) is the batcher waiting up "
-            f"to max_queue_delay_microseconds ({delay_us} µs) for company that does not come "
-            f"(batches average {batch:.2f}). Lower it if latency matters more than throughput "
-            "at peak.",
+            say(
+                "At this load most of the queue time (%(queue)s) is the batcher waiting up to "
+                "max_queue_delay_microseconds (%(delay_us)s µs) for company that does not come "
+                "(batches average %(batch)s). Lower it if latency matters more than throughput "
+                "at peak.",
+                queue=_ms(queue_ms),
+                delay_us=delay_us,
+                batch=f"{batch:.2f}",
+            ),
         )
     return None
 
@@ -147,13 +192,22 @@ def _headroom(recent: Point, config: ServingConfig) -> Advice:
     queue_ms = recent.queue_us / recent.success / 1000
     compute_ms = recent.compute_us / recent.success / 1000
     busy = recent.busy_fraction(config.instance_count)
-    busy_text = f", instances busy about {busy * 100:.0f}% of the time" if busy is not None else ""
-    return Advice(
-        "ok",
-        "headroom",
-        f"Queue {_ms(queue_ms)} against compute {_ms(compute_ms)} over the last 5 minutes"
-        f"{busy_text}: there is headroom at this load.",
-    )
+    if busy is None:
+        message = say(
+            "Queue %(queue)s against compute %(compute)s over the last 5 minutes: there is "
+            "headroom at this load.",
+            queue=_ms(queue_ms),
+            compute=_ms(compute_ms),
+        )
+    else:
+        message = say(
+            "Queue %(queue)s against compute %(compute)s over the last 5 minutes, instances busy "
+            "about %(busy)s%% of the time: there is headroom at this load.",
+            queue=_ms(queue_ms),
+            compute=_ms(compute_ms),
+            busy=f"{busy * 100:.0f}",
+        )
+    return Advice("ok", "headroom", message)
 
 
 def advise(
@@ -162,7 +216,7 @@ def advise(
     total: Point | None,
     recent: Point | None,
     config: ServingConfig | None,
-    range_label: str,
+    range_label: str | Text,
 ) -> list[Advice]:
     """What to tell the operator about one model.
 
@@ -177,24 +231,32 @@ def advise(
             Advice(
                 "info",
                 "no_statistics",
-                f"The {target} backend reports no statistics to Triton, so Triton's "
-                "request counts and latency split stay at zero for this model. The numbers "
-                "here are the dashboard's own measurements of its calls (Try it and "
-                "performance sweeps), not all of the model's traffic.",
+                say(
+                    "The %(target)s backend reports no statistics to Triton, so Triton's "
+                    "request counts and latency split stay at zero for this model. The numbers "
+                    "here are the dashboard's own measurements of its calls (Try it and "
+                    "performance sweeps), not all of the model's traffic.",
+                    target=target,
+                ),
             )
         )
     requests = 0 if total is None else total.requests
     client = 0 if total is None else total.client_requests
     if total is None or (requests == 0 and client == 0):
-        advice.append(Advice("info", "no_traffic", f"No requests in {range_label}."))
+        advice.append(
+            Advice("info", "no_traffic", say("No requests in %(range)s.", range=range_label))
+        )
         return advice
     if no_statistics and client == 0:
         advice.append(
             Advice(
                 "info",
                 "no_client_calls",
-                f"No dashboard calls in {range_label}: send one from Try it, or run a "
-                "performance sweep, to measure this model.",
+                say(
+                    "No dashboard calls in %(range)s: send one from Try it, or run a "
+                    "performance sweep, to measure this model.",
+                    range=range_label,
+                ),
             )
         )
     failures = _failures(total, range_label, client_side=no_statistics)
@@ -208,8 +270,12 @@ def advise(
             Advice(
                 "info",
                 "few_requests",
-                f"{seen} successful requests in the last 5 minutes: too few to read the latency "
-                f"split (the queue and capacity advice needs {MIN_RECENT_SUCCESS}).",
+                say(
+                    "%(seen)s successful requests in the last 5 minutes: too few to read the "
+                    "latency split (the queue and capacity advice needs %(needed)s).",
+                    seen=seen,
+                    needed=MIN_RECENT_SUCCESS,
+                ),
             )
         )
         return advice

@@ -26,6 +26,7 @@ from model_store.compile.atc import (
 )
 from model_store.targets.base import BuildCancelled, BuildContext, TargetStatus
 from model_store.targets.options import InvalidOptions
+from model_store.text import Text, say
 
 ATC_TIMEOUT_S = 3600.0
 # ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (docs/atc.md#onnx-opsets).
@@ -133,14 +134,22 @@ def compile_with_atc(
     return command, Path(result.om_path)
 
 
-def _failure_message(result: AtcResult) -> str:
-    """ATC's exit status and up to five of its error codes, each with its explanation."""
-    lines = [f"ATC failed (exit status {result.returncode})."]
+def _failure_message(result: AtcResult) -> Text:
+    """ATC's exit status and up to five of its error codes, each with its explanation
+    (one :func:`~model_store.text.say` sentence nesting the explanations, so a job error keeps
+    every template for translation)."""
+    said = say("ATC failed (exit status %(status)s).", status=result.returncode)
     for message in result.errors[:5]:
-        lines.append(f"{message.code}: {message.text} -> {message.explanation}")
+        said = say(
+            "%(before)s %(code)s: %(text)s -> %(explanation)s",
+            before=said,
+            code=message.code,
+            text=message.text,
+            explanation=message.explanation,
+        )
     if not result.errors:
-        lines.append(result.summary())
-    return " ".join(lines)
+        said = say("%(before)s %(summary)s", before=said, summary=result.summary())
+    return said
 
 
 def convert_for_atc(

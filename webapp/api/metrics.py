@@ -13,6 +13,7 @@ from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
 from webapp.ops import nodes
 from webapp.ops.metrics_store import RANGES, model_metrics
+from webapp.text import localized_record
 
 router = Router(tags=["metrics"], exclude_unset=True)
 
@@ -36,4 +37,7 @@ def metrics(request: HttpRequest, name: str, query: Query[types.MetricsQuery]) -
             "invalid_field",
         )
     node = nodes.get(query.node).name if query.node is not None else None
-    return model_metrics(model, query.range, node=node)
+    data = model_metrics(model, query.range, node=node)
+    # The advice in the request's language (Accept-Language); level and code never change.
+    data["advice"] = [localized_record(advice) for advice in data["advice"]]
+    return data

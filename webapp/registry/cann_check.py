@@ -14,6 +14,7 @@ from typing import Any
 
 from model_store.cann_versions import Skew, skew
 from model_store.targets import get_target
+from model_store.text import say
 from webapp.ops import host_reports
 from webapp.registry.models import Version
 
@@ -60,5 +61,7 @@ def _skew_on(version: Version, node: str, say_which: bool) -> Skew:
     serving_version = serving.get("version") if serving.get("available") is not False else None
     found = skew(version.cann_version or None, serving_version or None)
     if say_which:
-        found = replace(found, message=f"Node {node}: {found.message}")
+        found = replace(
+            found, message=say("Node %(node)s: %(message)s", node=node, message=found.message)
+        )
     return found

@@ -27,6 +27,7 @@ from model_store.memory_fit import (
     mib,
 )
 from model_store.targets import get_target
+from model_store.text import Text, say
 from webapp.ops.server_state import devices_summary
 from webapp.registry.models import Version
 from webapp.registry.storage import get_store
@@ -145,7 +146,7 @@ def memory_estimate(
         "max_batch": max_batch,
         "from_config": from_config,
         "weights": {"bytes": weights, "mib": mib(weights), "source": weights_source},
-        "activations": activations.to_dict()
+        "activations": {k: v for k, v in activations.to_dict().items() if k != "texts"}
         | {"mib_per_sample": mib(activations.bytes_per_sample)},
         "approximation": APPROXIMATION,
         "devices": {"available": False, "reason": "", "fit": []},
@@ -192,12 +193,14 @@ def memory_estimate(
     result["copies_per_device"] = copies
     result["copies_note"] = note
     result["estimate"] = estimate.to_dict()
-    bad = [v for v in verdicts if v.state == "does_not_fit"]
-    if bad:
-        result["warning"] = " ".join(v.message for v in bad)
+    # One say() sentence nesting the verdicts' (English unchanged), so the page can translate it.
+    warnings: list[str] = [v.message for v in verdicts if v.state == "does_not_fit"]
     if activations.bytes_per_sample is None:
-        note_text = "Activations are unknown; only the weights are counted."
-        result["warning"] = f"{result['warning']} {note_text}" if result["warning"] else note_text
+        warnings.append(say("Activations are unknown; only the weights are counted."))
+    warning: Text | str | None = warnings[0] if warnings else None
+    for more in warnings[1:]:
+        warning = say("%(before)s %(after)s", before=warning, after=more)
+    result["warning"] = warning
     result["summary"] = _summary(result, estimate.describe(), verdicts)
     return result
 

@@ -3,7 +3,9 @@
 :func:`parse_atc_line` recognises the lines that matter in ATC's output (``E10001: ...``,
 ``ATC run success``) and :func:`explain` turns an error code into what it means and what to
 do (:data:`EXPLANATIONS`, from docs/atc.md). Pure functions over text: the runner
-(:mod:`model_store.compile.atc.running`) feeds them ATC's lines as they come.
+(:mod:`model_store.compile.atc.running`) feeds them ATC's lines as they come. The explanations
+are :func:`~model_store.text.say` sentences: the English ``str``, with the template the web layer
+translates.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from model_store.text import Text, say
 
 #: Console phrases ATC prints (main_impl.cc; docs/atc.md#console-output).
 START_PHRASE = "ATC start working now"
@@ -53,14 +57,17 @@ class AtcMessage:
     details: list[str] = field(default_factory=list)
 
     @property
-    def explanation(self) -> str | None:
+    def explanation(self) -> Text | None:
         """What the code means and what to do, in plain words (None for phrases)."""
         return explain(self.code) if self.code else None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form, with the explanation included."""
+        """JSON-ready form, with the explanation included (its template under ``texts``)."""
         data = asdict(self)
-        data["explanation"] = self.explanation
+        explanation = self.explanation
+        data["explanation"] = explanation
+        if explanation is not None:
+            data["texts"] = {"explanation": explanation.to_json()}
         return data
 
 
@@ -98,7 +105,7 @@ def parse_atc_line(line: str) -> AtcMessage | None:
     )
 
 
-_UNSUPPORTED_OP_ADVICE = (
+_UNSUPPORTED_OP_ADVICE = say(
     "Check the operator against the CANN ONNX operator list for your version; re-export the "
     "model with an opset between 11 and 18, simplify it (onnxslim) so the operator is folded "
     "away, or replace the operator in the model. If it still fails, deploy with the npu_ge "
@@ -106,64 +113,66 @@ _UNSUPPORTED_OP_ADVICE = (
 )
 
 #: Known ATC codes -> what they mean and what to do.
-EXPLANATIONS: dict[str, str] = {
-    "E10001": (
+EXPLANATIONS: dict[str, Text] = {
+    "E10001": say(
         "A command-line value is invalid (ATC names the parameter and the reason). Fix that "
         "option: a typo in soc_version, an input name in input_shape that the model does not "
         "have, or a shape with the wrong number of dimensions are the usual causes."
     ),
-    "E10054": (
+    "E10054": say(
         "A required parameter is empty or a value was not quoted as a whole. Fill in the "
         "named option; values such as input_shape must reach ATC as a single argument."
     ),
-    "E10007": (
+    "E10007": say(
         "--framework is missing. ONNX models need --framework=5; the hub always passes it, so "
         "this points to a hand-edited command."
     ),
-    "E19999": (
+    "E19999": say(
         "ATC hit an inner error without a more specific code. Read the detail log under "
         "$HOME/ascend/log/debug/plog/ (or rerun with log level 'info' and "
         "ASCEND_SLOG_PRINT_TO_STDOUT=1) and check that the toolkit matches the chip."
     ),
-    "E19010": (
+    "E19010": say(
         "ATC has no parser for an operator of this model (an operator outside the standard "
-        "ONNX domain, or an opset newer than this CANN supports). " + _UNSUPPORTED_OP_ADVICE
+        "ONNX domain, or an opset newer than this CANN supports). %(advice)s",
+        advice=_UNSUPPORTED_OP_ADVICE,
     ),
-    "EZ3003": (
+    "EZ3003": say(
         "An operator of this model has no kernel on this chip in this CANN version, so ATC "
-        "cannot compile it. " + _UNSUPPORTED_OP_ADVICE
+        "cannot compile it. %(advice)s",
+        advice=_UNSUPPORTED_OP_ADVICE,
     ),
-    "E40000": (
+    "E40000": say(
         "The operator compiler (TBE) failed to start or compile. The CANN environment is "
         "usually incomplete: check ASCEND_OPP_PATH and PYTHONPATH (source set_env.sh), that "
         "the ops package matching the chip is installed, and the Python packages CANN needs."
     ),
-    "E10003": (
+    "E10003": say(
         "A gear option does not fit the input shape: each gear of --dynamic_dims needs one "
         "value per -1 in --input_shape. Give every gear exactly that many values."
     ),
-    "E10035": (
+    "E10035": say(
         "Too few gears: --dynamic_batch_size, --dynamic_image_size and --dynamic_dims need at "
         "least 2 (GE refuses a single gear given to an online graph the same way). Add a "
         "second gear, or fix that one size in the input shape and drop the gears."
     ),
-    "E10039": (
+    "E10039": say(
         "The same gear is listed twice in --dynamic_batch_size, --dynamic_image_size or "
         "--dynamic_dims. Remove the repeat; every gear must be different."
     ),
-    "E40001": (
+    "E40001": say(
         "ATC's operator compiler found no usable Python: neither `python3 -V` nor `python -V` "
         "ran from PATH, or no libpython3.Y.so.1.0 could be loaded (from python3-config's "
         "prefix/lib or LD_LIBRARY_PATH). Point ATC_PYTHON at a shared-library Python 3 that "
         "meets CANN's requirements, check it on the Diagnostics page (ATC's Python), and "
         "restart the worker."
     ),
-    "E40002": (
+    "E40002": say(
         "The python3 that ATC found on PATH is older than 3.7, which ATC refuses. Set "
         "ATC_PYTHON to a Python within the range your CANN release documents (3.7 or later) "
         "and restart the worker."
     ),
-    "E40020": (
+    "E40020": say(
         "A Python module failed to import in ATC's operator compiler; the message names the "
         "module and the Python error. Usually a package CANN needs (numpy, protobuf 3.20.x, "
         "decorator, sympy, scipy, attrs, psutil, cffi) is missing or the wrong version in "
@@ -171,31 +180,33 @@ EXPLANATIONS: dict[str, str] = {
         "PYTHONPATH). Install it into the interpreter ATC_PYTHON names (the Diagnostics page "
         "lists what is missing) and restart the worker."
     ),
-    "EC0010": (
+    "EC0010": say(
         "A Python module failed to import (reported by CANN's tuning component; same cause "
         "as E40020): a package CANN needs is missing or the wrong version in ATC's Python. "
         "Install it into the interpreter ATC_PYTHON names (the Diagnostics page lists what "
         "is missing) and restart the worker."
     ),
-    "W11001": (
+    "W11001": say(
         "A warning: an operator did not hit the preferred operator library and uses a slower "
         "implementation. The model still compiled; expect lower performance on that operator."
     ),
 }
 
 
-def explain(code: str) -> str:
+def explain(code: str) -> Text:
     """Plain-words meaning of an ATC code, with a generic answer for unknown ones."""
     known = EXPLANATIONS.get(code)
     if known:
         return known
     if code.startswith("W"):
-        return (
-            f"ATC warning {code}. The compile can still succeed; look the code up in the CANN "
-            "error code reference if the result misbehaves."
+        return say(
+            "ATC warning %(code)s. The compile can still succeed; look the code up in the CANN "
+            "error code reference if the result misbehaves.",
+            code=code,
         )
-    return (
-        f"ATC reported error {code}. Read the message and the lines below it (they often name "
+    return say(
+        "ATC reported error %(code)s. Read the message and the lines below it (they often name "
         "a cause and a solution), look the code up in the CANN error code reference, and check "
-        "the detail log under $HOME/ascend/log/."
+        "the detail log under $HOME/ascend/log/.",
+        code=code,
     )

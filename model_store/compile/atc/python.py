@@ -6,6 +6,8 @@ into it (a failed import is ``E40020``, or ``EC0010``) (docs/atc.md#python-envir
 :data:`PROBE_SCRIPT` is run *by that interpreter* and prints what it has;
 :func:`assess_probe` compares that with what CANN's install guides document, per release.
 Running the script is the caller's job (diagnostics, through :mod:`model_store.spawn`).
+The verdict's sentences are :func:`~model_store.text.say` texts (English ``str`` that keep their
+templates), so the Diagnostics page can show them in the reader's language.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from model_store.text import Text, say
 
 #: The packages CANN's install guides list for every release (distribution, module to import).
 ATC_PYTHON_PACKAGES: tuple[tuple[str, str], ...] = (
@@ -123,29 +127,45 @@ def _release(cann_version: str | None) -> str | None:
     return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
+def _joined(parts: list[Text]) -> Text:
+    """``"a; b; c"`` as one :class:`~model_store.text.Text` that keeps each part's template."""
+    said = parts[0]
+    for part in parts[1:]:
+        said = say("%(before)s; %(after)s", before=said, after=part)
+    return said
+
+
 def _package_warnings(
     packages: Mapping[str, Any], python: tuple[int, ...], release: str | None
-) -> list[str]:
+) -> list[Text]:
     """Versions outside the documented pins (docs/atc.md#python-environment)."""
     found = []
     protobuf = packages.get("protobuf") or {}
     if protobuf.get("ok") and _numbers(protobuf.get("version"))[:2] != (3, 20):
         found.append(
-            f"protobuf {protobuf.get('version')} is installed; every CANN release documents "
-            "protobuf 3.20.x"
+            say(
+                "protobuf %(version)s is installed; every CANN release documents protobuf 3.20.x",
+                version=protobuf.get("version"),
+            )
         )
     numpy = packages.get("numpy") or {}
     have = _numbers(numpy.get("version"))
     if numpy.get("ok") and have:
         limit = None
         if release == "8.0" and have[:2] > (1, 24):
-            limit = "CANN 8.0 documents numpy 1.19.2 to 1.24"
+            limit = say("CANN 8.0 documents numpy 1.19.2 to 1.24")
         elif release == "8.5" and python[:2] < (3, 13) and have[:1] >= (2,):
-            limit = "CANN 8.5 documents numpy below 2.0 on Python below 3.13"
+            limit = say("CANN 8.5 documents numpy below 2.0 on Python below 3.13")
         elif have[:2] < (1, 19):
-            limit = "CANN documents numpy 1.19.2 or later"
+            limit = say("CANN documents numpy 1.19.2 or later")
         if limit:
-            found.append(f"numpy {numpy.get('version')} is installed; {limit}")
+            found.append(
+                say(
+                    "numpy %(version)s is installed; %(limit)s",
+                    version=numpy.get("version"),
+                    limit=limit,
+                )
+            )
     return found
 
 
@@ -161,11 +181,11 @@ def assess_probe(
         where: How the interpreter was chosen, for the summary (e.g. ``"ATC_PYTHON"``).
     """
     version = tuple(int(v) for v in report.get("version") or [] if isinstance(v, int))
-    shown = ".".join(map(str, version)) or "unknown"
+    shown: str = ".".join(map(str, version)) or say("unknown")
     executable = report.get("executable") or "?"
     packages: Mapping[str, Any] = report.get("packages") or {}
-    failing: list[str] = []
-    warnings: list[str] = []
+    failing: list[Text] = []
+    warnings: list[Text] = []
     details = []
     for dist, _ in ATC_PYTHON_PACKAGES:
         entry = packages.get(dist) or {"ok": False, "error": "not probed"}
@@ -176,14 +196,17 @@ def assess_probe(
     missing = [d for d, _ in ATC_PYTHON_PACKAGES if not (packages.get(d) or {}).get("ok")]
     if version[:2] < MIN_PYTHON or version[:1] != (3,):
         failing.append(
-            f"Python {shown} is older than 3.7, which ATC refuses (E40002)"
+            say("Python %(version)s is older than 3.7, which ATC refuses (E40002)", version=shown)
             if version[:1] == (3,)
-            else f"Python {shown} is not Python 3 (ATC fails with E40002)"
+            else say("Python %(version)s is not Python 3 (ATC fails with E40002)", version=shown)
         )
     if missing:
         failing.append(
-            f"{', '.join(missing)} cannot be imported (ATC's operator compiler fails with "
-            "E40020 or EC0010)"
+            say(
+                "%(packages)s cannot be imported (ATC's operator compiler fails with E40020 or "
+                "EC0010)",
+                packages=", ".join(missing),
+            )
         )
     libpython = report.get("libpython") or {}
     if libpython.get("loaded"):
@@ -191,22 +214,35 @@ def assess_probe(
     else:
         details.append(f"{libpython.get('name') or 'libpython'} cannot be loaded")
         failing.append(
-            f"{libpython.get('name') or 'its libpython'} cannot be loaded, from "
-            "python3-config's prefix/lib or the library path (ATC fails with E40001: it "
-            "needs a shared-library build)"
+            say(
+                "%(library)s cannot be loaded, from python3-config's prefix/lib or the library "
+                "path (ATC fails with E40001: it needs a shared-library build)",
+                library=libpython.get("name") or say("its libpython"),
+            )
         )
     release = _release(cann_version)
     newest = NEWEST_PYTHON.get(release or "", _NEWEST_DOCUMENTED)
     if version[:1] == (3,) and version[:2] > newest:
-        label = f"CANN {release}" if release else "current CANN releases"
+        label: str = f"CANN {release}" if release else say("current CANN releases")
         warnings.append(
-            f"Python {shown} is newer than the range documented for {label} "
-            f"({'.'.join(map(str, MIN_PYTHON))} to {'.'.join(map(str, newest))})"
+            say(
+                "Python %(version)s is newer than the range documented for %(label)s "
+                "(%(oldest)s to %(newest)s)",
+                version=shown,
+                label=label,
+                oldest=".".join(map(str, MIN_PYTHON)),
+                newest=".".join(map(str, newest)),
+            )
         )
     warnings += _package_warnings(packages, version, release)
 
-    summary_start = f"ATC's Python is {executable} ({where}), Python {shown}"
-    advice = (
+    summary_start = say(
+        "ATC's Python is %(executable)s (%(where)s), Python %(version)s",
+        executable=executable,
+        where=where,
+        version=shown,
+    )
+    advice = say(
         "Give ATC an interpreter of its own that meets CANN's requirements: a shared-library "
         "Python 3.7 or later within the range your CANN release documents, with numpy, "
         "protobuf 3.20.x, decorator, sympy, scipy, attrs, psutil and cffi installed (e.g. a "
@@ -216,22 +252,29 @@ def assess_probe(
     if failing:
         return PythonAssessment(
             "failing",
-            f"{summary_start}: {'; '.join(failing)}.",
-            failing + warnings,
+            say("%(start)s: %(problems)s.", start=summary_start, problems=_joined(failing)),
+            [*failing, *warnings],
             advice,
             details,
         )
     if warnings:
         return PythonAssessment(
             "warning",
-            f"{summary_start}; it has every package ATC needs, but {'; '.join(warnings)}.",
-            warnings,
+            say(
+                "%(start)s; it has every package ATC needs, but %(problems)s.",
+                start=summary_start,
+                problems=_joined(warnings),
+            ),
+            list(warnings),
             advice,
             details,
         )
     return PythonAssessment(
         "ok",
-        f"{summary_start}, with every package CANN documents and a loadable libpython.",
+        say(
+            "%(start)s, with every package CANN documents and a loadable libpython.",
+            start=summary_start,
+        ),
         [],
         "",
         details,

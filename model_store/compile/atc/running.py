@@ -26,6 +26,7 @@ from model_store import spawn
 from model_store.compile.atc.environment import MISSING_HINT, AtcUnavailable
 from model_store.compile.atc.messages import AtcMessage, parse_atc_line
 from model_store.errors import ModelStoreError
+from model_store.text import Text, say
 
 
 @dataclass
@@ -54,25 +55,46 @@ class AtcResult:
         """The coded warning lines, in order."""
         return [m for m in self.messages if m.kind == "warning"]
 
-    def summary(self) -> str:
-        """One paragraph for the job page: what happened and, on failure, what to do."""
+    def summary(self) -> Text:
+        """One paragraph for the job page: what happened and, on failure, what to do
+        (a :func:`~model_store.text.say` sentence, so the page can translate it)."""
         if self.success:
-            warned = f" with {len(self.warnings)} warning(s)" if self.warnings else ""
-            return f"ATC compiled the model in {self.duration_s:.1f} s{warned}: {self.om_path}."
+            seconds = f"{self.duration_s:.1f}"
+            if self.warnings:
+                return say(
+                    "ATC compiled the model in %(seconds)s s with %(count)s warning(s): %(om)s.",
+                    count=len(self.warnings),
+                    seconds=seconds,
+                    om=str(self.om_path),
+                )
+            return say(
+                "ATC compiled the model in %(seconds)s s: %(om)s.",
+                seconds=seconds,
+                om=str(self.om_path),
+            )
         if self.cancelled:
-            return f"ATC was cancelled after {self.duration_s:.1f} s."
+            return say("ATC was cancelled after %(seconds)s s.", seconds=f"{self.duration_s:.1f}")
         if self.timed_out:
-            return (
-                f"ATC did not finish within {self.duration_s:.0f} s and was stopped. Large "
-                "models can take long; raise the timeout or simplify the model first."
+            return say(
+                "ATC did not finish within %(seconds)s s and was stopped. Large models can take "
+                "long; raise the timeout or simplify the model first.",
+                seconds=f"{self.duration_s:.0f}",
             )
         errors = self.errors
         if errors:
             first = errors[0]
-            return f"ATC failed with {first.code}: {first.text} — {first.explanation}"
+            return say(
+                "ATC failed with %(code)s: %(text)s — %(explanation)s",
+                code=first.code,
+                text=first.text,
+                explanation=first.explanation,
+            )
         if self.returncode == 0:
-            return "ATC exited with status 0 but wrote no .om file; see the log."
-        return f"ATC failed with exit status {self.returncode} and no error code; see the log."
+            return say("ATC exited with status 0 but wrote no .om file; see the log.")
+        return say(
+            "ATC failed with exit status %(status)s and no error code; see the log.",
+            status=self.returncode,
+        )
 
     def raise_for_failure(self) -> None:
         """Raises :class:`AtcFailed` (carrying this result) unless the run succeeded."""
