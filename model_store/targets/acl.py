@@ -52,6 +52,7 @@ from model_store.targets.signature import (
     symbol_sizes,
     warmup_for,
 )
+from model_store.text import say
 
 ARTIFACT = "model.om"
 ATC_WORK_DIR = ".atc-work"
@@ -104,7 +105,7 @@ _PRECISION_CLASS: dict[str | None, Precision] = {
     "origin": "fp32",
     "mixed_float16": "mixed",
 }
-HOW_TO_GET_CANN = (
+HOW_TO_GET_CANN = say(
     "Install the CANN toolkit on the worker, set ATC_PATH (the atc binary) or "
     "ASCEND_TOOLKIT_HOME (e.g. /usr/local/Ascend/cann from CANN 8.5, "
     "/usr/local/Ascend/ascend-toolkit/latest before) in the worker's environment, and "
@@ -346,9 +347,14 @@ class AclTarget(Target):
             found.append(
                 warning(
                     "opset_outside_atc_range",
-                    f"The model uses opset {opset}; ATC parses opsets {ATC_OPSETS.start} to "
-                    f"{ATC_OPSETS.stop - 1} and may fail with E19010 (no parser for an op).",
-                    "Set target_opset to 17 (or export with an opset in that range).",
+                    say(
+                        "The model uses opset %(opset)s; ATC parses opsets %(low)s to "
+                        "%(high)s and may fail with E19010 (no parser for an op).",
+                        opset=opset,
+                        low=ATC_OPSETS.start,
+                        high=ATC_OPSETS.stop - 1,
+                    ),
+                    say("Set target_opset to 17 (or export with an opset in that range)."),
                 )
             )
         custom = sorted(op for op in info.operators if "." in op)
@@ -356,9 +362,11 @@ class AclTarget(Target):
             found.append(
                 error(
                     "non_standard_operator",
-                    f"ATC compiles standard ONNX operators only; the model uses "
-                    f"{', '.join(custom[:8])}{' ...' if len(custom) > 8 else ''}.",
-                    "Export without custom or ONNX Runtime-specific operators.",
+                    say(
+                        "ATC compiles standard ONNX operators only; the model uses %(ops)s.",
+                        ops=", ".join(custom[:8]) + (" ..." if len(custom) > 8 else ""),
+                    ),
+                    say("Export without custom or ONNX Runtime-specific operators."),
                 )
             )
         return found
@@ -516,19 +524,31 @@ def _shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]
             found.append(
                 error(
                     "acl_dynamic_dims",
-                    f"Input {name!r} has dynamic dims beyond the batch axis ({dims}); an OM "
-                    "needs them fixed.",
-                    "Give input_shape with fixed sizes for those dims, e.g. "
-                    f"{name}:{','.join(example)}.",
+                    say(
+                        "Input %(name)r has dynamic dims beyond the batch axis (%(dims)s); "
+                        "an OM needs them fixed.",
+                        name=name,
+                        dims=str(dims),
+                    ),
+                    say(
+                        "Give input_shape with fixed sizes for those dims, e.g. %(example)s.",
+                        example=f"{name}:{','.join(example)}",
+                    ),
                 )
             )
         if dims and dims[0] < 0 and not gears:
             found.append(
                 error(
                     "acl_needs_gears",
-                    f"Input {name!r} has a dynamic batch axis, but no batch gears are set.",
-                    "Set dynamic_batch_size (e.g. 1,2,4,8), or fix the batch in input_shape "
-                    f"(e.g. {name}:{','.join('1' if d < 0 else str(d) for d in dims)}).",
+                    say(
+                        "Input %(name)r has a dynamic batch axis, but no batch gears are set.",
+                        name=name,
+                    ),
+                    say(
+                        "Set dynamic_batch_size (e.g. 1,2,4,8), or fix the batch in "
+                        "input_shape (e.g. %(example)s).",
+                        example=f"{name}:{','.join('1' if d < 0 else str(d) for d in dims)}",
+                    ),
                 )
             )
     return found

@@ -34,6 +34,7 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.batching import check_batching_options, resolve_batching
 from model_store.targets.findings import Finding, error
 from model_store.targets.options import InvalidOptions, OptionSpec, parse_value
+from model_store.text import say
 
 Precision = Literal["fp32", "fp16", "mixed"]
 
@@ -281,7 +282,7 @@ class Target(ABC):
             return self.parse_options(options, info=info), []
         except InvalidOptions as exc:
             return None, [
-                error("invalid_options", exc.message, "Change the options and try again.")
+                error("invalid_options", exc.message, say("Change the options and try again."))
             ]
 
     def copies_per_device(

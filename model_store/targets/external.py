@@ -19,6 +19,7 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.base import BuildContext, BuildResult, Target, TargetStatus, VerifyPlan
 from model_store.targets.findings import Finding, error
 from model_store.targets.options import OptionSpec
+from model_store.text import say
 
 #: What the hub cannot do for an external model, shown wherever one is adopted or listed.
 LIMITS = (
@@ -53,8 +54,10 @@ class ExternalTarget(Target):
         return [
             error(
                 "external_model",
-                "External models are adopted from a Triton repository, not built from uploads.",
-                "Adopt the repository again (python manage.py adopt PATH) to add versions.",
+                say(
+                    "External models are adopted from a Triton repository, not built from uploads."
+                ),
+                say("Adopt the repository again (python manage.py adopt PATH) to add versions."),
             )
         ]
 

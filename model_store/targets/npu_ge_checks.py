@@ -18,6 +18,7 @@ from model_store.onnx_info import Dim, OnnxInfo
 from model_store.targets.atc_build import ATC_OPSETS
 from model_store.targets.findings import Finding, error, warning
 from model_store.targets.signature import effective_dims, is_fixed, symbol_sizes
+from model_store.text import Text, say
 
 SUGGESTED_OPSET = 14
 # GE's ONNX parser is ATC's: the same opsets.
@@ -42,19 +43,28 @@ def type_findings(info: OnnxInfo) -> list[Finding]:
             found.append(
                 error(
                     "string_io",
-                    f"The tensor {tensor.name!r} is a string tensor; the GE backend only "
-                    "passes numeric tensors.",
-                    "Do the string processing (e.g. tokenising) outside the model.",
+                    say(
+                        "The tensor %(name)r is a string tensor; the GE backend only "
+                        "passes numeric tensors.",
+                        name=tensor.name,
+                    ),
+                    say("Do the string processing (e.g. tokenising) outside the model."),
                 )
             )
             continue
         found.append(
             warning(
                 "io_type_needs_explicit_config",
-                f"The tensor {tensor.name!r} is {tensor.onnx_type}; the GE backend cannot "
-                "read this type from the ONNX file itself.",
-                "The generated config.pbtxt lists every input and output explicitly; keep "
-                "them there when editing the config by hand.",
+                say(
+                    "The tensor %(name)r is %(type)s; the GE backend cannot "
+                    "read this type from the ONNX file itself.",
+                    name=tensor.name,
+                    type=tensor.onnx_type,
+                ),
+                say(
+                    "The generated config.pbtxt lists every input and output explicitly; keep "
+                    "them there when editing the config by hand."
+                ),
             )
         )
     return found
@@ -79,9 +89,12 @@ def shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
             found.append(
                 error(
                     "static_needs_fixed_shapes",
-                    "A static GE graph needs every shape fixed, but "
-                    f"{', '.join(map(repr, loose))} have dynamic dims.",
-                    "Give fixed input shapes (option input_shapes), or turn static_model off.",
+                    say(
+                        "A static GE graph needs every shape fixed, but %(names)s have "
+                        "dynamic dims.",
+                        names=", ".join(map(repr, loose)),
+                    ),
+                    say("Give fixed input shapes (option input_shapes), or turn static_model off."),
                 )
             )
         return found
@@ -90,11 +103,16 @@ def shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
         found.append(
             warning(
                 "dynamic_non_batch_axes",
-                f"{', '.join(map(repr, beyond_batch))} have dynamic dims beyond the first axis. "
-                "GE supports them only as a dynamic graph: every new shape is compiled on "
-                "first use, and no warm-up request can be made.",
-                "Fix those dims (option input_shapes) or use shape gears, if the sizes are "
-                "known in advance.",
+                say(
+                    "%(names)s have dynamic dims beyond the first axis. "
+                    "GE supports them only as a dynamic graph: every new shape is compiled on "
+                    "first use, and no warm-up request can be made.",
+                    names=", ".join(map(repr, beyond_batch)),
+                ),
+                say(
+                    "Fix those dims (option input_shapes) or use shape gears, if the sizes are "
+                    "known in advance."
+                ),
             )
         )
     if options.get("dynamic_batching"):
@@ -102,17 +120,22 @@ def shape_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:
             found.append(
                 warning(
                     "batching_not_merged",
-                    "The GE backend merges requests only when the batch axis is the only "
-                    "dynamic axis; with this model, dynamic batching only queues requests.",
-                    "Fix the other dims (option input_shapes) to let it merge requests.",
+                    say(
+                        "The GE backend merges requests only when the batch axis is the only "
+                        "dynamic axis; with this model, dynamic batching only queues requests."
+                    ),
+                    say("Fix the other dims (option input_shapes) to let it merge requests."),
                 )
             )
         elif not options.get("preferred_batch_sizes"):
             found.append(
                 warning(
                     "no_preferred_batch_sizes",
-                    "The GE backend merges requests only when preferred batch sizes are set.",
-                    f"Set preferred_batch_sizes, e.g. {options['max_batch_size']}.",
+                    say("The GE backend merges requests only when preferred batch sizes are set."),
+                    say(
+                        "Set preferred_batch_sizes, e.g. %(size)s.",
+                        size=options["max_batch_size"],
+                    ),
                 )
             )
     return found
@@ -133,10 +156,16 @@ def output_name_findings(
                 found.append(
                     error(
                         "unnamed_dynamic_output_dim",
-                        f"Axis {axis} of output {tensor.name!r} is dynamic but has no name; "
-                        "the GE backend then fails to load the model ('-1 dim has no name').",
-                        "Export with named dynamic axes for the outputs (dynamic_axes in "
-                        "torch.onnx.export) that reuse the input axis names.",
+                        say(
+                            "Axis %(axis)s of output %(name)r is dynamic but has no name; the "
+                            "GE backend then fails to load the model ('-1 dim has no name').",
+                            axis=axis,
+                            name=tensor.name,
+                        ),
+                        say(
+                            "Export with named dynamic axes for the outputs (dynamic_axes in "
+                            "torch.onnx.export) that reuse the input axis names."
+                        ),
                     )
                 )
                 continue
@@ -145,17 +174,25 @@ def output_name_findings(
                 found.append(
                     error(
                         "output_dim_name_unresolvable",
-                        f"Axis {axis} of output {tensor.name!r} is named {dim!r}, which is not "
-                        f"an input axis name or arithmetic of them ({unknown}); the GE backend "
-                        "cannot compute its size.",
-                        "Name it after an input axis (e.g. 'batch') or an expression of input "
-                        "axis names with + - * / and parentheses when exporting.",
+                        say(
+                            "Axis %(axis)s of output %(name)r is named %(dim)r, which is not "
+                            "an input axis name or arithmetic of them (%(problem)s); the GE "
+                            "backend cannot compute its size.",
+                            axis=axis,
+                            name=tensor.name,
+                            dim=dim,
+                            problem=unknown,
+                        ),
+                        say(
+                            "Name it after an input axis (e.g. 'batch') or an expression of "
+                            "input axis names with + - * / and parentheses when exporting."
+                        ),
                     )
                 )
     return found
 
 
-def _unknown_names(expression: str, input_axes: set[str]) -> str | None:
+def _unknown_names(expression: str, input_axes: set[str]) -> Text | None:
     """None when ``expression`` only uses input axis names and + - * / ( ); else the problem."""
     names_used = 0
     position = 0
@@ -164,14 +201,14 @@ def _unknown_names(expression: str, input_axes: set[str]) -> str | None:
         match = _EXPRESSION_TOKEN.match(text, position)
         if match is None:
             offending = text[position:].lstrip()[:1]
-            return f"character {offending!r} is not allowed"
+            return say("character %(character)r is not allowed", character=offending)
         name = match.group(1)
         if name is not None:
             if name not in input_axes:
-                return f"{name!r} is not an input axis name"
+                return say("%(name)r is not an input axis name", name=name)
             names_used += 1
         position = match.end()
-    return None if names_used else "it names no input axis"
+    return None if names_used else say("it names no input axis")
 
 
 def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
@@ -189,18 +226,28 @@ def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
         found.append(
             error(
                 "too_few_gears",
-                f"Shape gears has {len(gears)} gear; GE needs at least {MIN_BATCH_GEARS} and "
-                "refuses the model at load with E10035.",
-                "Add a second gear (e.g. 1;8), or remove dynamic_dims and fix that size with "
-                "input_shapes instead.",
+                say(
+                    "Shape gears has %(count)s gear; GE needs at least %(minimum)s and "
+                    "refuses the model at load with E10035.",
+                    count=len(gears),
+                    minimum=MIN_BATCH_GEARS,
+                ),
+                say(
+                    "Add a second gear (e.g. 1;8), or remove dynamic_dims and fix that size with "
+                    "input_shapes instead."
+                ),
             )
         )
     elif len(gears) > MAX_BATCH_GEARS:
         found.append(
             error(
                 "too_many_gears",
-                f"Shape gears has {len(gears)} gears; GE takes at most {MAX_BATCH_GEARS}.",
-                "Keep only the sizes that really occur.",
+                say(
+                    "Shape gears has %(count)s gears; GE takes at most %(maximum)s.",
+                    count=len(gears),
+                    maximum=MAX_BATCH_GEARS,
+                ),
+                say("Keep only the sizes that really occur."),
             )
         )
     repeated = sorted({tuple(g) for g in gears if gears.count(g) > 1})
@@ -208,17 +255,20 @@ def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
         found.append(
             error(
                 "repeated_gear",
-                f"Shape gears lists {'; '.join(','.join(map(str, g)) for g in repeated)} more "
-                "than once; GE refuses repeated gears at load with E10039.",
-                "List every gear once.",
+                say(
+                    "Shape gears lists %(gears)s more than once; GE refuses repeated gears at "
+                    "load with E10039.",
+                    gears="; ".join(",".join(map(str, g)) for g in repeated),
+                ),
+                say("List every gear once."),
             )
         )
     if not slots:
         return [
             error(
                 "gears_without_dynamic_dims",
-                "Shape gears are set, but the gear input shape has no -1 dim to vary.",
-                "Remove dynamic_dims, or give ge_input_shape with -1 for the geared dims.",
+                say("Shape gears are set, but the gear input shape has no -1 dim to vary."),
+                say("Remove dynamic_dims, or give ge_input_shape with -1 for the geared dims."),
             )
         ]
     bad = [g for g in gears if len(g) != len(slots)]
@@ -226,9 +276,14 @@ def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
         found.append(
             error(
                 "gear_size_mismatch",
-                f"Each gear needs {len(slots)} value(s), one per -1 dim ({slots}), but "
-                f"{';'.join(','.join(map(str, g)) for g in bad)} do(es) not.",
-                "Give one value per -1 dim in every gear, gears separated by ';'.",
+                say(
+                    "Each gear needs %(count)s value(s), one per -1 dim (%(slots)s), but "
+                    "%(gears)s do(es) not.",
+                    count=len(slots),
+                    slots=str(slots),
+                    gears=";".join(",".join(map(str, g)) for g in bad),
+                ),
+                say("Give one value per -1 dim in every gear, gears separated by ';'."),
             )
         )
     mbs = options.get("max_batch_size") or 0
@@ -237,8 +292,8 @@ def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
             found.append(
                 error(
                     "gears_with_batching_not_batch_only",
-                    "With max_batch_size > 0, gears may only vary the batch axis.",
-                    "Set max_batch_size to 0, or make -1 appear on axis 0 only.",
+                    say("With max_batch_size > 0, gears may only vary the batch axis."),
+                    say("Set max_batch_size to 0, or make -1 appear on axis 0 only."),
                 )
             )
         covered = {g[0] for g in gears if len(g) == 1}
@@ -247,17 +302,25 @@ def gear_findings(options: Mapping[str, Any]) -> list[Finding]:
             found.append(
                 error(
                     "gears_do_not_cover_batches",
-                    f"Triton may form any batch from 1 to {mbs}, but there is no gear for "
-                    f"{', '.join(map(str, missing[:8]))}{' ...' if len(missing) > 8 else ''}.",
-                    "Add those gears or lower max_batch_size to the largest covered size.",
+                    say(
+                        "Triton may form any batch from 1 to %(max_batch_size)s, but there is "
+                        "no gear for %(sizes)s.",
+                        max_batch_size=mbs,
+                        sizes=", ".join(map(str, missing[:8]))
+                        + (" ..." if len(missing) > 8 else ""),
+                    ),
+                    say("Add those gears or lower max_batch_size to the largest covered size."),
                 )
             )
     if len(gears) > MANY_GEARS:
         found.append(
             warning(
                 "many_gears",
-                f"{len(gears)} gears make GE compile {len(gears)} graphs when the model loads.",
-                "Keep only the sizes that really occur.",
+                say(
+                    "%(count)s gears make GE compile %(count)s graphs when the model loads.",
+                    count=len(gears),
+                ),
+                say("Keep only the sizes that really occur."),
             )
         )
     return found
@@ -272,20 +335,27 @@ def format_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]
             found.append(
                 error(
                     "external_data_too_large",
-                    f"The model keeps about {estimate / 2**30:.1f} GiB of weights in external "
-                    "files; the GE backend reads exactly one .onnx file, which cannot exceed "
-                    "2 GiB.",
-                    "Shrink the model (e.g. FP16 or INT8 weights) below 2 GiB, or use the acl "
-                    "target (ATC compiles it to an OM).",
+                    say(
+                        "The model keeps about %(gib).1f GiB of weights in external "
+                        "files; the GE backend reads exactly one .onnx file, which cannot exceed "
+                        "2 GiB.",
+                        gib=estimate / 2**30,
+                    ),
+                    say(
+                        "Shrink the model (e.g. FP16 or INT8 weights) below 2 GiB, or use the "
+                        "acl target (ATC compiles it to an OM)."
+                    ),
                 )
             )
         else:
             found.append(
                 warning(
                     "external_data_merged",
-                    "The model keeps its weights in external files; the GE backend reads one "
-                    ".onnx file, so the build embeds them.",
-                    "Nothing to do; the served file is self-contained.",
+                    say(
+                        "The model keeps its weights in external files; the GE backend reads "
+                        "one .onnx file, so the build embeds them."
+                    ),
+                    say("Nothing to do; the served file is self-contained."),
                 )
             )
     found += opset_findings(info, options.get("target_opset"))
@@ -294,10 +364,14 @@ def format_findings(info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]
         found.append(
             error(
                 "non_standard_operator",
-                "The GE backend parses standard ONNX operators only; the model uses "
-                f"{', '.join(custom[:8])}{' ...' if len(custom) > 8 else ''}.",
-                "Export without custom or ONNX Runtime-specific operators (do not upload a "
-                "model already optimised by ONNX Runtime).",
+                say(
+                    "The GE backend parses standard ONNX operators only; the model uses %(ops)s.",
+                    ops=", ".join(custom[:8]) + (" ..." if len(custom) > 8 else ""),
+                ),
+                say(
+                    "Export without custom or ONNX Runtime-specific operators (do not upload "
+                    "a model already optimised by ONNX Runtime)."
+                ),
             )
         )
     return found
@@ -311,18 +385,31 @@ def opset_findings(info: OnnxInfo, target_opset: int | None) -> list[Finding]:
         return [
             warning(
                 "opset_conversion",
-                f"The model uses opset {opset}; the build converts it to {target_opset} "
-                f"(GE's docs suggest {SUGGESTED_OPSET}). A failed conversion keeps {opset}.",
-                f"Export with opset {target_opset} to skip the conversion.",
+                say(
+                    "The model uses opset %(opset)s; the build converts it to %(target)s "
+                    "(GE's docs suggest %(suggested)s). A failed conversion keeps %(opset)s.",
+                    opset=opset,
+                    target=target_opset,
+                    suggested=SUGGESTED_OPSET,
+                ),
+                say("Export with opset %(target)s to skip the conversion.", target=target_opset),
             )
         ]
     if not target_opset and opset not in PARSER_OPSETS:
         return [
             warning(
                 "opset_outside_parser_range",
-                f"The model uses opset {opset}; GE's ONNX parser handles opsets "
-                f"{PARSER_OPSETS.start} to {PARSER_OPSETS.stop - 1}.",
-                f"Set target_opset to {SUGGESTED_OPSET} or export with that opset.",
+                say(
+                    "The model uses opset %(opset)s; GE's ONNX parser handles opsets "
+                    "%(low)s to %(high)s.",
+                    opset=opset,
+                    low=PARSER_OPSETS.start,
+                    high=PARSER_OPSETS.stop - 1,
+                ),
+                say(
+                    "Set target_opset to %(suggested)s or export with that opset.",
+                    suggested=SUGGESTED_OPSET,
+                ),
             )
         ]
     return []

@@ -37,6 +37,7 @@ from model_store.targets.signature import (
     symbol_sizes,
     warmup_for,
 )
+from model_store.text import say
 
 ARTIFACT = "model.onnx"
 STEPS_DIR = ".build"
@@ -130,19 +131,27 @@ class OnnxRuntimeTarget(Target):
             found.append(
                 warning(
                     "cpu_specific_optimisation",
-                    "Optimisation level 'all' writes layout transformations chosen for this "
-                    "worker's CPU into the model file.",
-                    "Use 'extended' unless Triton runs on the same kind of CPU as this worker.",
+                    say(
+                        "Optimisation level 'all' writes layout transformations chosen for this "
+                        "worker's CPU into the model file."
+                    ),
+                    say(
+                        "Use 'extended' unless Triton runs on the same kind of CPU as this worker."
+                    ),
                 )
             )
         if resolved["fp16"]:
             found.append(
                 warning(
                     "fp16_on_cpu",
-                    "FP16 halves the model size, but most x86 CPUs have no fast FP16 "
-                    "arithmetic, so inference is usually slower than in FP32.",
-                    "Keep FP32 unless the file size matters more than speed; the FP16 "
-                    "result is verified with looser tolerances.",
+                    say(
+                        "FP16 halves the model size, but most x86 CPUs have no fast FP16 "
+                        "arithmetic, so inference is usually slower than in FP32."
+                    ),
+                    say(
+                        "Keep FP32 unless the file size matters more than speed; the FP16 "
+                        "result is verified with looser tolerances."
+                    ),
                 )
             )
         return found

@@ -9,6 +9,7 @@ from model_store.config import TensorSpec, Warmup, WarmupInput
 from model_store.errors import InvalidConfig
 from model_store.onnx_info import Dim, OnnxInfo, TensorInfo
 from model_store.targets.findings import Finding, error, warning
+from model_store.text import say
 
 
 def is_fixed(dim: Dim) -> bool:
@@ -75,8 +76,8 @@ def signature_findings(
         found.append(
             error(
                 "no_inputs",
-                "The model has no inputs, so Triton has nothing to feed it.",
-                "Export the model with its real inputs (not as constants).",
+                say("The model has no inputs, so Triton has nothing to feed it."),
+                say("Export the model with its real inputs (not as constants)."),
             )
         )
     found += _override_findings(info, overrides)
@@ -89,11 +90,27 @@ def signature_findings(
                 found.append(
                     error(
                         "batch_axis_not_dynamic",
-                        f"The {role} {tensor.name!r} has shape {dims}, whose first axis is "
-                        f"fixed, but max_batch_size is {max_batch_size}, which makes Triton "
-                        "treat the first axis as the batch.",
-                        "Set max_batch_size to 0, or export the model with a dynamic first "
-                        "axis on every input and output.",
+                        say(
+                            "The input %(name)r has shape %(dims)s, whose first axis is "
+                            "fixed, but max_batch_size is %(max_batch_size)s, which makes "
+                            "Triton treat the first axis as the batch.",
+                            name=tensor.name,
+                            dims=str(dims),
+                            max_batch_size=max_batch_size,
+                        )
+                        if role == "input"
+                        else say(
+                            "The output %(name)r has shape %(dims)s, whose first axis is "
+                            "fixed, but max_batch_size is %(max_batch_size)s, which makes "
+                            "Triton treat the first axis as the batch.",
+                            name=tensor.name,
+                            dims=str(dims),
+                            max_batch_size=max_batch_size,
+                        ),
+                        say(
+                            "Set max_batch_size to 0, or export the model with a dynamic first "
+                            "axis on every input and output."
+                        ),
                     )
                 )
     return found
@@ -105,10 +122,21 @@ def _tensor_findings(role: str, tensor: TensorInfo, dims: list[Dim] | None) -> l
         found.append(
             error(
                 "unsupported_io_type",
-                f"The {role} {tensor.name!r} is of type {tensor.onnx_type}, which Triton "
-                "cannot carry.",
-                "Export the model so that every input and output is a plain tensor of a "
-                "float, integer, bool or string type.",
+                say(
+                    "The input %(name)r is of type %(type)s, which Triton cannot carry.",
+                    name=tensor.name,
+                    type=tensor.onnx_type,
+                )
+                if role == "input"
+                else say(
+                    "The output %(name)r is of type %(type)s, which Triton cannot carry.",
+                    name=tensor.name,
+                    type=tensor.onnx_type,
+                ),
+                say(
+                    "Export the model so that every input and output is a plain tensor of a "
+                    "float, integer, bool or string type."
+                ),
             )
         )
     if dims is None and tensor.triton_type is not None:
@@ -116,19 +144,27 @@ def _tensor_findings(role: str, tensor: TensorInfo, dims: list[Dim] | None) -> l
             found.append(
                 error(
                     "unknown_rank",
-                    f"The input {tensor.name!r} has no shape in the model, so its config "
-                    "cannot be written.",
-                    "Export the model with input shapes (dynamic axes are fine).",
+                    say(
+                        "The input %(name)r has no shape in the model, so its config "
+                        "cannot be written.",
+                        name=tensor.name,
+                    ),
+                    say("Export the model with input shapes (dynamic axes are fine)."),
                 )
             )
         else:
             found.append(
                 warning(
                     "unknown_rank",
-                    f"The output {tensor.name!r} has no shape in the model; the build's "
-                    "shape inference has to find it.",
-                    "If the build then fails to write the config, export the model with "
-                    "output shapes or run onnx shape inference on it first.",
+                    say(
+                        "The output %(name)r has no shape in the model; the build's "
+                        "shape inference has to find it.",
+                        name=tensor.name,
+                    ),
+                    say(
+                        "If the build then fails to write the config, export the model with "
+                        "output shapes or run onnx shape inference on it first."
+                    ),
                 )
             )
     return found
@@ -145,8 +181,13 @@ def _override_findings(
             found.append(
                 error(
                     "shape_for_unknown_input",
-                    f"A shape is given for {name!r}, which is not an input of the model.",
-                    f"Use the input names: {', '.join(sorted(by_name)) or '(none)'}.",
+                    say(
+                        "A shape is given for %(name)r, which is not an input of the model.",
+                        name=name,
+                    ),
+                    say("Use the input names: %(names)s.", names=", ".join(sorted(by_name)))
+                    if by_name
+                    else say("Use the input names: (none)."),
                 )
             )
             continue
@@ -156,9 +197,15 @@ def _override_findings(
             found.append(
                 error(
                     "shape_rank_mismatch",
-                    f"The shape given for {name!r} has {len(dims)} dims, but the input has "
-                    f"{len(tensor.dims)} ({tensor.dims}).",
-                    "Give one value per axis.",
+                    say(
+                        "The shape given for %(name)r has %(given)s dims, but the input has "
+                        "%(rank)s (%(dims)s).",
+                        name=name,
+                        given=len(dims),
+                        rank=len(tensor.dims),
+                        dims=str(tensor.dims),
+                    ),
+                    say("Give one value per axis."),
                 )
             )
             continue
@@ -167,9 +214,15 @@ def _override_findings(
                 found.append(
                     error(
                         "shape_conflicts_with_model",
-                        f"Axis {axis} of {name!r} is fixed to {dim} in the model, but the "
-                        f"given shape says {value}.",
-                        f"Use {dim} for that axis (or -1 to keep it).",
+                        say(
+                            "Axis %(axis)s of %(name)r is fixed to %(dim)s in the model, but "
+                            "the given shape says %(value)s.",
+                            axis=axis,
+                            name=name,
+                            dim=dim,
+                            value=value,
+                        ),
+                        say("Use %(dim)s for that axis (or -1 to keep it).", dim=dim),
                     )
                 )
     return found

@@ -20,6 +20,7 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
+from model_store.text import say
 
 #: The name the trial config is made for (the trial loader renames it: docs/selftest.md).
 ACL_MODEL_NAME = "ascend-selftest-acl"
@@ -48,14 +49,16 @@ def _next_step(exc: AtcFailed) -> str:
     result = exc.result
     codes = [m.code for m in (result.errors if result else []) if m.code]
     if any(code in _PYTHON_CODES for code in codes):
-        return (
+        return say(
             "ATC's Python is not usable: see the 'ATC's Python' stage above, set ATC_PYTHON to "
             "an interpreter that meets CANN's requirements, and run the self-test again "
             "(docs/atc.md#python-environment)."
         )
     if codes:
-        return explain(codes[0]) or "See ATC's last lines in the report (docs/atc.md#error-codes)."
-    return (
+        return explain(codes[0]) or say(
+            "See ATC's last lines in the report (docs/atc.md#error-codes)."
+        )
+    return say(
         "See ATC's last lines in the report; with --log=info ATC says more "
         "(docs/atc.md#error-codes, docs/cann.md#plog)."
     )
@@ -66,8 +69,8 @@ def compile_demo(ctx: SelftestContext) -> Outcome:
     missing = ctx.demo.missing()
     if missing:
         return failed(
-            f"The demo files are missing: {', '.join(map(str, missing))}.",
-            "Reinstall the hub from its repository; demo/ is part of it.",
+            say("The demo files are missing: %(files)s.", files=", ".join(map(str, missing))),
+            say("Reinstall the hub from its repository; demo/ is part of it."),
         )
     info = inspect_onnx(ctx.demo.model)
     ctx.facts.info = info
@@ -106,12 +109,15 @@ def compile_demo(ctx: SelftestContext) -> Outcome:
         return failed(exc.message, _next_step(exc), **evidence)
     except AtcUnavailable as exc:
         evidence["last_lines"] = list(lines)
-        return failed(exc.message, "Fix the setting it names, then run again.", **evidence)
+        return failed(exc.message, say("Fix the setting it names, then run again."), **evidence)
     except ModelStoreError as exc:
         evidence["last_lines"] = list(lines)
         return failed(
-            f"The acl target refused to build the demo: {exc.message}",
-            "This is a bug in the self-test or the acl target; attach this report to a bug report.",
+            say("The acl target refused to build the demo: %(error)s", error=exc.message),
+            say(
+                "This is a bug in the self-test or the acl target; attach this report to a bug "
+                "report."
+            ),
             **evidence,
         )
     ctx.facts.om = result.artifact
@@ -126,6 +132,11 @@ def compile_demo(ctx: SelftestContext) -> Outcome:
         "config_pbtxt": render_pbtxt(config),
     }
     return passed(
-        f"ATC built {result.artifact_name} ({size / 1e6:.1f} MB) for {ctx.facts.soc}.",
+        say(
+            "ATC built %(artifact)s (%(mb).1f MB) for %(soc)s.",
+            artifact=result.artifact_name,
+            mb=size / 1e6,
+            soc=ctx.facts.soc,
+        ),
         **evidence,
     )

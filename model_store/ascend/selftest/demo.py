@@ -25,6 +25,7 @@ from model_store.inference import (
     parse_labels,
 )
 from model_store.onnx_info import OnnxInfo
+from model_store.text import say
 
 #: What the demo model must see in the photo (demo/README.md, "The model").
 EXPECTED_LABEL = "espresso"
@@ -80,7 +81,7 @@ class Classification:
         """E.g. ``"espresso (967) 0.957"``."""
         best = self.top1
         if not best:
-            return "no classification"
+            return say("no classification")
         return f"{best.get('label')} ({best.get('index')}) {best.get('probability', 0):.3f}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.backends.acl.model import AclError, AclUnavailable
 from model_store.compile.atc import KNOWN_SOC_VERSIONS
 from model_store.diagnostics import check_npu_smi
+from model_store.text import say
 
-DRIVER_HINT = (
+DRIVER_HINT = say(
     "Run `npu-smi info` by hand on this host. Check that the NPU driver is installed "
     "(/usr/local/Ascend/driver) and, in a container, that /usr/local/bin/npu-smi, "
     "/usr/local/dcmi, the driver's lib64 and the /dev/davinci* nodes are mapped "
@@ -52,9 +53,14 @@ def chosen_chips(ctx: SelftestContext) -> list[Mapping[str, Any]]:
 def _refuse_device(device: int, known: Sequence[int], where: str) -> InvalidDevice:
     shown = ", ".join(str(d) for d in known) or "none"
     return InvalidDevice(
-        f"--device {device} names no NPU of this host: {where} lists device(s) {shown}. Give "
-        "one of those (the Device column of `npu-smi info`, the id pyACL's set_device takes), "
-        "or leave --device out to test every NPU."
+        say(
+            "--device %(device)s names no NPU of this host: %(where)s lists device(s) "
+            "%(known)s. Give one of those (the Device column of `npu-smi info`, the id pyACL's "
+            "set_device takes), or leave --device out to test every NPU.",
+            device=device,
+            where=where,
+            known=shown,
+        )
     )
 
 
@@ -70,9 +76,13 @@ def check_npus(ctx: SelftestContext) -> Outcome:
         "warnings": list(report.get("warnings") or []),
     }
     if not report.get("available"):
-        return failed(f"npu-smi gave no table: {report.get('reason')}.", DRIVER_HINT, **evidence)
+        return failed(
+            say("npu-smi gave no table: %(reason)s.", reason=report.get("reason")),
+            DRIVER_HINT,
+            **evidence,
+        )
     if not chips:
-        return failed("npu-smi ran but listed no NPU.", DRIVER_HINT, **evidence)
+        return failed(say("npu-smi ran but listed no NPU."), DRIVER_HINT, **evidence)
     known = [int(c["device_id"]) for c in chips if c.get("device_id") is not None]
     if ctx.device is not None and known and ctx.device not in known:
         raise _refuse_device(ctx.device, known, "npu-smi")
@@ -80,14 +90,28 @@ def check_npus(ctx: SelftestContext) -> Outcome:
     evidence["check"] = check.to_dict()
     if check.state == "failing":
         return failed(check.found, check.advice, **evidence)
-    note = f" Note: {check.found}" if check.state == "warning" else ""
     names = sorted({str(c.get("name")) for c in chips})
-    version = f" {report['version']}" if report.get("version") else ""
-    return passed(
-        f"npu-smi{version}: {len(chips)} chip(s) ({', '.join(names)}), device ids "
-        f"{', '.join(map(str, known)) or 'unknown'}, all healthy.{note}",
-        **evidence,
+    version = f"npu-smi {report['version']}" if report.get("version") else "npu-smi"
+    ids = ", ".join(map(str, known))
+    summary = (
+        say(
+            "%(tool)s: %(count)s chip(s) (%(names)s), device ids %(ids)s, all healthy.",
+            tool=version,
+            count=len(chips),
+            names=", ".join(names),
+            ids=ids,
+        )
+        if ids
+        else say(
+            "%(tool)s: %(count)s chip(s) (%(names)s), device ids unknown, all healthy.",
+            tool=version,
+            count=len(chips),
+            names=", ".join(names),
+        )
     )
+    if check.state == "warning":
+        summary = say("%(summary)s Note: %(note)s", summary=summary, note=check.found)
+    return passed(summary, **evidence)
 
 
 def _pyacl_view(ctx: SelftestContext) -> tuple[str | None, int | None, str]:
@@ -98,7 +122,11 @@ def _pyacl_view(ctx: SelftestContext) -> tuple[str | None, int | None, str]:
     except (AclUnavailable, AclError) as exc:
         return None, None, str(exc)
     except Exception as exc:  # a broken pyACL install must not hide what npu-smi says
-        return None, None, f"pyACL failed: {type(exc).__name__}: {exc}"
+        return (
+            None,
+            None,
+            say("pyACL failed: %(error)s: %(message)s", error=type(exc).__name__, message=str(exc)),
+        )
 
 
 def detect_soc(ctx: SelftestContext) -> Outcome:
@@ -128,47 +156,67 @@ def detect_soc(ctx: SelftestContext) -> Outcome:
     }
     if len(names) > 1:
         return failed(
-            f"The NPUs are of different kinds ({', '.join(names)}); one OM runs on one SoC only.",
-            "Run the self-test once per kind with --device N (N from the Device column of "
-            "`npu-smi info`).",
+            say(
+                "The NPUs are of different kinds (%(names)s); one OM runs on one SoC only.",
+                names=", ".join(names),
+            ),
+            say(
+                "Run the self-test once per kind with --device N (N from the Device column of "
+                "`npu-smi info`)."
+            ),
             **evidence,
         )
     if from_smi and from_acl and from_smi != from_acl:
         return failed(
-            f"npu-smi says the chip is {names[0]} ({from_smi}) but pyACL says {from_acl}: "
-            "the driver and the CANN runtime disagree about this host.",
-            "Check that the installed driver and CANN toolkit are the ones for this card "
-            "(`npu-smi info`, the toolkit's ascend_toolkit_install.info), and in a container that "
-            "the host's driver is mounted (docs/cann.md#install-layouts).",
+            say(
+                "npu-smi says the chip is %(name)s (%(from_smi)s) but pyACL says %(from_acl)s: "
+                "the driver and the CANN runtime disagree about this host.",
+                name=names[0],
+                from_smi=from_smi,
+                from_acl=from_acl,
+            ),
+            say(
+                "Check that the installed driver and CANN toolkit are the ones for this card "
+                "(`npu-smi info`, the toolkit's ascend_toolkit_install.info), and in a container "
+                "that the host's driver is mounted (docs/cann.md#install-layouts)."
+            ),
             **evidence,
         )
     soc = from_acl or from_smi
     if soc is None:
         return failed(
-            "Neither npu-smi nor pyACL named the chip.",
+            say("Neither npu-smi nor pyACL named the chip."),
             DRIVER_HINT,
             **evidence,
         )
+    source: str
     if from_acl and from_smi:
-        source = "npu-smi and pyACL, which agree"
+        source = say("npu-smi and pyACL, which agree")
     elif from_smi:
         # Why pyACL did not answer is in the evidence (pyacl_unavailable); it can be long.
         source = (
-            "npu-smi's chip name ("
-            + ("pyACL did not answer" if why_not else "this pyACL has no get_soc_name")
-            + ")"
+            say("npu-smi's chip name (pyACL did not answer)")
+            if why_not
+            else say("npu-smi's chip name (this pyACL has no get_soc_name)")
         )
     else:
-        source = "pyACL (acl.get_soc_name)"
+        source = say("pyACL (acl.get_soc_name)")
     evidence["source"] = source
     if soc not in KNOWN_SOC_VERSIONS:
         return failed(
-            f"The chip is {soc} ({source}), which is not a --soc_version the hub knows "
-            f"({', '.join(KNOWN_SOC_VERSIONS)}).",
-            "Atlas A3 products name their SoC in `npu-smi info -t board -i N -c C` instead "
-            "(docs/atc.md#soc-versions); report the output of that command and of `npu-smi info` "
-            "with this report.",
+            say(
+                "The chip is %(soc)s (%(source)s), which is not a --soc_version the hub knows "
+                "(%(known)s).",
+                soc=soc,
+                source=source,
+                known=", ".join(KNOWN_SOC_VERSIONS),
+            ),
+            say(
+                "Atlas A3 products name their SoC in `npu-smi info -t board -i N -c C` instead "
+                "(docs/atc.md#soc-versions); report the output of that command and of "
+                "`npu-smi info` with this report."
+            ),
             **evidence,
         )
     ctx.facts.soc, ctx.facts.soc_source = soc, source
-    return passed(f"SoC {soc}, from {source}.", **evidence)
+    return passed(say("SoC %(soc)s, from %(source)s.", soc=soc, source=source), **evidence)

@@ -15,8 +15,9 @@ from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.demo import classify
 from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.errors import ModelStoreError
+from model_store.text import Text, say
 
-PYACL_HINT = (
+PYACL_HINT = say(
     "Source CANN's set_env.sh (or set ASCEND_TOOLKIT_HOME) in this shell or container so that "
     "`import acl` finds pyACL in the toolkit's python/site-packages, and check that this "
     "process can open the NPU (/dev/davinciN, /dev/davinci_manager, /dev/devmm_svm, "
@@ -31,12 +32,12 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
     devices = ctx.facts.device_ids
     if not devices:
         return failed(
-            "pyACL reports no NPU and npu-smi gave no device ids.", PYACL_HINT, devices=[]
+            say("pyACL reports no NPU and npu-smi gave no device ids."), PYACL_HINT, devices=[]
         )
     labels = ctx.demo.label_list()
     wanted = [t.name for t in info.outputs]
     per_device: list[dict[str, Any]] = []
-    problems: list[str] = []
+    problems: list[Text] = []
     for device in devices:
         started = time.monotonic()
         where = f"pyACL, NPU {device}"
@@ -44,7 +45,7 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
             raw = run_om(om, {info.inputs[0].name: ctx.facts.tensor}, device_id=device)
             outputs, note = match_outputs(wanted, raw)
         except ModelStoreError as exc:
-            problems.append(f"NPU {device}: {exc.message}")
+            problems.append(say("NPU %(device)s: %(error)s", device=device, error=exc.message))
             per_device.append({"device": device, "error": exc.message, "code": exc.code})
             continue
         result = classify(where, outputs, wanted[0], labels)
@@ -60,20 +61,40 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
         per_device.append(entry)
         if result.top1_label != ctx.demo.expected_label:
             problems.append(
-                f"NPU {device} calls the photo {result.describe()}, not {ctx.demo.expected_label!r}"
+                say(
+                    "NPU %(device)s calls the photo %(found)s, not %(expected)r",
+                    device=device,
+                    found=result.describe(),
+                    expected=ctx.demo.expected_label,
+                )
             )
     evidence = {"devices": per_device, "om": str(om)}
     if problems:
         return failed(
-            "; ".join(problems) + ".",
+            say("%(problems)s.", problems=_joined(problems)),
             PYACL_HINT
             if any("error" in e for e in per_device)
-            else "The OM runs but classifies wrongly: check the SoC stage and ATC's precision "
-            "(docs/atc.md#options), and attach this report to a bug report.",
+            else say(
+                "The OM runs but classifies wrongly: check the SoC stage and ATC's precision "
+                "(docs/atc.md#options), and attach this report to a bug report."
+            ),
             **evidence,
         )
     shown = "; ".join(
         f"NPU {device}: {ctx.facts.classifications[f'pyACL, NPU {device}'].describe()}"
         for device in devices
     )
-    return passed(f"pyACL ran the OM on {len(devices)} NPU(s): {shown}.", **evidence)
+    return passed(
+        say(
+            "pyACL ran the OM on %(count)s NPU(s): %(results)s.", count=len(devices), results=shown
+        ),
+        **evidence,
+    )
+
+
+def _joined(parts: list[Text]) -> Text:
+    """``parts`` joined with "; " as one sentence that keeps each part's template."""
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = say("%(first)s; %(then)s", first=joined, then=part)
+    return joined

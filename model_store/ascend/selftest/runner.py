@@ -19,21 +19,22 @@ from model_store.ascend.selftest.npu_run import run_on_npus
 from model_store.ascend.selftest.serving import same_top1, serve_acl, serve_npu_ge
 from model_store.ascend.selftest.stage import Stage, StageSpec
 from model_store.ascend.selftest.toolchain import check_atc_interpreter, check_cann
+from model_store.text import say
 
 #: Every stage, in the order an operator would work through them.
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("cann", "CANN environment and version", (), check_cann),
-    StageSpec("atc_python", "ATC's Python and packages", ("cann",), check_atc_interpreter),
-    StageSpec("npus", "NPUs (npu-smi)", ("cann",), check_npus),
-    StageSpec("soc", "SoC", ("npus",), detect_soc),
-    StageSpec("atc_compile", "ATC compiles the demo model", ("cann", "soc"), compile_demo),
-    StageSpec("pyacl", "pyACL runs it on each NPU", ("atc_compile",), run_on_npus),
-    StageSpec("triton_acl", "Triton serves it (acl)", ("atc_compile",), serve_acl),
-    StageSpec("triton_npu_ge", "Triton serves it (npu_ge)", ("npus",), serve_npu_ge),
-    StageSpec("same_top1", "Same top-1 everywhere", ("pyacl", "triton_acl"), same_top1),
+    StageSpec("cann", say("CANN environment and version"), (), check_cann),
+    StageSpec("atc_python", say("ATC's Python and packages"), ("cann",), check_atc_interpreter),
+    StageSpec("npus", say("NPUs (npu-smi)"), ("cann",), check_npus),
+    StageSpec("soc", say("SoC"), ("npus",), detect_soc),
+    StageSpec("atc_compile", say("ATC compiles the demo model"), ("cann", "soc"), compile_demo),
+    StageSpec("pyacl", say("pyACL runs it on each NPU"), ("atc_compile",), run_on_npus),
+    StageSpec("triton_acl", say("Triton serves it (acl)"), ("atc_compile",), serve_acl),
+    StageSpec("triton_npu_ge", say("Triton serves it (npu_ge)"), ("npus",), serve_npu_ge),
+    StageSpec("same_top1", say("Same top-1 everywhere"), ("pyacl", "triton_acl"), same_top1),
 )
 
-BUG_HINT = (
+BUG_HINT = say(
     "This is a bug in the self-test, not necessarily in your set-up; the other stages still "
     "ran. Attach the JSON report (--json FILE) to a bug report."
 )
@@ -44,7 +45,8 @@ def _blocked(spec: StageSpec, done: dict[str, Stage]) -> Stage | None:
         stage = done.get(need)
         if stage is None or stage.verdict != "passed":
             title = stage.title if stage else need
-            return Stage(spec.id, spec.title, "skipped", f"skipped: needs {title}", blocked_by=need)
+            summary = say("skipped: needs %(stage)s", stage=title)
+            return Stage(spec.id, spec.title, "skipped", summary, blocked_by=need)
     return None
 
 
@@ -73,7 +75,11 @@ def run_selftest(
             except Exception as exc:
                 stage = Stage(
                     spec.id, spec.title, "failed",
-                    f"the stage itself failed: {type(exc).__name__}: {exc}", BUG_HINT,
+                    say(
+                        "the stage itself failed: %(error)s: %(message)s",
+                        error=type(exc).__name__, message=str(exc),
+                    ),
+                    BUG_HINT,
                 )  # fmt: skip
             else:
                 stage = Stage(

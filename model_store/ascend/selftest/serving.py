@@ -27,17 +27,18 @@ from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError
 from model_store.serving.trial import TrialLoadFailed, trial_model
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
+from model_store.text import Text, say
 
 NPU_GE_MODEL_NAME = "ascend-selftest-npu-ge"
 
 _TRITON_HINTS = {
-    "acl": (
+    "acl": say(
         "Check that Triton's backend directory holds our acl backend (acl/model.py, mounted "
         "from model_store/backends/acl), that Triton's environment lets it import pyACL "
         "(ASCEND_TOOLKIT_HOME or CANN's set_env.sh) and that its container has the NPU device "
         "nodes; the reason above is Triton's own (docs/pyacl.md#lifecycle)."
     ),
-    "npu_ge": (
+    "npu_ge": say(
         "Triton's log says more (ASCEND_SLOG_PRINT_TO_STDOUT=1 adds CANN's); see "
         "docs/ge-backend.md#log-phrases for what GE's messages mean."
     ),
@@ -49,15 +50,19 @@ def _unreachable(ctx: SelftestContext) -> Outcome | None:
     runtime = ctx.runtime
     if runtime is None:
         return failed(
-            "No Triton is configured for the hub.",
-            "Set TRITON_URL (and TRITON_GRPC_URL, TRITON_API_KEY) as the hub's processes have "
-            "them.",
+            say("No Triton is configured for the hub."),
+            say(
+                "Set TRITON_URL (and TRITON_GRPC_URL, TRITON_API_KEY) as the hub's processes "
+                "have them."
+            ),
         )
     if not runtime.is_live():
         return failed(
-            f"Triton at {runtime.http_url} does not answer /v2/health/live.",
-            "Start Triton (`docker compose ps triton`, `docker compose logs triton`), or set "
-            "TRITON_URL to its address, and run again.",
+            say("Triton at %(url)s does not answer /v2/health/live.", url=runtime.http_url),
+            say(
+                "Start Triton (`docker compose ps triton`, `docker compose logs triton`), or set "
+                "TRITON_URL to its address, and run again."
+            ),
         )
     if ctx.facts.triton_version is None:
         try:
@@ -93,27 +98,43 @@ def serve_and_classify(
             evidence["infer_seconds"] = round(time.monotonic() - asked, 3)
     except TritonAccessDenied as exc:
         return failed(
-            str(exc),
-            "Give this command the same TRITON_API_KEY as Triton (run it in a hub container, "
-            "whose environment has it).",
+            _said(exc),
+            say(
+                "Give this command the same TRITON_API_KEY as Triton (run it in a hub "
+                "container, whose environment has it)."
+            ),
             **evidence,
         )
     except TrialLoadFailed as exc:
         return failed(
-            f"Triton could not load the demo through {backend}: {exc.message}",
+            say(
+                "Triton could not load the demo through %(backend)s: %(error)s",
+                backend=backend,
+                error=exc.message,
+            ),
             _TRITON_HINTS.get(backend, ""),
             **evidence,
         )
     except (TritonRuntimeError, ModelStoreError) as exc:
         return failed(
-            f"Triton loaded the demo through {backend} but the request failed: {exc}",
+            say(
+                "Triton loaded the demo through %(backend)s but the request failed: %(error)s",
+                backend=backend,
+                error=_said(exc),
+            ),
             _TRITON_HINTS.get(backend, ""),
             **evidence,
         )
     wanted = info.outputs[0].name
     if wanted not in outputs:
         return failed(
-            f"Triton's answer has no output {wanted!r} (it has {', '.join(outputs) or 'none'}).",
+            say(
+                "Triton's answer has no output %(name)r (it has %(outputs)s).",
+                name=wanted,
+                outputs=", ".join(outputs),
+            )
+            if outputs
+            else say("Triton's answer has no output %(name)r (it has none).", name=wanted),
             _TRITON_HINTS.get(backend, ""),
             **evidence,
         )
@@ -122,17 +143,37 @@ def serve_and_classify(
     evidence["top_k"] = result.top_k
     if result.top1_label != ctx.demo.expected_label:
         return failed(
-            f"Through {backend}, Triton calls the photo {result.describe()}, not "
-            f"{ctx.demo.expected_label!r}.",
-            "Compare with the pyACL stage: if pyACL was right, the backend changes the input or "
-            "output; attach this report to a bug report.",
+            say(
+                "Through %(backend)s, Triton calls the photo %(found)s, not %(expected)r.",
+                backend=backend,
+                found=result.describe(),
+                expected=ctx.demo.expected_label,
+            ),
+            say(
+                "Compare with the pyACL stage: if pyACL was right, the backend changes the input "
+                "or output; attach this report to a bug report."
+            ),
             **evidence,
         )
     return passed(
-        f"Triton at {runtime.http_url} served the demo through {backend} (temporary model, "
-        f"removed again): {result.describe()}.",
+        say(
+            "Triton at %(url)s served the demo through %(backend)s (temporary model, removed "
+            "again): %(found)s.",
+            url=runtime.http_url,
+            backend=backend,
+            found=result.describe(),
+        ),
         **evidence,
     )
+
+
+def _said(exc: Exception) -> str:
+    """An error's sentence, as the :class:`~model_store.text.Text` it was raised with where it
+    was (so it stays translatable), else ``str(exc)``."""
+    for said in (getattr(exc, "message", None), *exc.args[:1]):
+        if isinstance(said, Text) and str(said) == str(exc):
+            return said
+    return str(exc)
 
 
 def serve_acl(ctx: SelftestContext) -> Outcome:
@@ -149,7 +190,7 @@ def serve_npu_ge(ctx: SelftestContext) -> Outcome:
     if check.state == "failing":
         return failed(check.found, check.advice, **evidence)
     if check.state != "ok":
-        return not_applicable(f"Not applicable: {check.found}", **evidence)
+        return not_applicable(say("Not applicable: %(reason)s", reason=check.found), **evidence)
     info = ctx.facts.info or inspect_onnx(ctx.demo.model)
     ctx.facts.info = info
     target = get_target("npu_ge")
@@ -167,8 +208,8 @@ def serve_npu_ge(ctx: SelftestContext) -> Outcome:
         )  # fmt: skip
     except ModelStoreError as exc:
         return failed(
-            f"The npu_ge target could not build the demo: {exc.message}",
-            "Attach this report to a bug report.",
+            say("The npu_ge target could not build the demo: %(error)s", error=exc.message),
+            say("Attach this report to a bug report."),
             **evidence,
         )
     built = result.compiled_info or info
@@ -186,14 +227,20 @@ def same_top1(ctx: SelftestContext) -> Outcome:
     if len(indices) == 1 and None not in indices:
         best = next(iter(results.values()))
         return passed(
-            f"All {len(results)} paths give the same top-1: {best.top1_label} "
-            f"({best.top1.get('index')}).",
+            say(
+                "All %(count)s paths give the same top-1: %(label)s (%(index)s).",
+                count=len(results),
+                label=best.top1_label,
+                index=best.top1.get("index"),
+            ),
             top1=table,
         )
     shown = "; ".join(f"{where}: {r.describe()}" for where, r in results.items())
     return failed(
-        f"The paths disagree: {shown}.",
-        "The same OM gives different answers through pyACL and Triton: attach this report to "
-        "a bug report.",
+        say("The paths disagree: %(results)s.", results=shown),
+        say(
+            "The same OM gives different answers through pyACL and Triton: attach this report "
+            "to a bug report."
+        ),
         top1=table,
     )

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from model_store.text import with_texts
+
 if TYPE_CHECKING:
     from model_store.ascend.selftest.context import SelftestContext
 
@@ -79,9 +81,16 @@ class Stage:
         return self.verdict == "passed" or (self.verdict == "skipped" and self.blocked_by is None)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stage as JSON-ready data."""
+        """The stage as JSON-ready data: ``title``, ``summary`` and ``next_step`` in plain
+        English, and under ``texts`` the templates of those written with ``say()``
+        (:func:`model_store.text.with_texts`), so a reader can show them in its language."""
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
+        said = {"title": self.title, "summary": self.summary, "next_step": self.next_step}
+        texts = with_texts(said).get("texts")
+        data |= {key: str(value) for key, value in said.items()}
+        if texts:
+            data["texts"] = texts
         return data
 
 

@@ -17,12 +17,14 @@ from model_store.compile.atc import cann_status
 from model_store.compile.atc.environment import LAYOUT_NAMES, default_toolkit_homes
 from model_store.diagnostics import check_atc, check_atc_python, check_cann_env
 from model_store.targets.acl import HOW_TO_GET_CANN
+from model_store.text import say
 
-INSTALL_CANN = (
+INSTALL_CANN = say(
     "Install the CANN toolkit (and, from CANN 8.5, the ops package of your chip) and source its "
     "set_env.sh in the shell or container that runs this command, or set ASCEND_TOOLKIT_HOME "
     "(docs/cann.md#install-layouts); then run the self-test again. The worker needs the same: "
-    + HOW_TO_GET_CANN
+    "%(how)s",
+    how=HOW_TO_GET_CANN,
 )
 
 
@@ -41,18 +43,29 @@ def check_cann(ctx: SelftestContext) -> Outcome:
         "atc_check": atc_check.to_dict(),
     }
     if not status.available:
-        return failed(f"No CANN toolkit found: {status.reason}", INSTALL_CANN, **evidence)
+        return failed(
+            say("No CANN toolkit found: %(reason)s", reason=status.reason), INSTALL_CANN, **evidence
+        )
     if env_check.state == "failing":
         return failed(env_check.found, env_check.advice or INSTALL_CANN, **evidence)
     if atc_check.state != "ok":
         return failed(atc_check.found, atc_check.advice or INSTALL_CANN, **evidence)
-    version = f"CANN {status.version}" if status.version else "CANN (version unknown)"
-    ops = f", ops package {status.ops_version}" if status.ops_version else ""
-    note = f" Note: {env_check.found}" if env_check.state == "warning" else ""
-    return passed(
-        f"{version}{ops} at {status.toolkit_home}; ATC {status.atc_path} starts.{note}",
-        **evidence,
+    version = (
+        say("CANN %(version)s", version=status.version)
+        if status.version
+        else say("CANN (version unknown)")
     )
+    if status.ops_version:
+        version = say("%(cann)s, ops package %(ops)s", cann=version, ops=status.ops_version)
+    summary = say(
+        "%(cann)s at %(home)s; ATC %(atc)s starts.",
+        cann=version,
+        home=str(status.toolkit_home),
+        atc=str(status.atc_path),
+    )
+    if env_check.state == "warning":
+        summary = say("%(summary)s Note: %(note)s", summary=summary, note=env_check.found)
+    return passed(summary, **evidence)
 
 
 #: ``assess_probe`` writes "ATC's Python is <executable> (<where>), Python <x.y.z>".
@@ -71,12 +84,15 @@ def check_atc_interpreter(ctx: SelftestContext) -> Outcome:
             "version": match.group("version"),
         }
     evidence = {"check": check.to_dict(), "interpreter": ctx.facts.atc_python}
-    if check.state in ("ok", "warning"):
-        note = (
-            ""
-            if check.state == "ok"
-            else " That is outside what CANN documents but need not stop ATC; the compile "
-            "stage shows ATC's own answer."
+    if check.state == "ok":
+        return passed(check.found, **evidence)
+    if check.state == "warning":
+        return passed(
+            say(
+                "%(found)s That is outside what CANN documents but need not stop ATC; the "
+                "compile stage shows ATC's own answer.",
+                found=check.found,
+            ),
+            **evidence,
         )
-        return passed(f"{check.found}{note}", **evidence)
     return failed(check.found, check.advice, **evidence)
