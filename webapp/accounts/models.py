@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from webapp.access_epoch import WatchedQuerySet
 
@@ -42,16 +43,18 @@ class ApiToken(models.Model):
     """
 
     class Scope(models.TextChoices):
-        VIEWER = "viewer", "viewer (read only)"
-        OPERATOR = "operator", "operator (upload, compile, serve)"
-        ADMIN = "admin", "admin"
+        VIEWER = "viewer", _("viewer (read only)")
+        OPERATOR = "operator", _("operator (upload, compile, serve)")
+        ADMIN = "admin", _("admin")
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="tokens"
     )
     name = models.CharField(max_length=100, default="api")
     key_hash = models.CharField(max_length=64, unique=True)
-    key_prefix = models.CharField(max_length=12, help_text="The first characters, to recognise it.")
+    key_prefix = models.CharField(
+        max_length=12, help_text=_("The first characters, to recognise it.")
+    )
     # A role (Scope), or ``node:<name>`` for a node token (webapp/accounts/node_scope.py).
     scope = models.CharField(max_length=80, blank=True)
     created = models.DateTimeField(auto_now_add=True)

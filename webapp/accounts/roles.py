@@ -11,6 +11,9 @@ from enum import IntEnum
 from typing import Any
 
 from django.contrib.auth.models import Group
+from django.utils.functional import Promise
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 
 class Role(IntEnum):
@@ -21,7 +24,13 @@ class Role(IntEnum):
 
     @property
     def label(self) -> str:
+        """The role's code: its group's name, the token scope, the API's ``role``."""
         return self.name.lower()
+
+    @property
+    def display(self) -> str | Promise:
+        """The role's name for people, in the page's language (the header, messages)."""
+        return ROLE_LABELS[self]
 
     @classmethod
     def parse(cls, text: str) -> Role:
@@ -35,6 +44,23 @@ class Role(IntEnum):
 
 
 GROUP_NAMES = ("viewer", "operator", "admin")
+
+#: What people read for each role (the codes above stay English in data and the API).
+ROLE_LABELS: dict[Role, str | Promise] = {
+    Role.NONE: _("none"),
+    Role.VIEWER: _("viewer"),
+    Role.OPERATOR: _("operator"),
+    Role.ADMIN: _("admin"),
+}
+
+
+def role_display(code: str) -> str | Promise:
+    """A role code (``viewer``, ``operator``, ``admin``) in the page's language; anything
+    else (a node token's ``node:<name>`` scope) as it is."""
+    try:
+        return ROLE_LABELS[Role[code.strip().upper()]] if code else code
+    except KeyError:
+        return code
 
 
 def role_of(user: Any) -> Role:
@@ -72,4 +98,9 @@ def require_role(user: Any, role: Role) -> None:
 
     have = role_of(user)
     if have < role:
-        raise HubError(f"This needs the {role.label} role; you are {have.label}.", "forbidden", 403)
+        raise HubError(
+            gettext("This needs the %(role)s role; you are %(have)s.")
+            % {"role": role.display, "have": have.display},
+            "forbidden",
+            403,
+        )

@@ -5,63 +5,84 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from model_store.errors import ModelStoreError
 from model_store.names import MAX_MODEL_NAME_LENGTH, validate_model_name
+from model_store.targets import all_targets
 from webapp.accounts.roles import Role, role_of
 from webapp.registry.catalogue import CatalogueQuery
-from webapp.registry.models import DEFAULT_TARGET, MAX_TAGS_PER_MODEL, Model, Target
+from webapp.registry.models import DEFAULT_TARGET, MAX_TAGS_PER_MODEL, Model
+from webapp.text import localize
+
+
+def target_choices() -> list[tuple[str, str]]:
+    """The targets as ``(name, label)``, each label in the active language (called when a
+    form shows its choices, so it follows the request)."""
+    return [(t.name, localize(t.label)) for t in all_targets()]
+
+
+def _any_target_choices() -> list[tuple[str, Any]]:
+    return [("", _("Any target")), *target_choices()]
 
 
 class NewModelForm(forms.Form):
     name = forms.CharField(
+        label=_("Name"),
         max_length=MAX_MODEL_NAME_LENGTH,
-        help_text="Its Triton name: letters, digits, _ - and . (for example resnet50-int8).",
+        help_text=_("Its Triton name: letters, digits, _ - and . (for example resnet50-int8)."),
         widget=forms.TextInput(attrs={"autofocus": True, "autocomplete": "off"}),
     )
     target = forms.ChoiceField(
-        choices=Target.choices,
+        label=_("Target"),
+        choices=target_choices,
         initial=DEFAULT_TARGET,
-        help_text="Where its versions will run. Ascend targets need CANN on the workers.",
+        help_text=_("Where its versions will run. Ascend targets need CANN on the workers."),
     )
     description = forms.CharField(
-        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 3})
+        label=_("Description"),
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
     )
 
     def clean_name(self) -> str:
         try:
             return validate_model_name(self.cleaned_data["name"].strip())
         except ModelStoreError as exc:
-            raise forms.ValidationError(str(exc)) from exc
+            raise forms.ValidationError(localize(exc.message)) from exc
 
 
 class CatalogueFilterForm(forms.Form):
     """The Models list's filters; the same parameters as ``GET /api/v1/models``."""
 
-    q = forms.CharField(required=False, max_length=100, label="Search")
-    target = forms.ChoiceField(required=False, choices=[("", "Any target"), *Target.choices])
+    q = forms.CharField(required=False, max_length=100, label=_("Search"))
+    target = forms.ChoiceField(required=False, label=_("Target"), choices=_any_target_choices)
     state = forms.ChoiceField(
         required=False,
+        label=_("State"),
         choices=[
-            ("", "Any state"),
-            ("serving", "Serving"),
-            ("not_served", "Not served"),
-            ("failing", "Failing"),
+            ("", _("Any state")),
+            ("serving", _("Serving")),
+            ("not_served", _("Not served")),
+            ("failing", _("Failing")),
         ],
     )
-    tag = forms.CharField(required=False, max_length=100)
-    owner = forms.ChoiceField(required=False)
+    tag = forms.CharField(required=False, max_length=100, label=_("Tag"))
+    owner = forms.ChoiceField(required=False, label=_("Owner"))
     sort = forms.ChoiceField(
         required=False,
+        label=_("Sort by"),
         choices=[
-            ("name", "Name"),
-            ("-updated", "Recently changed"),
-            ("-created", "Newest"),
-            ("created", "Oldest"),
+            ("name", _("Name")),
+            ("-updated", _("Recently changed")),
+            ("-created", _("Newest")),
+            ("created", _("Oldest")),
         ],
     )
-    retired = forms.BooleanField(required=False, label="Retired models")
-    page = forms.IntegerField(required=False, min_value=1)
+    retired = forms.BooleanField(required=False, label=_("Retired models"))
+    page = forms.IntegerField(required=False, min_value=1, label=_("Page"))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,7 +94,7 @@ class CatalogueFilterForm(forms.Form):
         )
         owner = self.fields["owner"]
         assert isinstance(owner, forms.ChoiceField)
-        owner.choices = [("", "Any owner"), *((u, u) for u in owners)]
+        owner.choices = [("", _("Any owner")), *((u, u) for u in owners)]
 
     def query(self, per_page: int) -> CatalogueQuery:
         """The query the valid filters describe (an invalid one is left out)."""
@@ -99,16 +120,20 @@ class CatalogueFilterForm(forms.Form):
 
 class ModelEditForm(forms.Form):
     description = forms.CharField(
-        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 4})
+        label=_("Description"),
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 4}),
     )
     tags = forms.CharField(
+        label=_("Tags"),
         required=False,
         max_length=1000,
-        help_text=f"Separated by commas or spaces, up to {MAX_TAGS_PER_MODEL}: for example "
-        "team:vision, stage:prod. Letters, digits and . _ : / -.",
         widget=forms.TextInput(attrs={"autocomplete": "off"}),
     )
-    owner = forms.ChoiceField(required=False, help_text="Who answers for this model.")
+    owner = forms.ChoiceField(
+        label=_("Owner"), required=False, help_text=_("Who answers for this model.")
+    )
 
     def __init__(self, data: Any = None, *, model: Model) -> None:
         super().__init__(
@@ -119,11 +144,15 @@ class ModelEditForm(forms.Form):
                 "owner": model.owner.get_username() if model.owner else "",
             },
         )
+        self.fields["tags"].help_text = gettext(
+            "Separated by commas or spaces, up to %(count)s: for example team:vision, "
+            "stage:prod. Letters, digits and . _ : / -."
+        ) % {"count": MAX_TAGS_PER_MODEL}
         users = get_user_model().objects.filter(is_active=True).order_by("username")
         owner = self.fields["owner"]
         assert isinstance(owner, forms.ChoiceField)
         names = users.values_list("username", flat=True)
-        owner.choices = [("", "Nobody"), *((u, u) for u in names)]
+        owner.choices = [("", _("Nobody")), *((u, u) for u in names)]
 
     def clean_tags(self) -> list[str]:
         return [t for t in re.split(r"[,\s]+", self.cleaned_data["tags"]) if t]
@@ -131,14 +160,17 @@ class ModelEditForm(forms.Form):
 
 class RetireForm(forms.Form):
     confirm_serving = forms.BooleanField(
-        required=False, label="I understand that every client request for this model will fail."
+        required=False,
+        label=_("I understand that every client request for this model will fail."),
     )
     purge_sources = forms.BooleanField(
         required=False,
-        label="Also delete its sources: the uploaded ONNX files and the built packages. "
-        "They cannot be recovered.",
+        label=_(
+            "Also delete its sources: the uploaded ONNX files and the built packages. "
+            "They cannot be recovered."
+        ),
     )
-    reason = forms.CharField(required=False, max_length=500, label="Why (kept in the history)")
+    reason = forms.CharField(required=False, max_length=500, label=_("Why (kept in the history)"))
 
     def __init__(self, *args: Any, model: Model, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -148,4 +180,4 @@ class RetireForm(forms.Form):
             self.fields["confirm_serving"].required = True
         if role_of(user) < Role.ADMIN:
             self.fields["purge_sources"].disabled = True
-            self.fields["purge_sources"].help_text = "Only an admin can purge sources."
+            self.fields["purge_sources"].help_text = _("Only an admin can purge sources.")

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from model_store import text as model_text
 from model_store.targets import all_targets
@@ -135,9 +136,9 @@ class NodeServing(models.Model):
     """
 
     class State(models.TextChoices):
-        PLACING = "placing", "Placing"
-        SERVING = "serving", "Serving"
-        FAILED = "failed", "Failed"
+        PLACING = "placing", _("Placing")
+        SERVING = "serving", _("Serving")
+        FAILED = "failed", _("Failed")
 
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="node_servings")
     node = models.CharField(max_length=64)
@@ -189,14 +190,14 @@ class Version(models.Model):
     """One uploaded ONNX file and what was built from it for the model's target."""
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        VALIDATING = "validating", "Validating"
-        COMPILING = "compiling", "Compiling"
-        VERIFYING = "verifying", "Verifying"
-        PACKAGING = "packaging", "Packaging"
-        READY = "ready", "Packaged"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", _("Queued")
+        VALIDATING = "validating", _("Validating")
+        COMPILING = "compiling", _("Compiling")
+        VERIFYING = "verifying", _("Verifying")
+        PACKAGING = "packaging", _("Packaging")
+        READY = "ready", _("Packaged")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
@@ -297,23 +298,23 @@ class Job(models.Model):
     """Background work with steps, progress and a log that pages follow live."""
 
     class Kind(models.TextChoices):
-        COMPILE = "compile", "Compile"
-        SERVE = "serve", "Serve"
-        ROLLBACK = "rollback", "Roll back"
-        UNLOAD = "unload", "Unload"
-        LOAD = "load", "Load"
-        SWEEP = "sweep", "Performance sweep"
-        RETIRE = "retire", "Retire"
-        ADOPT = "adopt", "Adopt"
-        PLACE = "place", "Place on nodes"
-        TUNE = "tune", "Find the best config"
+        COMPILE = "compile", _("Compile")
+        SERVE = "serve", _("Serve")
+        ROLLBACK = "rollback", _("Roll back")
+        UNLOAD = "unload", _("Unload")
+        LOAD = "load", _("Load")
+        SWEEP = "sweep", _("Performance sweep")
+        RETIRE = "retire", _("Retire")
+        ADOPT = "adopt", _("Adopt")
+        PLACE = "place", _("Place on nodes")
+        TUNE = "tune", _("Find the best config")
 
     class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
@@ -575,8 +576,8 @@ class TuningRun(models.Model):
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="tuning_run")
 
     class Strategy(models.TextChoices):
-        SEARCH = "search", "Search"
-        GRID = "grid", "Every config of a small grid"
+        SEARCH = "search", _("Search")
+        GRID = "grid", _("Every config of a small grid")
 
     objective = models.JSONField(default=dict)
     budget_s = models.PositiveIntegerField()

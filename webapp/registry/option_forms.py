@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from model_store.targets.base import Target
 from model_store.targets.options import OptionSpec
+from webapp.text import localize
 
 
 def _int_list(text: str) -> list[int]:
@@ -17,15 +20,21 @@ def _int_list(text: str) -> list[int]:
         return [int(p) for p in parts]
     except ValueError:
         raise forms.ValidationError(
-            "Use whole numbers separated by commas, e.g. 1,2,4,8."
+            gettext("Use whole numbers separated by commas, e.g. 1,2,4,8.")
         ) from None
 
 
-AUTO_BOOL = [("", "Automatic"), ("true", "Yes"), ("false", "No")]
+AUTO_BOOL = [("", _("Automatic")), ("true", _("Yes")), ("false", _("No"))]
 
 
 def _field(spec: OptionSpec) -> forms.Field:
-    common: dict[str, Any] = {"label": spec.label, "help_text": spec.help, "required": False}
+    # The spec's words come from model_store: said in the request's language when they carry
+    # their template (model_store.text), else as written.
+    common: dict[str, Any] = {
+        "label": localize(spec.label),
+        "help_text": localize(spec.help),
+        "required": False,
+    }
     kind = spec.kind
     if kind == "bool" and spec.default is None:
         # "Automatic" (decided from the model) must stay distinct from an unticked box.
@@ -41,7 +50,8 @@ def _field(spec: OptionSpec) -> forms.Field:
             initial=spec.default, min_value=spec.minimum, max_value=spec.maximum, **common
         )
     if kind == "choice":
-        return forms.ChoiceField(choices=spec.choices or [], initial=spec.default, **common)
+        choices = [(value, localize(label)) for value, label in spec.choices or []]
+        return forms.ChoiceField(choices=choices, initial=spec.default, **common)
     if kind == "int_list":
         initial = ",".join(str(v) for v in spec.default or [])
         return forms.CharField(initial=initial, max_length=200, **common)
@@ -52,9 +62,9 @@ def _field(spec: OptionSpec) -> forms.Field:
 def _placeholder(spec: OptionSpec) -> str:
     """Empty means "use the default", which for automatic options is decided from the model."""
     if spec.default is None:
-        return "Automatic"
+        return gettext("Automatic")
     if isinstance(spec.default, list):
-        return ",".join(str(v) for v in spec.default) or "none"
+        return ",".join(str(v) for v in spec.default) or gettext("none")
     return ""
 
 

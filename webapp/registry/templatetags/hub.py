@@ -3,8 +3,53 @@ from __future__ import annotations
 import math
 
 from django import template
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
+from webapp.accounts.roles import role_display
 
 register = template.Library()
+
+#: The states pages show as words (jobs, job steps, versions, Triton's model states, nodes,
+#: a model on a node, tuning trials, findings and advice), keyed by the lower-case code.
+#: The English is the code itself, so an English page reads as it did before translation.
+STATE_LABELS: dict[str, Promise] = {
+    # jobs, their steps and versions (Job.State, Version.Status, the steps' "state")
+    "pending": _("pending"),
+    "queued": _("queued"),
+    "running": _("running"),
+    "done": _("done"),
+    "succeeded": _("succeeded"),
+    "failed": _("failed"),
+    "cancelled": _("cancelled"),
+    "validating": _("validating"),
+    "compiling": _("compiling"),
+    "verifying": _("verifying"),
+    "packaging": _("packaging"),
+    # Triton's state of a model (webapp/registry/state.py)
+    "ready": _("ready"),
+    "loading": _("loading"),
+    "unloading": _("unloading"),
+    "unavailable": _("unavailable"),
+    "not loaded": _("not loaded"),
+    "not served": _("not served"),
+    "unknown": _("unknown"),
+    # nodes, and a model on a node (webapp/ops/nodes.py, webapp/registry/rollout.py)
+    "up": _("up"),
+    "down": _("down"),
+    "draining": _("draining"),
+    "placing": _("placing"),
+    "serving": _("serving"),
+    "empty": _("empty"),
+    # tuning trials (model_store/perf/tune.py)
+    "measured": _("measured"),
+    "skipped": _("skipped"),
+    # findings, advice and a step that finished with a warning
+    "error": _("error"),
+    "warning": _("warning"),
+    "info": _("info"),
+    "ok": _("ok"),
+}
 
 
 @register.filter
@@ -31,3 +76,28 @@ def duration(seconds: object) -> str:
         return f"{value:.1f} s"
     minutes, rest = divmod(round(value), 60)
     return f"{minutes} min {rest} s"
+
+
+@register.filter
+def state_label(value: object) -> str:
+    """``{{ job.state|state_label }}``: a state code in the page's language.
+
+    Keeps the code's case (``READY`` gives ``READY`` in English), so ``|upper`` and the
+    upper-case codes of Triton read as before; a code not in :data:`STATE_LABELS` is shown as
+    it is.
+    """
+    if value is None or value == "":
+        return ""
+    code = str(value)
+    label = STATE_LABELS.get(code.lower())
+    if label is None:
+        return code
+    said = str(label)
+    return said.upper() if code.isupper() else said
+
+
+@register.filter
+def role_label(value: object) -> str:
+    """``{{ token.scope|role_label }}``: a role code (viewer, operator, admin) in the page's
+    language; a node token's ``node:<name>`` scope and an empty scope as they are."""
+    return str(role_display("" if value is None else str(value)))
