@@ -186,7 +186,7 @@ def memory_estimate(
     else:
         copies, note = copies_per_device(target, instances)
         estimate = estimate_memory(weights, copies, max_batch, per_sample)
-        host = fits(estimate, psutil.virtual_memory().available, device="this host's memory")
+        host = fits(estimate, psutil.virtual_memory().available, device=say("this host's memory"))
         verdicts.append(host)
         result["host"] = host.to_dict()
         result["devices"]["reason"] = "the onnxruntime target runs on the CPU"
