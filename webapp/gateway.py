@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import gettext, gettext_noop
 
 from webapp import slow_requests
 from webapp.errors import HubError
@@ -44,7 +45,8 @@ _MODEL = re.compile(
     r"models/(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})"
     r"(?:/versions/(?P<version>[1-9][0-9]{0,18}))?(?:/(?P<what>config|ready|infer))?"
 )
-REFUSED = (
+#: In English (marked): said with ``gettext(REFUSED)`` in the request's language.
+REFUSED = gettext_noop(
     "The hub's v2 gateway serves health, server and model metadata, config, ready and infer. "
     "Repository and model control, shared memory, trace, logging and statistics stay on Triton "
     "inside the trusted network (or use the hub's own API)."
@@ -86,7 +88,7 @@ def _error(message: str, status: int) -> JsonResponse:
 def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
     call = classify(request.method or "", rest)
     if call is None:
-        return _error(REFUSED, 403)
+        return _error(gettext(REFUSED), 403)
     user_key = str(request.user.pk)
     if call.kind != "model":
         return _forward(request, None, rest)
@@ -96,7 +98,8 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
         .first()
     )
     if model is None:
-        return _error(f"Unknown model: '{call.model}' (the hub has no such model).", 404)
+        message = gettext("Unknown model: '%(name)s' (the hub has no such model).")
+        return _error(message % {"name": call.model}, 404)
     version = int(call.version) if call.version else model.serving_version
     target = inference_node(model, version) if version else None
     if call.what != "infer":
@@ -140,7 +143,7 @@ def _forward(
             address, request.method or "GET", path, body, headers
         )
     except (OSError, http.client.HTTPException) as exc:
-        return _error(f"Triton did not answer: {exc}", 503)
+        return _error(gettext("Triton did not answer: %(reason)s") % {"reason": exc}, 503)
     response = HttpResponse(payload, status=status)
     for header in PASSED_BACK:
         value = answer_headers.get(header)

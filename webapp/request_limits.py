@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext, gettext_noop
 
 from webapp.accounts.auth import is_api_request
 from webapp.errors import HubError, json_error
@@ -55,14 +56,17 @@ def body_limit(path: str) -> tuple[int, str]:
         return settings.UPLOAD_MAX_BYTES, "UPLOAD_MAX_BYTES"
     if _INFER.match(path) or _EXAMPLES.match(path) or _TRY_PAGE.match(path):
         return settings.INFER_MAX_REQUEST_BYTES, "INFER_MAX_REQUEST_BYTES"
+    # The phrases are marked (gettext_noop) and said in the request's language by refusal().
     if _NODE_ARTIFACT.match(path):
-        return 2 * settings.UPLOAD_MAX_BYTES, "UPLOAD_MAX_BYTES (x2, a node's build artifact)"
+        return 2 * settings.UPLOAD_MAX_BYTES, gettext_noop(
+            "UPLOAD_MAX_BYTES (x2, a node's build artifact)"
+        )
     if _LABELS.match(path):
-        return LABELS_MAX_BYTES, "the labels file's fixed limit"
+        return LABELS_MAX_BYTES, gettext_noop("the labels file's fixed limit")
     if _CHUNK.match(path):
         return settings.UPLOAD_CHUNK_BYTES * 2, "UPLOAD_CHUNK_BYTES (x2)"
     if path in PUBLIC_FORMS:
-        return PUBLIC_FORM_MAX_BYTES, "the sign-in form's fixed limit"
+        return PUBLIC_FORM_MAX_BYTES, gettext_noop("the sign-in form's fixed limit")
     return settings.REQUEST_MAX_BYTES, "REQUEST_MAX_BYTES"
 
 
@@ -91,9 +95,12 @@ def require_infer_body_within_cap(request: HttpRequest) -> None:
     except ValueError:
         declared = 0
     if declared > cap:
+        message = gettext(
+            "The request is %(size)s bytes; the limit is %(limit)s (INFER_MAX_REQUEST_BYTES). "
+            "Send a smaller image or tensor."
+        )
         raise HubError(
-            f"The request is {declared:,} bytes; the limit is {cap:,} "
-            "(INFER_MAX_REQUEST_BYTES). Send a smaller image or tensor.",
+            message % {"size": f"{declared:,}", "limit": f"{cap:,}"},
             "too_large",
             413,
         )
@@ -106,18 +113,20 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
         return None
     user = getattr(request, "user", None)
     if not (user is not None and user.is_authenticated) and request.path not in PUBLIC_FORMS:
-        return _refuse(request, "Sign in before sending data.", "not_authenticated", 401, 403)
+        message = gettext("Sign in before sending data.")
+        return _refuse(request, message, "not_authenticated", 401, 403)
     if length is None:
-        return _refuse(
-            request, "Send a Content-Length: bodies of unknown length are not accepted.",
-            "length_required", 411,
-        )  # fmt: skip
+        message = gettext("Send a Content-Length: bodies of unknown length are not accepted.")
+        return _refuse(request, message, "length_required", 411)
     limit, setting = body_limit(request.path)
     if length > limit:
+        message = gettext(
+            "The request body is %(size)s bytes; this endpoint accepts at most %(limit)s bytes "
+            "(%(setting)s)."
+        )
         response = _refuse(
             request,
-            f"The request body is {length} bytes; this endpoint accepts at most {limit} "
-            f"bytes ({setting}).",
+            message % {"size": length, "limit": limit, "setting": gettext(setting)},
             "too_large",
             413,
         )

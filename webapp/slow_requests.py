@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import redis
 from django.conf import settings
+from django.utils.translation import gettext
 
 from webapp.errors import HubError
 
@@ -101,9 +102,12 @@ def slow_request(user_key: str, *, longest_s: float) -> Iterator[None]:
     except redis.RedisError:
         admitted = True  # Redis down: the process bound below still protects the threads
     if not admitted:
+        message = gettext(
+            "You have %(count)s slow requests running (inference or waiting switches); the "
+            "limit is INFER_CONCURRENCY_PER_USER. Wait for one to finish."
+        )
         raise Busy(
-            f"You have {limit} slow requests running (inference or waiting switches); the "
-            "limit is INFER_CONCURRENCY_PER_USER. Wait for one to finish.",
+            message % {"count": limit},
             "too_many_requests",
             429,
             retry_after=1,
@@ -112,7 +116,10 @@ def slow_request(user_key: str, *, longest_s: float) -> Iterator[None]:
     if not gate.acquire(blocking=False):
         _leave_user(user_key, request_id)
         raise Busy(
-            "The dashboard is busy with other long requests right now; try again in a few seconds.",
+            gettext(
+                "The dashboard is busy with other long requests right now; try again in a few "
+                "seconds."
+            ),
             "busy",
             503,
             retry_after=2,

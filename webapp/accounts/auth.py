@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from webapp.accounts import node_scope
 from webapp.accounts.models import ApiToken
@@ -28,7 +29,8 @@ from webapp.errors import json_error
 
 API_PREFIX = "/api/"
 ADMIN_PREFIX = "/admin/"
-NO_ROLE_MESSAGE = (
+#: In English (marked for translation): say it with ``gettext(NO_ROLE_MESSAGE)``.
+NO_ROLE_MESSAGE = gettext_noop(
     "Your account has no role in this hub yet. Ask an admin to give you the viewer, "
     "operator or admin role."
 )
@@ -75,7 +77,7 @@ class TokenAuthenticationMiddleware:
     def _authenticate(self, request: HttpRequest, header: str) -> HttpResponse | None:
         if request.path.startswith(ADMIN_PREFIX):
             return json_error(
-                "API tokens are not accepted on the admin site; sign in with a password.",
+                gettext("API tokens are not accepted on the admin site; sign in with a password."),
                 "token_not_accepted",
                 403,
             )
@@ -83,24 +85,28 @@ class TokenAuthenticationMiddleware:
         # "Bearer" too: Prometheus's `authorization` block and many HTTP clients send it.
         if scheme.lower() not in ("token", "bearer") or not key.strip():
             return json_error(
-                "Authorization header must be 'Token <key>' (or 'Bearer <key>').",
+                gettext("Authorization header must be 'Token <key>' (or 'Bearer <key>')."),
                 "not_authenticated",
                 401,
             )
         token = ApiToken.objects.for_key(key.strip())
         if token is None:
             return json_error(
-                "This API token is not valid (or was revoked). Create one on your account "
-                "page or with 'python manage.py apitoken USERNAME'.",
+                gettext(
+                    "This API token is not valid (or was revoked). Create one on your account "
+                    "page or with 'python manage.py apitoken USERNAME'."
+                ),
                 "not_authenticated",
                 401,
             )
         now = timezone.now()
         if token.is_expired(now):
             assert token.expires is not None
+            message = gettext(
+                "This API token expired on %(when)s UTC. Create a new one on your account page."
+            )
             return json_error(
-                f"This API token expired on {token.expires:%Y-%m-%d %H:%M} UTC. Create a new "
-                "one on your account page.",
+                message % {"when": f"{token.expires:%Y-%m-%d %H:%M}"},
                 "token_expired",
                 401,
             )
@@ -145,7 +151,7 @@ class LoginRequiredMiddleware(DjangoLoginRequired):
 
     def handle_no_role(self, request: HttpRequest) -> HttpResponse:
         if is_api_request(request):
-            return json_error(NO_ROLE_MESSAGE, "no_role", 403)
+            return json_error(gettext(NO_ROLE_MESSAGE), "no_role", 403)
         return render(request, "accounts/no_role.html", status=403)
 
     def handle_no_permission(  # type: ignore[override]
@@ -153,6 +159,6 @@ class LoginRequiredMiddleware(DjangoLoginRequired):
     ) -> HttpResponse:
         if is_api_request(request):
             return json_error(
-                "Sign in or send 'Authorization: Token <key>'.", "not_authenticated", 401
+                gettext("Sign in or send 'Authorization: Token <key>'."), "not_authenticated", 401
             )
         return super().handle_no_permission(request, view_func)

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest
 from django.urls import Resolver404, resolve
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, grant, role_of
@@ -53,13 +54,15 @@ def refusal(node: str, request: HttpRequest) -> str | None:
     except Resolver404:
         return None
     if match.url_name not in ALLOWED:
-        return (
-            f"This is the node token of {node!r}: it may only post that node's reports, "
+        message = gettext(
+            "This is the node token of %(node)s: it may only post that node's reports, "
             "fetch packaged versions (package.tar) and the builds it runs."
         )
+        return message % {"node": repr(node)}
     other = match.kwargs.get("name")
     if match.url_name.startswith("api-node-") and other != node:
-        return f"This is the node token of {node!r}; it cannot act for node {other!r}."
+        message = gettext("This is the node token of %(node)s; it cannot act for node %(other)s.")
+        return message % {"node": repr(node), "other": repr(other)}
     return None
 
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext, gettext_lazy, pgettext, pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from webapp.accounts import tokens
@@ -14,7 +15,13 @@ from webapp.accounts.roles import Role, role_of
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
 
-EXPIRY_CHOICES = [("30", "30 days"), ("90", "90 days"), ("365", "a year"), ("", "never")]
+EXPIRY_CHOICES = [
+    ("30", gettext_lazy("30 days")),
+    ("90", gettext_lazy("90 days")),
+    ("365", gettext_lazy("a year")),
+    # "never" as an expiry (永不), not as in "never used" (从未).
+    ("", pgettext_lazy("token expiry", "never")),
+]
 
 
 def account_tokens(request: HubRequest) -> HttpResponse:
@@ -53,7 +60,8 @@ def token_revoke(request: HubRequest, token_id: int) -> HttpResponse:
         show_error(request, exc)
     else:
         tokens.revoke(token)
-        messages.success(request, f"Token {token.key_prefix}… is revoked; it no longer works.")
+        message = gettext("Token %(prefix)s… is revoked; it no longer works.")
+        messages.success(request, message % {"prefix": token.key_prefix})
     return redirect("account-tokens")
 
 
@@ -65,6 +73,7 @@ def token_expiry(request: HubRequest, token_id: int) -> HttpResponse:
     except HubError as exc:
         show_error(request, exc)
     else:
-        when = f"{token.expires:%Y-%m-%d}" if token.expires else "never"
-        messages.success(request, f"Token {token.key_prefix}… now expires: {when}.")
+        when = f"{token.expires:%Y-%m-%d}" if token.expires else pgettext("token expiry", "never")
+        message = gettext("Token %(prefix)s… now expires: %(when)s.")
+        messages.success(request, message % {"prefix": token.key_prefix, "when": when})
     return redirect("account-tokens")

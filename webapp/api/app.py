@@ -32,6 +32,7 @@ import orjson
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.urls import URLPattern, path
+from django.utils.translation import gettext
 from ninja import NinjaAPI, Router
 from ninja.errors import HttpError, ValidationError
 from ninja.operation import PathView
@@ -46,6 +47,7 @@ from model_store.uploads import UploadOffsetMismatch
 from webapp.accounts.roles import Role, require_role
 from webapp.api import types
 from webapp.errors import HubError, error_json, json_error
+from webapp.text import localize
 
 PREFIX = "/api/v1"
 
@@ -95,7 +97,9 @@ def store_error(exc: ModelStoreError) -> HubError:
     if isinstance(exc, UploadOffsetMismatch):
         headers["Upload-Offset"] = str(exc.expected)
     status = getattr(exc, "status", None) or STATUS_BY_CODE.get(code, 400)
-    return HubError(getattr(exc, "message", None) or str(exc), code, status, headers)
+    # A message model_store said with its template (model_store.text) is translated here.
+    message = localize(getattr(exc, "message", None) or str(exc))
+    return HubError(message, code, status, headers)
 
 
 class Needs:
@@ -130,10 +134,13 @@ def json_object(raw: bytes) -> dict[str, Any]:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if "depth limit" in str(exc):
-            raise HubError("The body's JSON is nested too deeply.", "invalid_json") from None
-        raise HubError(f"The body is not valid JSON: {exc}", "invalid_json") from None
+            raise HubError(
+                gettext("The body's JSON is nested too deeply."), "invalid_json"
+            ) from None
+        message = gettext("The body is not valid JSON: %(reason)s") % {"reason": exc}
+        raise HubError(message, "invalid_json") from None
     if not isinstance(data, dict):
-        raise HubError("The body must be a JSON object.", "invalid_json")
+        raise HubError(gettext("The body must be a JSON object."), "invalid_json")
     return data
 
 
@@ -189,24 +196,34 @@ def validation_message(error: dict[str, Any]) -> HubError:
     if source != "body":
         return HubError(_query_message(name, kind, ctx, error["msg"]), "invalid_query")
     if not name:
-        return HubError("The body must be a JSON object.", "invalid_json")
+        return HubError(gettext("The body must be a JSON object."), "invalid_json")
+    field = {"name": repr(name)}
     if kind == "missing":
-        return HubError(f"The field {name!r} is required.", "missing_field")
+        return HubError(gettext("The field %(name)s is required.") % field, "missing_field")
     if kind == "string_too_long":
-        limit = ctx.get("max_length")
-        return HubError(f"The field {name!r} is longer than {limit} characters.", "invalid_field")
+        message = gettext("The field %(name)s is longer than %(limit)s characters.")
+        return HubError(message % {**field, "limit": ctx.get("max_length")}, "invalid_field")
     if kind in _TYPE_NAMES:
-        return HubError(f"The field {name!r} must be a {_TYPE_NAMES[kind]}.", "invalid_field")
-    return HubError(f"The field {name!r}: {error['msg']}.", "invalid_field")
+        message = gettext("The field %(name)s must be a %(type)s.")
+        return HubError(message % {**field, "type": _TYPE_NAMES[kind]}, "invalid_field")
+    # pydantic's own wording (English) for the rest.
+    message = gettext("The field %(name)s: %(problem)s.")
+    return HubError(message % {**field, "problem": error["msg"]}, "invalid_field")
 
 
 def _query_message(name: str, kind: str, ctx: dict[str, Any], fallback: str) -> str:
     if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"{name} must be a whole number."
+        return gettext("%(name)s must be a whole number.") % {"name": name}
     if kind == "greater_than_equal":
-        return f"{name} must be at least {ctx.get('ge')}."
+        return gettext("%(name)s must be at least %(limit)s.") % {
+            "name": name,
+            "limit": ctx.get("ge"),
+        }
     if kind == "less_than_equal":
-        return f"{name} must be at most {ctx.get('le')}."
+        return gettext("%(name)s must be at most %(limit)s.") % {
+            "name": name,
+            "limit": ctx.get("le"),
+        }
     return f"{name}: {fallback}."
 
 
@@ -240,7 +257,8 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponseBase:
 
 @api.exception_handler(Http404)
 def _not_found(request: HttpRequest, exc: Http404) -> HttpResponseBase:
-    return json_error(str(exc) or f"Nothing at {request.path}.", "not_found", 404)
+    message = str(exc) or gettext("Nothing at %(path)s.") % {"path": request.path}
+    return json_error(message, "not_found", 404)
 
 
 @api.exception_handler(Exception)
@@ -266,8 +284,9 @@ def _wrap(path_view: PathView, public: bool) -> Callable[..., HttpResponseBase]:
 
     def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method not in methods:
+            message = gettext("%(method)s is not allowed here; use %(allowed)s.")
             return json_error(
-                f"{request.method} is not allowed here; use {', '.join(methods)}.",
+                message % {"method": request.method, "allowed": ", ".join(methods)},
                 "method_not_allowed",
                 405,
                 {"Allow": ", ".join(methods)},

@@ -30,5 +30,6 @@ def version_or_404(name: str, number: int) -> Version:
         .first()
     )
     if version is None:
-        raise HubError(f"{name} has no version {number}.", "not_found", 404)
+        message = gettext("%(name)s has no version %(number)s.")
+        raise HubError(message % {"name": name, "number": number}, "not_found", 404)
     return version

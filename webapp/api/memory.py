@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils.translation import gettext
 from ninja import Query, Router
 
 from webapp.api import types
@@ -29,7 +30,8 @@ def _default_version(model: Model) -> Version:
         or versions.order_by("-number").first()
     )
     if found is None:
-        raise HubError(f"{model.name} has no versions yet; upload one first.", "not_found", 404)
+        message = gettext("%(name)s has no versions yet; upload one first.")
+        raise HubError(message % {"name": model.name}, "not_found", 404)
     return found
 
 
@@ -50,9 +52,12 @@ def memory_estimate_view(request: HttpRequest, name: str, query: Query[types.Mem
     else:
         version = _default_version(model)
     if not version.signature:
+        message = gettext(
+            "%(name)s v%(number)s has not been validated yet, so its size is unknown; "
+            "wait for its compile job."
+        )
         raise HubError(
-            f"{name} v{version.number} has not been validated yet, so its size is unknown; "
-            "wait for its compile job.",
+            message % {"name": name, "number": version.number},
             "not_ready",
             409,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.utils.translation import gettext
 from ninja import Router
 
 from model_store.package_tar.layout import MEDIA_TYPE
@@ -85,18 +86,17 @@ REPORT_BODY = {
 def node_report(request: HttpRequest, name: str) -> Any:
     name = _the_node_itself(request, name)
     if len(request.body) > nodes.MAX_REPORT_BYTES:
-        raise HubError(
-            f"A report may be at most {nodes.MAX_REPORT_BYTES // 1024} KiB.", "too_large", 413
-        )
+        message = gettext("A report may be at most %(kib)s KiB.")
+        raise HubError(message % {"kib": nodes.MAX_REPORT_BYTES // 1024}, "too_large", 413)
     body = json_object(request.body)
     reason = nodes.refusal(body)
     if reason is not None:
         raise nodes.refuse(name, reason)
     report = parse_body(request, types.NodeReportIn)
     if report.node.name != name:
-        raise HubError(
-            f"The report is from {report.node.name[:64]!r}, posted for {name!r}.", "invalid_field"
-        )
+        message = gettext("The report is from %(sender)s, posted for %(name)s.")
+        shown = {"sender": repr(report.node.name[:64]), "name": repr(name)}
+        raise HubError(message % shown, "invalid_field")
     stored = {k: v for k, v in body.items() if k != "node"}
     accepted = nodes.accept_report(
         name,
@@ -115,9 +115,12 @@ def _the_node_itself(request: HttpRequest, name: str) -> str:
     name = nodes.check_name(name)
     token = getattr(request, "api_token", None)
     if token is None or node_scope.node_of(token.scope) != name:
+        message = gettext(
+            "Only node %(name)s does this, with its node token (python manage.py nodetoken "
+            "%(bare_name)s)."
+        )
         raise HubError(
-            f"Only node {name!r} does this, with its node token "
-            f"(python manage.py nodetoken {name}).",
+            message % {"name": repr(name), "bare_name": name},
             "node_token_required",
             403,
         )

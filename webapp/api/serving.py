@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
+from django.utils.translation import gettext
 from ninja import Query, Router
 
 from webapp import slow_requests
@@ -22,6 +23,7 @@ from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
 from webapp.registry.actions import serving
 from webapp.registry.models import Event, Job, Model
+from webapp.text import localize
 
 router = Router(tags=["serving"], exclude_unset=True)
 
@@ -91,9 +93,10 @@ def _finished(job: Job) -> HttpResponse:
     if job.state == Job.State.SUCCEEDED:
         return JsonResponse(body)
     if not job.is_finished:
-        body |= {"error": "Still running; follow the job.", "code": "pending"}
+        body |= {"error": gettext("Still running; follow the job."), "code": "pending"}
         return JsonResponse(body, status=202)
-    body |= {"error": job.error, "code": job.error_code or "failed"}
+    # Said in the request's language when the job kept the error's template (Job.texts).
+    body |= {"error": localize(job.error_text), "code": job.error_code or "failed"}
     return JsonResponse(body, status=409)
 
 

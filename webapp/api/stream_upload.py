@@ -60,12 +60,15 @@ from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import Resolver404, resolve
+from django.utils import translation
+from django.utils.cache import patch_vary_headers
 from django.utils.log import log_response
 
 from model_store.errors import ModelStoreError
 from model_store.uploads import Upload, UploadStore
 from webapp import request_limits
 from webapp.accounts.auth import LoginRequiredMiddleware, TokenAuthenticationMiddleware
+from webapp.accounts.language import from_accept_language
 from webapp.api import versions
 from webapp.api.app import django_view, store_error
 from webapp.api.views import server_error
@@ -357,8 +360,19 @@ class _Admission:
 
 
 def _admit(scope: Scope, upload_id: str) -> _Admission:
-    """Everything the chunk PUT (and the middleware before it) checks, from the headers."""
+    """Everything the chunk PUT (and the middleware before it) checks, from the headers; a
+    refusal in the request's ``Accept-Language``, as the API answers (LocaleMiddleware's part)."""
     request = ASGIRequest(scope, io.BytesIO())  # the body is never read through it
+    language = from_accept_language(request)
+    with translation.override(language):
+        admission = _check(request, upload_id)
+    if admission.response is not None:
+        patch_vary_headers(admission.response, ("Accept-Language",))
+        admission.response.headers.setdefault("Content-Language", language)
+    return admission
+
+
+def _check(request: HttpRequest, upload_id: str) -> _Admission:
     mw = _Middleware.build()
     early: HttpResponseBase | None
     for process_request in (

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext
 from ninja import Router, Status
 
 from model_store.inference.class_names import IMAGENET_1K, MODEL_FILE
@@ -56,7 +57,8 @@ def infer(request: HttpRequest, name: str, data: types.InferIn) -> Any:
         .first()
     )
     if model is None:
-        raise HubError(f"There is no model named {name!r}.", "not_found", 404)
+        message = gettext("There is no model named %(name)s%(hint)s.")
+        raise HubError(message % {"name": repr(name), "hint": ""}, "not_found", 404)
     with slow_requests.slow_request(str(request.user.pk), longest_s=settings.INFER_TIMEOUT_SECONDS):
         return inference.run(
             model,
@@ -87,7 +89,7 @@ def example_create(request: HttpRequest, name: str, data: types.ExampleIn) -> An
     require_infer_body_within_cap(request)
     label = data.name.strip()
     if not label:
-        raise HubError("Give the example a name.", "invalid_field")
+        raise HubError(gettext("Give the example a name."), "invalid_field")
     example = example_actions.save_example(
         model=model,
         user=request.user,  # type: ignore[arg-type]
@@ -122,7 +124,8 @@ def _example(name: str, example_id: int) -> Any:
     model = model_or_404(name)
     example = model.examples.filter(pk=example_id).first()
     if example is None:
-        raise HubError(f"{model.name} has no saved example {example_id}.", "not_found", 404)
+        message = gettext("%(name)s has no saved example %(example)s.")
+        raise HubError(message % {"name": model.name, "example": example_id}, "not_found", 404)
     return example
 
 
@@ -167,11 +170,11 @@ def labels(request: HttpRequest, name: str) -> Any:
 def labels_put(request: HttpRequest, name: str) -> Any:
     model = model_or_404(name)
     if len(request.body) > 4 << 20:
-        raise HubError("A labels file may be at most 4 MiB.", "too_large", 413)
+        raise HubError(gettext("A labels file may be at most 4 MiB."), "too_large", 413)
     try:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError:
-        raise HubError("The labels file must be UTF-8 text.", "bad_labels") from None
+        raise HubError(gettext("The labels file must be UTF-8 text."), "bad_labels") from None
     choice = _labels_choice(text)
     user = request.user
     # An InferenceInputError (no usable labels) is answered like any store error.
@@ -204,20 +207,28 @@ def _labels_choice(text: str) -> dict[str, Any] | None:
         return None  # not JSON: parse_labels reads it as lines and says what is wrong
     if not isinstance(body, dict) or not set(body) & set(_CHOICES):
         return None
-    usage = 'Send one of {"preset": "imagenet-1k"}, {"from_model_file": true}, {"labels": [...]}.'
     if len(body) != 1:
         keys = ", ".join(repr(k[:40]) for k in list(body)[:5])
-        raise HubError(f"Expected exactly one key, got {keys}. {usage}", "bad_labels")
-    if "preset" in body and body["preset"] != IMAGENET_1K:
-        raise HubError(
-            f"Unknown preset {str(body['preset'])[:50]!r}: the one preset is {IMAGENET_1K!r}.",
-            "bad_labels",
+        message = gettext(
+            "Expected exactly one key, got %(keys)s. Send one of %(preset)s, %(from_file)s, "
+            "%(labels)s."
         )
+        usage = {
+            "preset": '{"preset": "imagenet-1k"}',
+            "from_file": '{"from_model_file": true}',
+            "labels": '{"labels": [...]}',
+        }
+        raise HubError(message % {"keys": keys, **usage}, "bad_labels")
+    if "preset" in body and body["preset"] != IMAGENET_1K:
+        message = gettext("Unknown preset %(preset)s: the one preset is %(known)s.")
+        shown = {"preset": repr(str(body["preset"])[:50]), "known": repr(IMAGENET_1K)}
+        raise HubError(message % shown, "bad_labels")
     if "from_model_file" in body and body["from_model_file"] is not True:
-        raise HubError('"from_model_file" must be true.', "bad_labels")
+        raise HubError(gettext('"from_model_file" must be true.'), "bad_labels")
     if "labels" in body and not isinstance(body["labels"], list | dict):
         raise HubError(
-            '"labels" must be a list of names or an object of index -> name.', "bad_labels"
+            gettext('"labels" must be a list of names or an object of index -> name.'),
+            "bad_labels",
         )
     return body
 
@@ -244,11 +255,13 @@ def try_settings_put(request: HttpRequest, name: str, data: types.TrySettingsIn)
     changes: dict[str, Any] = {}
     if "preprocess" in data.model_fields_set:
         if data.preprocess is None:
-            raise HubError("The field 'preprocess' must be a dict.", "invalid_field")
+            message = gettext("The field %(name)s must be a %(type)s.")
+            raise HubError(message % {"name": "'preprocess'", "type": "dict"}, "invalid_field")
         changes["preprocess"] = data.preprocess
     if "image_inputs" in data.model_fields_set:
         if data.image_inputs is None:
-            raise HubError("'image_inputs' must be a list of input names.", "invalid_field")
+            message = gettext("%(field)s must be a list of input names.")
+            raise HubError(message % {"field": "'image_inputs'"}, "invalid_field")
         changes["image_inputs"] = data.image_inputs
     try_actions.save_try_settings(model=model, changes=changes, user=request.user)  # type: ignore[arg-type]
     return {"model": model.name, **_effective_settings(model)}
@@ -315,7 +328,8 @@ def sweep_detail(request: HttpRequest, name: str, run_id: int) -> Any:
     model = model_or_404(name)
     run = model.perf_runs.select_related("job", "version", "model").filter(pk=run_id).first()
     if run is None:
-        raise HubError(f"{model.name} has no sweep {run_id}.", "not_found", 404)
+        message = gettext("%(name)s has no sweep %(run)s.")
+        raise HubError(message % {"name": model.name, "run": run_id}, "not_found", 404)
     return run.to_dict()
 
 

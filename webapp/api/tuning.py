@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils.translation import gettext
 from ninja import Router, Status
 
 from webapp.api import types
@@ -24,7 +25,8 @@ def _run(model: Model, run_id: int) -> TuningRun:
         .first()
     )
     if run is None:
-        raise HubError(f"{model.name} has no tuning run {run_id}.", "not_found", 404)
+        message = gettext("%(name)s has no tuning run %(run)s.")
+        raise HubError(message % {"name": model.name, "run": run_id}, "not_found", 404)
     return run
 
 

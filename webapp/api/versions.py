@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.translation import gettext
 from ninja import Router, Status
 
 from model_store.errors import ModelStoreError
@@ -93,7 +94,7 @@ def upload_create(request: HttpRequest, data: types.UploadIn) -> Any:
 def _own_upload(request: HttpRequest, upload_id: str) -> Upload:
     upload = get_uploads().status(upload_id)
     if upload.owner != _owner(request):
-        raise HubError("There is no such upload.", "upload_not_found", 404)
+        raise HubError(gettext("There is no such upload."), "upload_not_found", 404)
     return upload
 
 
@@ -108,13 +109,12 @@ def check_chunk_request(
     upload = _own_upload(request, upload_id)
     offset_header = request.headers.get("Upload-Offset", "")
     if not offset_header.isdigit():
-        raise HubError("Send the chunk's start as an Upload-Offset header.", "invalid_offset")
+        message = gettext("Send the chunk's start as an Upload-Offset header.")
+        raise HubError(message, "invalid_offset")
     length = int(request.headers.get("Content-Length") or 0)
     if length <= 0 or length > settings.UPLOAD_CHUNK_BYTES * 2:
-        raise HubError(
-            f"A chunk must be 1 byte to {settings.UPLOAD_CHUNK_BYTES * 2} bytes long.",
-            "invalid_chunk",
-        )
+        message = gettext("A chunk must be 1 byte to %(most)s bytes long.")
+        raise HubError(message % {"most": settings.UPLOAD_CHUNK_BYTES * 2}, "invalid_chunk")
     return uploads, upload, int(offset_header), length
 
 
@@ -208,6 +208,10 @@ def _upload_dict(upload: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------- versions
 
 
+def _must_be_object(field: str) -> str:
+    return gettext("%(field)s must be a JSON object.") % {"field": field}
+
+
 def _options_from(value: Any) -> dict[str, Any]:
     if value is None or value == "":
         return {}
@@ -215,9 +219,9 @@ def _options_from(value: Any) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise HubError("options must be a JSON object.", "invalid_options") from None
+            raise HubError(_must_be_object("options"), "invalid_options") from None
     if not isinstance(value, dict):
-        raise HubError("options must be a JSON object.", "invalid_options")
+        raise HubError(_must_be_object("options"), "invalid_options")
     return value
 
 
@@ -296,12 +300,10 @@ def _sample_from(value: Any) -> dict[str, Any] | None:
         try:
             value = json.loads(value)
         except ValueError:
-            raise HubError("sample must be a JSON object.", "invalid_sample") from None
+            raise HubError(_must_be_object("sample"), "invalid_sample") from None
     if not isinstance(value, dict) or not value or not all(isinstance(k, str) for k in value):
-        raise HubError(
-            'sample must map each input name to its values, e.g. {"x": [[0.1, 0.2]]}.',
-            "invalid_sample",
-        )
+        message = gettext("sample must map each input name to its values, e.g. %(example)s.")
+        raise HubError(message % {"example": '{"x": [[0.1, 0.2]]}'}, "invalid_sample")
     return value
 
 
@@ -309,7 +311,7 @@ def _upload_from_file(request: HttpRequest) -> str:
     """One multipart ``file`` field, stored as a finished upload of the user's; its id."""
     file = request.FILES.get("file")
     if file is None:
-        raise HubError("Send the model as the multipart field 'file'.", "missing_file")
+        raise HubError(gettext("Send the model as the multipart field 'file'."), "missing_file")
     uploads = get_uploads()
     upload = uploads.create(
         filename=browser_filename(file.name or ""), size=file.size or 0, owner=_owner(request)
@@ -479,7 +481,7 @@ def _job(job_id: str) -> Job:
     except ValidationError:  # not a UUID
         job = None
     if job is None:
-        raise HubError(f"There is no job {job_id!r}.", "not_found", 404)
+        raise HubError(gettext("There is no job %(id)s.") % {"id": repr(job_id)}, "not_found", 404)
     return job
 
 

@@ -11,6 +11,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import gettext
 from ninja import Query, Router, Status
 
 from webapp.accounts.auth import is_api_request
@@ -40,7 +41,7 @@ def health(request: HttpRequest) -> Any:
     body: dict[str, Any] = {"status": "ok" if ok else "failing", "checks": checks}
     if not ok:
         failing = ", ".join(name for name, c in checks.items() if not c["ok"])
-        body["error"] = f"Not healthy: {failing}."
+        body["error"] = gettext("Not healthy: %(failing)s.") % {"failing": failing}
         body["code"] = "unhealthy"
     return Status(200 if ok else 503, body)
 
@@ -191,7 +192,8 @@ def schema(request: HttpRequest) -> Any:
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if is_api_request(request):
-        return json_error(f"No API endpoint at {request.path}.", "not_found", 404)
+        message = gettext("No API endpoint at %(path)s.") % {"path": request.path}
+        return json_error(message, "not_found", 404)
     return render(request, "404.html", status=404)
 
 
@@ -200,22 +202,25 @@ def server_error(request: HttpRequest) -> HttpResponse:
     # database (restarted, unreachable) is no bug but a wait: 503 with Retry-After, saying so
     # (tests/faults/test_database_restart.py).
     if isinstance(sys.exc_info()[1], OperationalError | InterfaceError):
-        message = "The database is not reachable right now; try again in a few seconds."
+        message = gettext("The database is not reachable right now; try again in a few seconds.")
         if is_api_request(request):
             return json_error(message, "database_unavailable", 503, {"Retry-After": "5"})
         response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
         response["Retry-After"] = "5"
         return response
     if is_api_request(request):
-        return json_error("The server hit an unexpected error; it is logged.", "server_error", 500)
+        message = gettext("The server hit an unexpected error; it is logged.")
+        return json_error(message, "server_error", 500)
     return render(request, "500.html", status=500)
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     if is_api_request(request):
         return json_error(
-            "CSRF check failed: send the csrftoken cookie's value as X-CSRFToken, "
-            "or authenticate with 'Authorization: Token <key>'.",
+            gettext(
+                "CSRF check failed: send the csrftoken cookie's value as X-CSRFToken, "
+                "or authenticate with 'Authorization: Token <key>'."
+            ),
             "csrf_failed",
             403,
         )

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from model_store.host_report import PROTOCOL
 from webapp.accounts import node_scope
@@ -37,7 +38,8 @@ DOWN_AFTER_INTERVALS = 3
 MAX_REPORT_BYTES = 256 * 1024
 # The model names' rules (model_store.names): the name is a queue name and a directory.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
-NAME_RULES = (
+#: In English (marked): say it with ``gettext(NAME_RULES)``.
+NAME_RULES = gettext_noop(
     "A node name uses letters, digits, '_', '-' and '.', starts with a letter or digit and has "
     "at most 64 characters."
 )
@@ -46,7 +48,8 @@ NAME_RULES = (
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name) or ".." in name:
         shown = repr(name)[:40] if isinstance(name, str) else type(name).__name__
-        raise HubError(f"{shown} is not a node name. {NAME_RULES}", "invalid_name")
+        message = gettext("%(name)s is not a node name. %(rules)s")
+        raise HubError(message % {"name": shown, "rules": gettext(NAME_RULES)}, "invalid_name")
     return name
 
 
@@ -60,7 +63,9 @@ def down_after_s() -> float:
 def get(name: str) -> Node:
     node = Node.objects.filter(name=check_name(name)).first()
     if node is None:
-        raise HubError(f"There is no node {name!r}.", "not_found", 404)
+        raise HubError(
+            gettext("There is no node %(name)s.") % {"name": repr(name)}, "not_found", 404
+        )
     return node
 
 
@@ -154,7 +159,9 @@ def refuse(name: str, reason: str) -> HubError:
     node.refused_reason = reason
     node.refused_at = timezone.now()
     node.save(update_fields=["refused_reason", "refused_at"])
-    return HubError(f"Node {name!r} refused: {reason}.", "node_incompatible", 409)
+    # The reason stays as stored (English): the Nodes page shows the same words.
+    message = gettext("Node %(name)s refused: %(reason)s.")
+    return HubError(message % {"name": repr(name), "reason": reason}, "node_incompatible", 409)
 
 
 def accept_report(
@@ -183,8 +190,11 @@ def remove(name: str) -> None:
     report = HostReport.objects.filter(node=node.name).first()
     found = state(node, report, timezone.now())
     if found == "up":
+        message = gettext(
+            "Node %(name)s is up: drain it first (or stop it and wait until it is down)."
+        )
         raise HubError(
-            f"Node {name!r} is up: drain it first (or stop it and wait until it is down).",
+            message % {"name": repr(name)},
             "node_up",
             409,
         )

@@ -13,16 +13,19 @@ import time
 
 import redis
 from django.conf import settings
+from django.utils.translation import gettext
 
 WINDOW_SECONDS = 60
 
 
 class RateLimited(Exception):
     def __init__(self, limit: int, retry_after: int) -> None:
-        super().__init__(
-            f"Too many inference requests: the limit is {limit} per minute per user. "
-            f"Try again in {retry_after} s, or ask an admin to raise INFER_RATE_PER_MINUTE."
+        # Made while the request is answered: in its language (English outside one).
+        message = gettext(
+            "Too many inference requests: the limit is %(limit)s per minute per user. "
+            "Try again in %(seconds)s s, or ask an admin to raise INFER_RATE_PER_MINUTE."
         )
+        super().__init__(message % {"limit": limit, "seconds": retry_after})
         self.limit = limit
         self.retry_after = retry_after
 
