@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
@@ -29,10 +30,10 @@ def _expiry(days: object) -> timedelta | None:
     if isinstance(days, str) and days.strip().isdigit():
         days = int(days)
     if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_DAYS:
-        raise HubError(
-            f"expires_in_days must be a whole number from 1 to {MAX_DAYS}, or null for none.",
-            "invalid_field",
+        message = gettext(
+            "expires_in_days must be a whole number from 1 to %(most)s, or null for none."
         )
+        raise HubError(message % {"most": MAX_DAYS}, "invalid_field")
     return timedelta(days=days)
 
 
@@ -40,11 +41,14 @@ def _scope(user: User, scope: object) -> str:
     if scope is None or scope == "":
         return role_of(user).label
     if not isinstance(scope, str) or scope not in ApiToken.Scope.values:
-        raise HubError("scope must be viewer, operator or admin.", "invalid_field")
+        raise HubError(gettext("scope must be viewer, operator or admin."), "invalid_field")
     if Role.parse(scope) > role_of(user):
+        message = gettext(
+            "A token cannot do more than its owner: you are %(role)s, so its scope may be at "
+            "most %(scope)s."
+        )
         raise HubError(
-            f"A token cannot do more than its owner: you are {role_of(user).label}, so its "
-            f"scope may be at most {role_of(user).label}.",
+            message % {"role": role_of(user).display, "scope": role_of(user).label},
             "scope_too_wide",
             403,
         )
@@ -57,15 +61,16 @@ def create(
     """A new token of ``user`` and its key (shown once)."""
     if via_token:
         raise HubError(
-            "Create tokens from your account page (signed in) or with manage.py apitoken; a "
-            "token cannot create another.",
+            gettext(
+                "Create tokens from your account page (signed in) or with manage.py apitoken; "
+                "a token cannot create another."
+            ),
             "session_required",
             403,
         )
     if ApiToken.objects.live().filter(user=user).count() >= MAX_TOKENS_PER_USER:
-        raise HubError(
-            f"You have {MAX_TOKENS_PER_USER} tokens; revoke one first.", "too_many_tokens", 409
-        )
+        message = gettext("You have %(count)s tokens; revoke one first.")
+        raise HubError(message % {"count": MAX_TOKENS_PER_USER}, "too_many_tokens", 409)
     name = name.strip()[:100] or "api"
     lifetime = _expiry(settings.TOKEN_DEFAULT_DAYS if days == "default" else days)
     expires = timezone.now() + lifetime if lifetime else None
@@ -79,7 +84,7 @@ def owned(user: User, token_id: object) -> ApiToken:
         else None
     )
     if token is None:
-        raise HubError("You have no such token.", "not_found", 404)
+        raise HubError(gettext("You have no such token."), "not_found", 404)
     return token
 
 
