@@ -29,8 +29,15 @@ from model_store.compile.atc.environment import (
     default_toolkit_homes,
 )
 from model_store.compile.atc.python import PROBE_SCRIPT, assess_probe, parse_probe
-from model_store.diagnostics.context import Check, CheckState, DiagnosticsContext, make_check
+from model_store.diagnostics.context import (
+    Check,
+    CheckState,
+    DiagnosticsContext,
+    joined,
+    make_check,
+)
 from model_store.diagnostics.device_checks import npus_present
+from model_store.text import say
 
 _CANN_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
 
@@ -77,18 +84,24 @@ def _layout_lines(status: CannStatus) -> tuple[list[str], list[str]]:
         f"layout: {name} at {status.toolkit_home}",
         f"CANN version: {status.version or 'unknown (no ascend_toolkit_install.info)'}",
     ]
-    warnings = []
+    warnings: list[str] = []
     if status.ops_version:
         details.append(f"ops package version: {status.ops_version}")
         if status.version and status.ops_version != status.version:
             warnings.append(
-                f"the ops package ({status.ops_version}) does not match the toolkit "
-                f"({status.version}); CANN needs the same version in the same path"
+                say(
+                    "the ops package (%(ops)s) does not match the toolkit (%(toolkit)s); CANN "
+                    "needs the same version in the same path",
+                    ops=status.ops_version,
+                    toolkit=status.version,
+                )
             )
     elif status.layout == "cann":
         warnings.append(
-            "no ops package was found (<arch>-linux/ascend_ops_install.info); from CANN 8.5 "
-            "ATC needs the ops package for the target chip"
+            say(
+                "no ops package was found (<arch>-linux/ascend_ops_install.info); from CANN 8.5 "
+                "ATC needs the ops package for the target chip"
+            )
         )
     return details, warnings
 
@@ -110,9 +123,15 @@ def _run(
     try:
         done = ctx.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired:
-        return None, f"{Path(argv[0]).name} did not answer within {timeout:g} s"
+        return None, say(
+            "%(program)s did not answer within %(timeout)s s",
+            program=Path(argv[0]).name,
+            timeout=f"{timeout:g}",
+        )
     except OSError as exc:
-        return None, f"{Path(argv[0]).name} could not be started: {exc}"
+        return None, say(
+            "%(program)s could not be started: %(error)s", program=Path(argv[0]).name, error=exc
+        )
     out = (getattr(done, "stdout", "") or "") + (getattr(done, "stderr", "") or "")
     if isinstance(out, bytes):
         out = out.decode("utf-8", "replace")
@@ -124,9 +143,10 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
     values = {v: ctx.env.get(v, "").strip() for v in _CANN_VARS}
     home = values["ASCEND_TOOLKIT_HOME"] or values["ASCEND_HOME_PATH"] or None
     script = _set_env_script(ctx, home)
-    source = (
-        f"Run `source {script}` in the environment that starts the worker and Triton "
-        "(shell, service unit or container entrypoint), then restart them."
+    source = say(
+        "Run `source %(script)s` in the environment that starts the worker and Triton "
+        "(shell, service unit or container entrypoint), then restart them.",
+        script=script,
     )
     if not any(values.values()):
         installed = _cann_installed_dir(ctx)
@@ -134,27 +154,37 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
             return make_check(
                 "cann_env",
                 "not_applicable",
-                "No CANN toolkit on this host; Ascend targets cannot compile or serve here. "
-                "CPU (onnxruntime) models are unaffected.",
+                say(
+                    "No CANN toolkit on this host; Ascend targets cannot compile or serve here. "
+                    "CPU (onnxruntime) models are unaffected."
+                ),
             )
-        where = f"at {installed}" if installed else "(ATC_PATH or atc on PATH)"
-        return make_check(
-            "cann_env",
-            "failing",
-            f"A CANN toolkit is installed {where}, but its environment is not set: "
-            f"{', '.join(_CANN_VARS)} are all empty.",
-            source,
+        found = (
+            say(
+                "A CANN toolkit is installed at %(where)s, but its environment is not set: "
+                "%(variables)s are all empty.",
+                where=str(installed),
+                variables=", ".join(_CANN_VARS),
+            )
+            if installed
+            else say(
+                "A CANN toolkit is installed (ATC_PATH or atc on PATH), but its environment is "
+                "not set: %(variables)s are all empty.",
+                variables=", ".join(_CANN_VARS),
+            )
         )
+        return make_check("cann_env", "failing", found, source)
 
     status = _status(ctx)
     layout_details, layout_warnings = _layout_lines(status)
-    details, problems, missing = list(layout_details), [], []
+    details, missing = list(layout_details), []
+    problems: list[str] = []
     for var, value in values.items():
         if not value:
             missing.append(var)
             details.append(f"{var} is not set")
         elif not Path(value).exists():
-            problems.append(f"{var}={value} does not exist")
+            problems.append(say("%(setting)s does not exist", setting=f"{var}={value}"))
             details.append(f"{var}={value} (does not exist)")
         else:
             details.append(f"{var}={value}")
@@ -173,39 +203,54 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "cann_env",
             "failing",
-            "CANN's environment points at paths that do not exist: " + "; ".join(problems) + ".",
-            f"Fix or unset these variables. {source}",
+            say(
+                "CANN's environment points at paths that do not exist: %(problems)s.",
+                problems=joined(problems, "; "),
+            ),
+            say("Fix or unset these variables. %(source)s", source=source),
             details,
         )
     if missing or absent_libs or layout_warnings:
-        parts = []
+        parts: list[str] = []
         if missing:
-            parts.append(f"{', '.join(missing)} not set")
+            parts.append(say("%(variables)s not set", variables=", ".join(missing)))
         if absent_libs:
-            parts.append(f"LD_LIBRARY_PATH lacks {', '.join(absent_libs)}")
+            parts.append(
+                say("LD_LIBRARY_PATH lacks %(directories)s", directories=", ".join(absent_libs))
+            )
         parts += layout_warnings
-        advice = source
+        advice: str = source
         if layout_warnings:
-            advice += (
-                " Install the ops package of your chip with the toolkit's version into the "
-                "toolkit's path (docs/cann.md#install-layouts)."
+            advice = say(
+                "%(source)s Install the ops package of your chip with the toolkit's version "
+                "into the toolkit's path (docs/cann.md#install-layouts).",
+                source=source,
             )
         return make_check(
             "cann_env",
             "warning",
-            f"CANN's environment is only partly set: {'; '.join(parts)}.",
+            say("CANN's environment is only partly set: %(parts)s.", parts=joined(parts, "; ")),
             advice,
             details,
         )
-    found = f"toolkit {home}"
+    found = say("toolkit %(home)s", home=home)
     if status.toolkit_home:
-        version = f"CANN {status.version}" if status.version else "version unknown"
-        layout = LAYOUT_NAMES.get(status.layout or "", "an unrecognised layout")
-        found = f"toolkit {home}: {version}, {layout}"
+        version = (
+            say("CANN %(version)s", version=status.version)
+            if status.version
+            else say("version unknown")
+        )
+        layout = LAYOUT_NAMES.get(status.layout or "") or say("an unrecognised layout")
+        found = say(
+            "toolkit %(home)s: %(version)s, %(layout)s", home=home, version=version, layout=layout
+        )
     return make_check(
         "cann_env",
         "ok",
-        f"CANN's environment is set ({found}) and its lib64 is on LD_LIBRARY_PATH.",
+        say(
+            "CANN's environment is set (%(found)s) and its lib64 is on LD_LIBRARY_PATH.",
+            found=found,
+        ),
         details=details,
     )
 
@@ -219,25 +264,43 @@ def check_atc(ctx: DiagnosticsContext) -> Check:
             return make_check(
                 "atc",
                 "not_applicable",
-                "ATC is not installed here (no CANN toolkit); the acl target and the npu_ge "
-                "pre-flight compile need it. CPU (onnxruntime) models are unaffected.",
+                say(
+                    "ATC is not installed here (no CANN toolkit); the acl target and the npu_ge "
+                    "pre-flight compile need it. CPU (onnxruntime) models are unaffected."
+                ),
             )
         return make_check(
             "atc",
             "failing",
-            f"A CANN toolkit is present but ATC was not found: {status.reason}",
-            "Install the CANN toolkit's compiler component, or point ATC_PATH at the atc binary "
-            "(ASCEND_TOOLKIT_HOME at the toolkit), then restart the worker.",
+            say(
+                "A CANN toolkit is present but ATC was not found: %(reason)s", reason=status.reason
+            ),
+            say(
+                "Install the CANN toolkit's compiler component, or point ATC_PATH at the atc "
+                "binary (ASCEND_TOOLKIT_HOME at the toolkit), then restart the worker."
+            ),
         )
-    version = f"CANN {status.version}" if status.version else "CANN version unknown"
+    version = (
+        say("CANN %(version)s", version=status.version)
+        if status.version
+        else say("CANN version unknown")
+    )
     try:
         env = atc_environment(status, ctx.env)
     except AtcUnavailable as exc:
         return make_check(
             "atc",
             "failing",
-            f"ATC is at {atc} ({version}) but cannot be given its Python: {exc.message}",
-            f"Fix {ATC_PYTHON_VAR} in the worker's environment, then restart the worker.",
+            say(
+                "ATC is at %(atc)s (%(version)s) but cannot be given its Python: %(error)s",
+                atc=atc,
+                version=version,
+                error=exc.message,
+            ),
+            say(
+                "Fix %(variable)s in the worker's environment, then restart the worker.",
+                variable=ATC_PYTHON_VAR,
+            ),
         )
     code, output = _run(ctx, [atc, "--help"], env=env)
     lines = [line for line in output.splitlines() if line.strip()][:20]
@@ -245,20 +308,34 @@ def check_atc(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "atc",
             "warning",
-            f"ATC is at {atc} ({version}) but {output}.",
-            "Run `atc --help` by hand in the worker's environment to see what it waits for.",
+            say(
+                "ATC is at %(atc)s (%(version)s) but %(why)s.", atc=atc, version=version, why=output
+            ),
+            say("Run `atc --help` by hand in the worker's environment to see what it waits for."),
             lines,
         )
     if code != 0 or "error while loading shared libraries" in output:
         return make_check(
             "atc",
             "failing",
-            f"ATC is at {atc} ({version}) but `atc --help` failed with exit code {code}.",
-            "Usually a library is missing from LD_LIBRARY_PATH: source CANN's set_env.sh in the "
-            "worker's environment. The output below names what failed.",
+            say(
+                "ATC is at %(atc)s (%(version)s) but `atc --help` failed with exit code %(code)s.",
+                atc=atc,
+                version=version,
+                code=code,
+            ),
+            say(
+                "Usually a library is missing from LD_LIBRARY_PATH: source CANN's set_env.sh in "
+                "the worker's environment. The output below names what failed."
+            ),
             lines,
         )
-    return make_check("atc", "ok", f"ATC is at {atc} ({version}) and starts.", details=lines)
+    return make_check(
+        "atc",
+        "ok",
+        say("ATC is at %(atc)s (%(version)s) and starts.", atc=atc, version=version),
+        details=lines,
+    )
 
 
 def check_atc_python(ctx: DiagnosticsContext) -> Check:
@@ -274,31 +351,39 @@ def check_atc_python(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "atc_python",
             "not_applicable",
-            f"No CANN toolkit here and {ATC_PYTHON_VAR} is not set; ATC's Python only matters "
-            "where ATC runs.",
+            say(
+                "No CANN toolkit here and %(variable)s is not set; ATC's Python only matters "
+                "where ATC runs.",
+                variable=ATC_PYTHON_VAR,
+            ),
         )
-    fix = (
-        f"Set {ATC_PYTHON_VAR} in the worker's environment to the python3 of an environment "
-        "that meets CANN's requirements (docs/atc.md#python-environment), then restart it."
+    fix = say(
+        "Set %(variable)s in the worker's environment to the python3 of an environment "
+        "that meets CANN's requirements (docs/atc.md#python-environment), then restart it.",
+        variable=ATC_PYTHON_VAR,
     )
     status = _status(ctx)
     _, problem = atc_python_setting(ctx.env)
     if problem:
         return make_check("atc_python", "failing", problem, fix)
     env = atc_environment(status, ctx.env)
+    where: str
     if configured:
         interpreter: str | None = str(Path(configured).parent / "python3")
         where = ATC_PYTHON_VAR
     else:
         path = env.get("PATH", "")
         interpreter = shutil.which("python3", path=path) or shutil.which("python", path=path)
-        where = f"first on ATC's PATH; {ATC_PYTHON_VAR} is not set"
+        where = say("first on ATC's PATH; %(variable)s is not set", variable=ATC_PYTHON_VAR)
     if interpreter is None:
         return make_check(
             "atc_python",
             "failing",
-            f"No python3 is on ATC's PATH and {ATC_PYTHON_VAR} is not set: ATC's operator "
-            "compiler fails with E40001.",
+            say(
+                "No python3 is on ATC's PATH and %(variable)s is not set: ATC's operator "
+                "compiler fails with E40001.",
+                variable=ATC_PYTHON_VAR,
+            ),
             fix,
             [f"ATC's PATH: {env.get('PATH', '')}"],
         )
@@ -307,15 +392,24 @@ def check_atc_python(ctx: DiagnosticsContext) -> Check:
     report = parse_probe(output) if code is not None else None
     if report is None:
         lines = [line for line in output.splitlines() if line.strip()][-10:]
-        said = output.strip().splitlines()[-1] if code is None and output.strip() else ""
-        return make_check(
-            "atc_python",
-            "failing",
-            f"ATC's Python {interpreter} ({where}) did not run the check"
-            + (f": {said}." if said else f" (exit code {code})."),
-            fix,
-            lines,
+        # Without an exit code, ``output`` is the one line saying why it did not run.
+        found = (
+            say(
+                "ATC's Python %(interpreter)s (%(where)s) did not run the check: %(why)s.",
+                interpreter=interpreter,
+                where=where,
+                why=output,
+            )
+            if code is None and output.strip()
+            else say(
+                "ATC's Python %(interpreter)s (%(where)s) did not run the check "
+                "(exit code %(code)s).",
+                interpreter=interpreter,
+                where=where,
+                code=code,
+            )
         )
+        return make_check("atc_python", "failing", found, fix, lines)
     verdict = assess_probe(report, status.version, where)
     return make_check("atc_python", verdict.state, verdict.summary, verdict.advice, verdict.details)
 
@@ -326,17 +420,22 @@ def check_atc_python(ctx: DiagnosticsContext) -> Check:
 _LIB_OWNERS: list[tuple[tuple[str, ...], str]] = [
     (
         ("libonnxruntime",),
-        "onnxruntime's lib directory (/opt/onnxruntime/lib in the backend's image) must be on "
-        "Triton's LD_LIBRARY_PATH",
+        say(
+            "onnxruntime's lib directory (/opt/onnxruntime/lib in the backend's image) must be "
+            "on Triton's LD_LIBRARY_PATH"
+        ),
     ),
     (
         ("libascend_hal", "libdrv", "libdcmi", "libtsd"),
-        "the NPU driver: mount /usr/local/Ascend/driver/lib64/ (and /usr/local/dcmi) into "
-        "Triton's container and add /usr/local/Ascend/driver/lib64/driver to its LD_LIBRARY_PATH",
+        say(
+            "the NPU driver: mount /usr/local/Ascend/driver/lib64/ (and /usr/local/dcmi) into "
+            "Triton's container and add /usr/local/Ascend/driver/lib64/driver to its "
+            "LD_LIBRARY_PATH"
+        ),
     ),
     (
         ("libtritonserver",),
-        "Triton's own lib directory ($TRITON_HOME_PATH/lib) must be on its LD_LIBRARY_PATH",
+        say("Triton's own lib directory ($TRITON_HOME_PATH/lib) must be on its LD_LIBRARY_PATH"),
     ),
     (
         (
@@ -349,8 +448,10 @@ _LIB_OWNERS: list[tuple[tuple[str, ...], str]] = [
             "liberror_manager",
             "libascend",
         ),
-        "the CANN toolkit: source /usr/local/Ascend/ascend-toolkit/set_env.sh in Triton's "
-        "environment (it puts the toolkit's lib64 on LD_LIBRARY_PATH)",
+        say(
+            "the CANN toolkit: source /usr/local/Ascend/ascend-toolkit/set_env.sh in Triton's "
+            "environment (it puts the toolkit's lib64 on LD_LIBRARY_PATH)"
+        ),
     ),
 ]
 
@@ -359,29 +460,35 @@ def _lib_owner(name: str) -> str:
     for prefixes, owner in _LIB_OWNERS:
         if name.startswith(prefixes):
             return owner
-    return "find the package that ships it and put its directory on Triton's LD_LIBRARY_PATH"
+    return say("find the package that ships it and put its directory on Triton's LD_LIBRARY_PATH")
 
 
 def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
     """``<backends>/npu_ge/libtriton_npu_ge.so`` present and every library it links found."""
     npus = npus_present(ctx)
     absent_state: CheckState = "warning" if npus else "not_applicable"
-    no_npu = "" if npus else " There is no NPU on this host, so that is expected."
-    install = (
+    no_npu = say("There is no NPU on this host, so that is expected.")
+    install = say(
         "Install CANN's GE backend (hicann/triton-inference-server-ge-backend; its build installs "
         "libtriton_npu_ge.so into $TRITON_HOME_PATH/backends/npu_ge), or serve Ascend models "
         "through the acl target instead."
     )
     if ctx.backends_dir is None:
+        unseen = say(
+            "Triton's backend directory is not visible to the worker on this host (not the "
+            "embedded Triton, and TRITON_HOME_PATH is not set), so the npu_ge backend cannot be "
+            "inspected."
+        )
         return make_check(
             "npu_ge_backend",
             absent_state,
-            "Triton's backend directory is not visible to the worker on this host (not the "
-            "embedded Triton, and TRITON_HOME_PATH is not set), so the npu_ge backend cannot be "
-            f"inspected.{no_npu}",
-            "Set TRITON_HOME_PATH in the worker's environment to Triton's install as the worker "
-            "sees it (the backend lives in $TRITON_HOME_PATH/backends/npu_ge). In the compose "
-            "stack Triton's own container refuses to start without it (HUB_REQUIRED_BACKENDS)."
+            unseen if npus else joined([unseen, no_npu]),
+            say(
+                "Set TRITON_HOME_PATH in the worker's environment to Triton's install as the "
+                "worker sees it (the backend lives in $TRITON_HOME_PATH/backends/npu_ge). In the "
+                "compose stack Triton's own container refuses to start without it "
+                "(HUB_REQUIRED_BACKENDS)."
+            )
             if npus
             else "",
         )
@@ -393,15 +500,26 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
             return make_check(
                 "npu_ge_backend",
                 "failing" if npus else "warning",
-                f"{readme_name} exists but Triton loads a backend from libtriton_npu_ge.so "
-                f"(libtriton_<backend>.so), which is missing.",
-                f"Rename or link it (`ln -s libnpu_ge.so {library}`), then restart Triton.",
+                say(
+                    "%(file)s exists but Triton loads a backend from libtriton_npu_ge.so "
+                    "(libtriton_<backend>.so), which is missing.",
+                    file=str(readme_name),
+                ),
+                say(
+                    "Rename or link it (`ln -s libnpu_ge.so %(library)s`), then restart Triton.",
+                    library=str(library),
+                ),
             )
+        absent = say(
+            "No npu_ge backend in %(directory)s (looked for %(library)s); models for the "
+            "npu_ge target cannot load in this Triton.",
+            directory=str(ctx.backends_dir),
+            library=str(library),
+        )
         return make_check(
             "npu_ge_backend",
             absent_state,
-            f"No npu_ge backend in {ctx.backends_dir} (looked for {library}); models for the "
-            f"npu_ge target cannot load in this Triton.{no_npu}",
+            absent if npus else joined([absent, no_npu]),
             install if npus else "",
         )
     ldd = ctx.which("ldd")
@@ -409,8 +527,14 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "npu_ge_backend",
             "warning",
-            f"{library} is present, but ldd is not available to check what it links.",
-            f"Run `ldd {library}` on the Triton host and look for 'not found'.",
+            say(
+                "%(library)s is present, but ldd is not available to check what it links.",
+                library=str(library),
+            ),
+            say(
+                "Run `ldd %(library)s` on the Triton host and look for 'not found'.",
+                library=str(library),
+            ),
         )
     code, output = _run(ctx, [ldd, str(library)], env=dict(ctx.env))
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -418,10 +542,16 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "npu_ge_backend",
             "warning",
-            f"{library} is present, but ldd could not read it: "
-            f"{output.strip() or f'exit code {code}'}.",
-            "Check that the file is a complete shared library built for this machine "
-            "(rebuild or reinstall the backend if not).",
+            say(
+                "%(library)s is present, but ldd could not read it: %(why)s.",
+                library=str(library),
+                why=(output if code is None else output.strip())
+                or say("exit code %(code)s", code=code),
+            ),
+            say(
+                "Check that the file is a complete shared library built for this machine "
+                "(rebuild or reinstall the backend if not)."
+            ),
             lines,
         )
     missing = _LDD_MISSING.findall(output)
@@ -429,20 +559,37 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
         owners: dict[str, list[str]] = {}
         for name in missing:
             owners.setdefault(_lib_owner(name), []).append(name)
-        advice = " ".join(f"{', '.join(names)}: {owner}." for owner, names in owners.items())
+        advice = [
+            say("%(libraries)s: %(owner)s.", libraries=", ".join(names), owner=owner)
+            for owner, names in owners.items()
+        ]
+        advice.append(
+            say(
+                "Then restart Triton. (ldd ran with this process's environment; Triton's may "
+                "differ.)"
+            )
+        )
         return make_check(
             "npu_ge_backend",
             "failing",
-            f"{library} is present but {len(missing)} of the libraries it needs cannot be "
-            f"found: {', '.join(missing)}. Triton cannot load npu_ge models until they are.",
-            f"{advice} Then restart Triton. (ldd ran with this process's environment; "
-            "Triton's may differ.)",
+            say(
+                "%(library)s is present but %(count)s of the libraries it needs cannot be "
+                "found: %(missing)s. Triton cannot load npu_ge models until they are.",
+                library=str(library),
+                count=len(missing),
+                missing=", ".join(missing),
+            ),
+            joined(advice),
             lines,
         )
     return make_check(
         "npu_ge_backend",
         "ok",
-        f"{library} is present and all {sum('=>' in line for line in lines)} libraries it "
-        "needs resolve (ldd, in this process's environment).",
+        say(
+            "%(library)s is present and all %(count)s libraries it needs resolve (ldd, in this "
+            "process's environment).",
+            library=str(library),
+            count=sum("=>" in line for line in lines),
+        ),
         details=lines,
     )

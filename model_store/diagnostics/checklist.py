@@ -20,7 +20,7 @@ from model_store.diagnostics.cann_checks import (
     check_cann_env,
     check_npu_ge_backend,
 )
-from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext
+from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext, joined
 from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
 from model_store.diagnostics.triton_checks import (
     check_load_failures,
@@ -28,6 +28,7 @@ from model_store.diagnostics.triton_checks import (
     check_triton_access,
     check_triton_reachable,
 )
+from model_store.text import say, say_n
 
 CheckFn = Callable[[DiagnosticsContext], Check]
 
@@ -73,9 +74,14 @@ def run_checks(
                     cid,
                     TITLES.get(cid, cid),
                     "failing",
-                    f"the check itself failed: {type(exc).__name__}: {exc}",
-                    "This is a bug in the dashboard's diagnostics; the other checks still ran. "
-                    "Please report it with the text above.",
+                    say(
+                        "the check itself failed: %(error)s",
+                        error=f"{type(exc).__name__}: {exc}",
+                    ),
+                    say(
+                        "This is a bug in the dashboard's diagnostics; the other checks still "
+                        "ran. Please report it with the text above."
+                    ),
                 )
             )
     return results
@@ -93,8 +99,28 @@ def summarize(checks: Sequence[Check | Mapping[str, Any]]) -> dict[str, int]:
 
 
 def summary_line(checks: Sequence[Check | Mapping[str, Any]]) -> str:
-    """E.g. ``"8 checks: 4 ok, 1 failing, 3 not applicable"`` (zero counts left out)."""
+    """E.g. ``"8 checks: 4 ok, 1 failing, 3 not applicable"`` (zero counts left out).
+
+    A :class:`~model_store.text.Text`: the web layer says it in the reader's language.
+    """
     counts = summarize(checks)
-    parts = [f"{counts[s]} {s.replace('_', ' ')}" for s in STATES if counts[s]]
-    noun = "check" if len(checks) == 1 else "checks"
-    return f"{len(checks)} {noun}: {', '.join(parts)}" if parts else f"0 {noun}"
+    parts = [_count_said(state, counts[state]) for state in STATES if counts[state]]
+    if not parts:
+        return say_n("%(count)s check", "%(count)s checks", len(checks))
+    return say_n(
+        "%(count)s check: %(counts)s",
+        "%(count)s checks: %(counts)s",
+        len(checks),
+        counts=joined(parts, ", "),
+    )
+
+
+def _count_said(state: str, count: int) -> str:
+    """``"4 ok"``, ``"1 failing"``...: how many checks are in ``state``."""
+    if state == "ok":
+        return say("%(count)s ok", count=count)
+    if state == "warning":
+        return say("%(count)s warning", count=count)
+    if state == "failing":
+        return say("%(count)s failing", count=count)
+    return say("%(count)s not applicable", count=count)

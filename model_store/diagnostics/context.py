@@ -22,6 +22,7 @@ from typing import Any, Literal
 from model_store import spawn
 from model_store.devices import read_devices
 from model_store.diagnostics.triton_log import read_log_tail
+from model_store.text import Text, say, with_texts
 
 CheckState = Literal["ok", "warning", "failing", "not_applicable"]
 TritonProtocol = Literal["http", "grpc"]
@@ -36,6 +37,9 @@ COMMAND_TIMEOUT = 5.0
 @dataclass
 class Check:
     """The result of one check.
+
+    ``title``, ``found`` and ``advice`` are English sentences made with
+    :func:`model_store.text.say`, so the web layer can say them in the reader's language.
 
     Attributes:
         id: Stable machine name, e.g. ``cann_env``.
@@ -54,8 +58,10 @@ class Check:
     details: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The check as JSON-ready data."""
-        return asdict(self)
+        """The check as JSON-ready data: the English under ``title``, ``found`` and ``advice``
+        as ever, and their templates under ``texts`` (:func:`model_store.text.with_texts`), so
+        a report sent as JSON from a node can still be said in the reader's language."""
+        return with_texts(asdict(self))
 
 
 def run_bounded(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -148,9 +154,9 @@ class DiagnosticsContext:
     def index(self) -> list[dict[str, str]]:
         """The repository index; raises when Triton is not configured or does not answer."""
         if self.repository_index is None:
-            raise LookupError("no Triton is configured")
+            raise LookupError(say("no Triton is configured"))
         if not self.triton_live():
-            raise LookupError(f"Triton at {self.triton_url} is not reachable")
+            raise LookupError(say("Triton at %(url)s is not reachable", url=self.triton_url))
         rows: list[dict[str, str]] = self._once("index", self.repository_index)
         return rows
 
@@ -164,16 +170,16 @@ class DiagnosticsContext:
 
 
 TITLES: dict[str, str] = {
-    "cann_env": "CANN environment",
-    "atc": "ATC (Ascend Tensor Compiler)",
-    "atc_python": "ATC Python interpreter",
-    "npu_ge_backend": "npu_ge backend library",
-    "davinci_devices": "NPU device nodes",
-    "npu_smi": "NPUs (npu-smi)",
-    "triton_reachable": "Triton reachable",
-    "triton_access": "Triton repository API restricted to the hub",
-    "stuck_loading": "Models stuck LOADING",
-    "load_failures": "Model load failures",
+    "cann_env": say("CANN environment"),
+    "atc": say("ATC (Ascend Tensor Compiler)"),
+    "atc_python": say("ATC Python interpreter"),
+    "npu_ge_backend": say("npu_ge backend library"),
+    "davinci_devices": say("NPU device nodes"),
+    "npu_smi": say("NPUs (npu-smi)"),
+    "triton_reachable": say("Triton reachable"),
+    "triton_access": say("Triton repository API restricted to the hub"),
+    "stuck_loading": say("Models stuck LOADING"),
+    "load_failures": say("Model load failures"),
 }
 
 
@@ -182,6 +188,36 @@ def make_check(
 ) -> Check:
     """The result of check ``cid``, titled from :data:`TITLES`; an ok check gives no advice."""
     return Check(cid, TITLES[cid], state, found, advice if state != "ok" else "", list(details))
+
+
+def said_by(exc: BaseException) -> str:
+    """What ``exc`` says: its :class:`~model_store.text.Text` when it was raised with one
+    (``str(exc)`` would keep only the English), else ``str(exc)``."""
+    if len(exc.args) == 1 and isinstance(exc.args[0], Text):
+        return exc.args[0]
+    return str(exc)
+
+
+def joined(parts: Sequence[str], separator: str = " ") -> str:
+    """Sentences (or clauses) said one after the other, as one translatable text.
+
+    ``separator`` is ``" "`` (sentences), ``"; "`` or ``", "`` (clauses); each pair is its own
+    template, so a language that joins them differently (Chinese: no space, full-width marks)
+    can. Plain values (names, paths) are joined with ``", ".join`` instead: they are data.
+    """
+    if not parts:
+        return ""
+    said: str = parts[-1]
+    for part in reversed(parts[:-1]):
+        if separator == "; ":
+            said = say("%(first)s; %(then)s", first=part, then=said)
+        elif separator == ", ":
+            said = say("%(first)s, %(then)s", first=part, then=said)
+        elif separator == " ":
+            said = say("%(first)s %(then)s", first=part, then=said)
+        else:
+            raise ValueError(f"no template joins with {separator!r}")
+    return said
 
 
 def worst_state(states: Sequence[CheckState]) -> CheckState:

@@ -17,9 +17,11 @@ from model_store.diagnostics.context import (
     Check,
     CheckState,
     DiagnosticsContext,
+    joined,
     make_check,
     worst_state,
 )
+from model_store.text import say
 
 #: Device memory use (HBM, or memory on chips without HBM) from which the chip is "near full".
 MEMORY_WARN_PCT = 90.0
@@ -66,34 +68,60 @@ def check_davinci_devices(ctx: DiagnosticsContext) -> Check:
             return make_check(
                 "davinci_devices",
                 "failing",
-                f"npu-smi lists {chips} chip(s) but {ctx.dev_dir} has no davinci device nodes: "
-                "this process runs without the NPU devices (a container started without them?).",
-                f"Start the container with `--device {ctx.dev_dir}/davinciN` for each NPU plus "
-                + " ".join(f"`--device {ctx.dev_dir / n}`" for n in _CONTROL_NODES)
-                + ".",
+                say(
+                    "npu-smi lists %(chips)s chip(s) but %(dev)s has no davinci device nodes: "
+                    "this process runs without the NPU devices (a container started without "
+                    "them?).",
+                    chips=chips,
+                    dev=str(ctx.dev_dir),
+                ),
+                say(
+                    "Start the container with `--device %(dev)s/davinciN` for each NPU plus "
+                    "%(flags)s.",
+                    dev=str(ctx.dev_dir),
+                    flags=" ".join(f"`--device {ctx.dev_dir / n}`" for n in _CONTROL_NODES),
+                ),
             )
         return make_check(
             "davinci_devices",
             "not_applicable",
-            f"No Ascend device nodes under {ctx.dev_dir} (no davinciN, davinci_manager, "
-            "devmm_svm or hisi_hdc): no Ascend NPU is visible to this process.",
+            say(
+                "No Ascend device nodes under %(dev)s (no davinciN, davinci_manager, "
+                "devmm_svm or hisi_hdc): no Ascend NPU is visible to this process.",
+                dev=str(ctx.dev_dir),
+            ),
         )
     if not nodes:
         return make_check(
             "davinci_devices",
             "failing",
-            f"{', '.join(present)} exist but there is no {ctx.dev_dir}/davinciN node: "
-            "no NPU is usable by this process.",
-            f"Pass `--device {ctx.dev_dir}/davinciN` for each NPU Triton should use.",
+            say(
+                "%(present)s exist but there is no %(dev)s/davinciN node: "
+                "no NPU is usable by this process.",
+                present=", ".join(present),
+                dev=str(ctx.dev_dir),
+            ),
+            say(
+                "Pass `--device %(dev)s/davinciN` for each NPU Triton should use.",
+                dev=str(ctx.dev_dir),
+            ),
             listed,
         )
     if absent:
         return make_check(
             "davinci_devices",
             "failing",
-            f"{len(nodes)} NPU node(s) present ({', '.join(p.name for p in nodes)}) but "
-            f"{', '.join(absent)} missing; ACL cannot open a device without them.",
-            f"Add {device_flags} to the container (the GE backend's guide maps all of them).",
+            say(
+                "%(count)s NPU node(s) present (%(nodes)s) but "
+                "%(absent)s missing; ACL cannot open a device without them.",
+                count=len(nodes),
+                nodes=", ".join(p.name for p in nodes),
+                absent=", ".join(absent),
+            ),
+            say(
+                "Add %(flags)s to the container (the GE backend's guide maps all of them).",
+                flags=device_flags,
+            ),
             listed,
         )
     unusable = [str(p) for p in [*nodes] if not os.access(p, os.R_OK | os.W_OK)]
@@ -101,16 +129,25 @@ def check_davinci_devices(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "davinci_devices",
             "warning",
-            f"The device nodes exist, but this process's user cannot open {', '.join(unusable)}.",
-            "Run the worker and Triton as a user allowed to open the NPU devices "
-            "(check the nodes' group and permissions).",
+            say(
+                "The device nodes exist, but this process's user cannot open %(nodes)s.",
+                nodes=", ".join(unusable),
+            ),
+            say(
+                "Run the worker and Triton as a user allowed to open the NPU devices "
+                "(check the nodes' group and permissions)."
+            ),
             listed,
         )
     return make_check(
         "davinci_devices",
         "ok",
-        f"{len(nodes)} NPU node(s) ({', '.join(p.name for p in nodes)}) and "
-        f"{', '.join(_CONTROL_NODES)} are present.",
+        say(
+            "%(count)s NPU node(s) (%(nodes)s) and %(control)s are present.",
+            count=len(nodes),
+            nodes=", ".join(p.name for p in nodes),
+            control=", ".join(_CONTROL_NODES),
+        ),
         details=listed,
     )
 
@@ -138,14 +175,20 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
     if not report.get("available"):
         reason = str(report.get("reason") or "npu-smi gave no answer")
         if "not found" in reason:
-            return make_check("npu_smi", "not_applicable", f"{reason[0].upper()}{reason[1:]}.")
+            return make_check(
+                "npu_smi",
+                "not_applicable",
+                say("%(reason)s.", reason=f"{reason[0].upper()}{reason[1:]}"),
+            )
         return make_check(
             "npu_smi",
             "failing",
-            f"npu-smi is installed but gave no table: {reason}.",
-            "Run `npu-smi info` by hand on this host. Check that the NPU driver is installed "
-            "(/usr/local/Ascend/driver) and, in a container, that /usr/local/bin/npu-smi, "
-            "/usr/local/dcmi and the driver's lib64 are mounted.",
+            say("npu-smi is installed but gave no table: %(reason)s.", reason=reason),
+            say(
+                "Run `npu-smi info` by hand on this host. Check that the NPU driver is "
+                "installed (/usr/local/Ascend/driver) and, in a container, that "
+                "/usr/local/bin/npu-smi, /usr/local/dcmi and the driver's lib64 are mounted."
+            ),
         )
     chips: list[Mapping[str, Any]] = list(report.get("npus") or [])
     warnings = [f"npu-smi parse note: {w}" for w in report.get("warnings") or []]
@@ -153,9 +196,11 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
         return make_check(
             "npu_smi",
             "warning",
-            "npu-smi ran but listed no NPU.",
-            "Run `npu-smi info` by hand; the driver may not see the cards (check the driver "
-            "install and `lspci`).",
+            say("npu-smi ran but listed no NPU."),
+            say(
+                "Run `npu-smi info` by hand; the driver may not see the cards (check the driver "
+                "install and `lspci`)."
+            ),
             warnings,
         )
     states: list[CheckState] = ["ok"]
@@ -172,33 +217,63 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
             pct = 100.0 * used / total
             line += f", {kind} {used} / {total} MB ({pct:.0f} %)"
             if pct >= MEMORY_WARN_PCT:
-                full.append(f"{_chip_name(chip)} {kind} {pct:.0f} % used")
+                full.append(
+                    say(
+                        "%(chip)s %(kind)s %(pct)s %% used",
+                        chip=_chip_name(chip),
+                        kind=kind if kind == "HBM" else say("memory"),
+                        pct=f"{pct:.0f}",
+                    )
+                )
         details.append(line)
     if sick:
         states.append("warning" if all(c.get("health") == "Warning" for c in sick) else "failing")
         found.append(
-            "unhealthy: " + ", ".join(f"{_chip_name(c)} reports {c.get('health')}" for c in sick)
+            say(
+                "unhealthy: %(chips)s",
+                chips=joined(
+                    [
+                        say(
+                            "%(chip)s reports %(health)s",
+                            chip=_chip_name(c),
+                            health=c.get("health"),
+                        )
+                        for c in sick
+                    ],
+                    ", ",
+                ),
+            )
         )
         advice.append(
-            "Run `npu-smi info` on the host to see the alarm and check the driver's log; models "
-            "placed on that NPU may fail to load or run, so move them elsewhere with device_ids "
-            "in config.pbtxt until it is healthy again."
+            say(
+                "Run `npu-smi info` on the host to see the alarm and check the driver's log; "
+                "models placed on that NPU may fail to load or run, so move them elsewhere with "
+                "device_ids in config.pbtxt until it is healthy again."
+            )
         )
     if full:
         states.append("warning")
-        found.append("HBM near exhaustion: " + ", ".join(full))
+        found.append(say("HBM near exhaustion: %(chips)s", chips=joined(full, ", ")))
         advice.append(
-            "The GE backend does not release NPU memory when a model is unloaded, so repeated "
-            "reloads may accumulate HBM use: restart Triton at a quiet moment, and see which "
-            "processes hold memory with `npu-smi info`."
+            say(
+                "The GE backend does not release NPU memory when a model is unloaded, so "
+                "repeated reloads may accumulate HBM use: restart Triton at a quiet moment, and "
+                "see which processes hold memory with `npu-smi info`."
+            )
         )
     if not found:
-        found.append(f"{len(chips)} chip(s), all healthy, memory below {MEMORY_WARN_PCT:.0f} %")
+        found.append(
+            say(
+                "%(count)s chip(s), all healthy, memory below %(pct)s %%",
+                count=len(chips),
+                pct=f"{MEMORY_WARN_PCT:.0f}",
+            )
+        )
     version = f" {report['version']}" if report.get("version") else ""
     return make_check(
         "npu_smi",
         worst_state(states),
-        f"npu-smi{version}: {'; '.join(found)}.",
-        " ".join(advice),
+        say("npu-smi%(version)s: %(found)s.", version=version, found=joined(found, "; ")),
+        joined(advice, " "),
         details + warnings,
     )

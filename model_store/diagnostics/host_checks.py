@@ -31,6 +31,7 @@ from model_store.diagnostics.context import (
     CheckState,
     DiagnosticsContext,
 )
+from model_store.text import Text, from_json, say
 
 #: The variable naming where CANN and the driver are installed (compose mounts it read-only).
 ASCEND_ROOT_VAR = "ASCEND_ROOT"
@@ -81,15 +82,42 @@ def _check_from(entry: Any) -> Check:
         and isinstance(advice, str)
         and isinstance(details, list)
     ):
-        title = TITLES.get(cid) or str(fields.get("title") or cid)
+        title = TITLES.get(cid) or _said(fields, "title", str(fields.get("title") or cid))
         lines = [str(line) for line in details]
-        return Check(cid, title, cast(CheckState, state), found, advice, lines)
+        return Check(
+            cid,
+            title,
+            cast(CheckState, state),
+            _said(fields, "found", found),
+            _said(fields, "advice", advice),
+            lines,
+        )
     named = cid if isinstance(cid, str) and cid else "malformed"
     return Check(
         named,
-        TITLES.get(named, "A check this hub cannot read"),
+        TITLES.get(named) or say("A check this hub cannot read"),
         "failing",
-        f"The worker's report holds a check this hub cannot read: {repr(entry)[:200]}",
-        "Run the same version of the hub on the worker and the web (restart the worker after "
-        "an upgrade).",
+        say(
+            "The worker's report holds a check this hub cannot read: %(entry)s",
+            entry=repr(entry)[:200],
+        ),
+        say(
+            "Run the same version of the hub on the worker and the web (restart the worker "
+            "after an upgrade)."
+        ),
     )
+
+
+def _said(fields: Mapping[str, Any], name: str, english: str) -> str:
+    """The field ``name`` of a reported check with the template its ``texts`` kept, so the
+    page can say it in the reader's language; the plain English when the report has none (a
+    worker older than translation) or when the two disagree (the English is what was found)."""
+    texts = fields.get("texts")
+    stored = texts.get(name) if isinstance(texts, Mapping) else None
+    if stored is None:
+        return english
+    try:
+        said = from_json(stored)
+    except Exception:  # a node's report is not trusted: unreadable texts fall back to English
+        return english
+    return said if isinstance(said, Text) and said == english else english

@@ -13,6 +13,8 @@ import os
 import re
 from pathlib import Path
 
+from model_store.text import say
+
 #: How much of the end of Triton's log is read (bounded: the log grows for months).
 LOG_TAIL_BYTES = 2 << 20
 
@@ -59,7 +61,7 @@ GE_LOG_PHRASES: list[tuple[str, str]] = [
     ("Failed to create model state: ", "parse"),
 ]
 
-_PLOG = (
+_PLOG = say(
     "restart Triton with plog on its console (`ASCEND_SLOG_PRINT_TO_STDOUT=1 "
     "ASCEND_GLOBAL_LOG_LEVEL=1` in its environment), repeat the load or request and look for "
     '"ERROR" lines in its output (plog files are under $HOME/ascend/log)'
@@ -67,31 +69,33 @@ _PLOG = (
 
 #: What to do for each kind of GE failure (grouped as in docs/ge-backend.md#log-phrases).
 GE_ADVICE: dict[str, str] = {
-    "parse": (
+    "parse": say(
         "The GE backend could not read the model. This is usually the ONNX export itself or a "
         "mismatch with config.pbtxt: input/output names and their order must match the ONNX, "
         "every -1 output dim needs a name made of input dim names, and the model directory must "
         "hold exactly one .onnx. Re-export (the backend's docs suggest opset 14) and publish a "
         "new version."
     ),
-    "device": (
+    "device": say(
         "The GE backend could not open an NPU. See the device nodes and npu-smi checks; make "
         "sure device_ids in config.pbtxt names NPUs that exist, and that Triton's container has "
         "/dev/davinciN, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc and the driver "
         "mounts."
     ),
-    "compile": (
-        f"GE could not initialise, compile or load the graph. To see why, {_PLOG}. An ATC "
+    "compile": say(
+        "GE could not initialise, compile or load the graph. To see why, %(plog)s. An ATC "
         "compile of the same ONNX (the npu_ge build's pre-flight step) usually names an "
-        "unsupported operator in plain words."
+        "unsupported operator in plain words.",
+        plog=_PLOG,
     ),
-    "execute": (
+    "execute": say(
         "The model loaded but a request failed on the NPU. Check that request shapes fit the "
         "config (static_model and graph.ge.dynamicDims gears must cover every batch sent); "
         '"malloc dev buffer failed" means NPU memory ran out (see npu-smi). To see the cause, '
-        f"{_PLOG}."
+        "%(plog)s.",
+        plog=_PLOG,
     ),
-    "other": (
+    "other": say(
         "Read Triton's reason above and the Triton log around it; the model's version page "
         "shows how that version was built and verified."
     ),

@@ -45,7 +45,8 @@ def test_the_report_carries_cann_and_the_host_checks_as_plain_json(tmp_path: Pat
     assert cann["atc_path"].endswith("/cann/bin/atc") and "ATC found" in cann["reason"]
     assert [c["id"] for c in report["diagnostics"]] == HOST_IDS
     for check in report["diagnostics"]:
-        assert set(check) == {"id", "title", "state", "found", "advice", "details"}
+        assert set(check) == {"id", "title", "state", "found", "advice", "details", "texts"}
+        assert check["texts"]["found"]["text"] == check["found"]  # the English, as a template too
     checks = {c["id"]: c for c in report["diagnostics"]}
     assert checks["atc"]["state"] == "ok", checks["atc"]
     assert checks["npu_smi"]["state"] == "not_applicable"

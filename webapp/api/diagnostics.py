@@ -10,7 +10,7 @@ from ninja import Query, Router
 from webapp import slow_requests
 from webapp.api import types
 from webapp.api.app import RETRY_AFTER, errors
-from webapp.ops.diagnostics import WAIT_SECONDS, latest_report
+from webapp.ops.diagnostics import WAIT_SECONDS, for_api, latest_report
 
 router = Router(tags=["server"], exclude_unset=True)
 
@@ -28,10 +28,11 @@ router = Router(tags=["server"], exclude_unset=True)
 )
 def diagnostics(request: HttpRequest, query: Query[types.DiagnosticsQuery]) -> Any:
     """The host checks of the newest host report and the hub's last checks (``age_s`` old;
-    refreshed in the background after 30 s).
+    refreshed in the background after 30 s), said in the request's language (Accept-Language;
+    the ``id`` and ``state`` codes never change).
 
     ``?fresh=true`` waits for a new run of the hub's checks (at most 20 s).
     """
     fresh = query.fresh.lower() in ("1", "true", "yes")
     with slow_requests.slow_request(str(request.user.pk), longest_s=WAIT_SECONDS):
-        return latest_report(fresh=fresh)
+        return for_api(latest_report(fresh=fresh))

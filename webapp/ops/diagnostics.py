@@ -25,6 +25,7 @@ from django.conf import settings
 from django.http import Http404
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from model_store.diagnostics.checklist import (
     CHECKS,
@@ -35,9 +36,11 @@ from model_store.diagnostics.checklist import (
 )
 from model_store.diagnostics.context import DiagnosticsContext
 from model_store.diagnostics.host_checks import reported_checks
+from model_store.text import say
 from webapp.ops import host_reports, nodes
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_log_path
+from webapp.text import localize, localized_field, localized_record
 
 #: Where each check ran, as the page and the API name it (``ran_on``).
 RAN_ON_HOST = "host"
@@ -47,9 +50,9 @@ _ORDER = {cid: index for index, (cid, _) in enumerate(CHECKS)}
 #: How the page shows each state: a word (readable without colour) and a badge class.
 STATE_LABELS = {
     "ok": "OK",
-    "warning": "WARNING",
-    "failing": "FAILING",
-    "not_applicable": "NOT APPLICABLE",
+    "warning": gettext_lazy("WARNING"),
+    "failing": gettext_lazy("FAILING"),
+    "not_applicable": gettext_lazy("NOT APPLICABLE"),
 }
 STATE_BADGES = {
     "ok": "badge-ok",
@@ -103,11 +106,16 @@ def host_part(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
     checks = reported_checks(report)
     if checks is None:
         reason = (
-            "the worker's last report carries no diagnostics (a worker older than this hub): "
-            "restart the workers with this version"
+            gettext(
+                "the worker's last report carries no diagnostics (a worker older than this hub): "
+                "restart the workers with this version"
+            )
             if local
-            else f"the last report of node {node} carries no diagnostics (a node worker older "
-            "than this hub): update that node to this hub's version and restart its worker"
+            else gettext(
+                "the last report of node %(node)s carries no diagnostics (a node worker older "
+                "than this hub): update that node to this hub's version and restart its worker"
+            )
+            % {"node": node}
         )
         return {"checks": [], "host_report": made_by, "host_checks_reason": reason}
     return {
@@ -118,10 +126,10 @@ def host_part(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
 
 
 def _start_the_node(node: str) -> str:
-    return (
-        f"node {node} has not reported yet: start its node worker (`make node NAME={node}`, or "
-        "deploy/node/ on an Ascend host), which reports when it starts"
-    )
+    return gettext(
+        "node %(node)s has not reported yet: start its node worker (`make node NAME=%(node)s`, "
+        "or deploy/node/ on an Ascend host), which reports when it starts"
+    ) % {"node": node}
 
 
 # ----------------------------------------------------------------------- one section per node
@@ -142,7 +150,7 @@ def node_sections(only: str | None = None) -> list[dict[str, Any]]:
                    key=lambda name: (name != host_reports.LOCAL_NODE, name))  # fmt: skip
     if only is not None:
         if only not in names:
-            raise Http404(f"There is no node {only[:64]!r}.")
+            raise Http404(gettext("There is no node %(name)s.") % {"name": repr(only[:64])})
         names = [only]
     return [node_section(name, summaries.get(name)) for name in names]
 
@@ -181,21 +189,28 @@ def last_known(state: str, age_s: float | None) -> str:
     if state != "down" or age_s is None:
         return ""
     minutes = max(1, round(age_s / 60))
-    return f"Down: last known, {minutes} minute{'' if minutes == 1 else 's'} old"
+    return ngettext(
+        "Down: last known, %(minutes)s minute old",
+        "Down: last known, %(minutes)s minutes old",
+        minutes,
+    ) % {"minutes": minutes}
 
 
 def page_summary(report: dict[str, Any] | None, sections: list[dict[str, Any]]) -> str:
-    """The line above the sections: every shown check counted, and the nodes that are down."""
+    """The line above the sections: every shown check counted, and the nodes that are down.
+
+    A :class:`~model_store.text.Text` the page shows with ``|translated``.
+    """
     checks = [c for section in sections for c in section["checks"]]
     checks += report["hub_checks"] if report else []
     line = summary_line(checks)
     if report and report.get("running") and not report["hub_checks"]:
-        line += "; the hub's checks are still running"
+        line = say("%(summary)s; the hub's checks are still running", summary=line)
     elif report and report.get("failed"):
-        line += f"; {report['failed']}"
+        line = say("%(first)s; %(then)s", first=line, then=report["failed"])
     down = [s["name"] for s in sections if s["state"] == "down"]
     if down:
-        line += f"; down: {', '.join(down)}"
+        line = say("%(summary)s; down: %(nodes)s", summary=line, nodes=", ".join(down))
     return line
 
 
@@ -208,12 +223,17 @@ def combined(hub: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
     checks = [{**c, "ran_on": RAN_ON_HOST} for c in host["checks"]]
     checks += [{**c, "ran_on": RAN_ON_HUB} for c in hub["checks"]]
     checks.sort(key=lambda c: _ORDER.get(c["id"], len(_ORDER)))
+    line: str
     if hub.get("running") and not hub["checks"]:
-        line = "The hub's checks are still running."
+        line = say("The hub's checks are still running.")
     else:
         line = hub.get("failed") or summary_line(checks)
     if host["host_checks_reason"]:
-        line += f"; no host checks: {host['host_checks_reason']}"
+        line = say(
+            "%(summary)s; no host checks: %(reason)s",
+            summary=line,
+            reason=host["host_checks_reason"],
+        )
     return {
         **hub,
         "checks": checks,
@@ -282,7 +302,7 @@ def _refresh() -> None:
     try:
         report = run_hub_checks()
     except Exception as exc:  # a broken check run must not leave "running" forever
-        report = {"checks": [], "failed": f"The hub's checks failed: {exc}",
+        report = {"checks": [], "failed": say("The hub's checks failed: %(error)s", error=exc),
                   "ran_at": datetime.now(UTC).isoformat(timespec="seconds"),
                   "host": socket.gethostname()}  # fmt: skip
     finally:
@@ -321,8 +341,8 @@ def for_page(report: dict[str, Any]) -> dict[str, Any]:
             **c,
             "label": STATE_LABELS[c["state"]],
             "badge": STATE_BADGES[c["state"]],
-            "found_html": with_code(c["found"]),
-            "advice_html": with_code(c["advice"]),
+            "found_html": with_code(localized_field(c, "found")),
+            "advice_html": with_code(localized_field(c, "advice")),
         }
         for c in report["checks"]
     ]
@@ -336,3 +356,17 @@ def for_page(report: dict[str, Any]) -> dict[str, Any]:
         "host_checks_reason_html": with_code(report.get("host_checks_reason") or ""),
         "ran_at_shown": shown,
     }
+
+
+def for_api(report: dict[str, Any]) -> dict[str, Any]:
+    """The report for ``GET /api/v1/diagnostics`` in the request's language (Accept-Language):
+    each check's title, found and advice said from the templates it keeps (``texts`` left out,
+    as before), and the summary line; ``id``, ``state`` and the other codes as they are."""
+    said = {
+        **report,
+        "checks": [localized_record(c) for c in report["checks"]],
+        "summary_line": localize(report.get("summary_line")),
+    }
+    if report.get("failed"):
+        said["failed"] = localize(report["failed"])
+    return said
