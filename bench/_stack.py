@@ -50,7 +50,7 @@ from tests.fixtures.stack import FOREIGN_VARS as FOREIGN_VARS  # noqa: E402
 from tests.fixtures.stack import fresh_machine_env  # noqa: E402
 
 
-def say(text: str) -> None:
+def tell(text: str) -> None:
     print(f"[bench] {text}", flush=True)
 
 
@@ -134,7 +134,7 @@ class LocalStack:
         }
         self.env, self.port = env, web
         self.log_path = self.var_dir.parent / "stack.log"
-        say(f"starting the stack on 127.0.0.1:{web} (var dir {self.var_dir}) …")
+        tell(f"starting the stack on 127.0.0.1:{web} (var dir {self.var_dir}) …")
         started = time.monotonic()
         with self.log_path.open("wb") as out:
             # Its own session, like a terminal: SIGINT to the group is Ctrl-C.
@@ -159,7 +159,7 @@ class LocalStack:
                 raise RuntimeError(f"the stack was not ready in {self.start_timeout} s:\n{text}")
             time.sleep(0.25)
         self._remember_descendants()
-        say(f"stack ready in {time.monotonic() - started:.1f} s")
+        tell(f"stack ready in {time.monotonic() - started:.1f} s")
         result = spawn.run(
             [sys.executable, "manage.py", "apitoken", "bench", "--role", "operator"],
             cwd=ROOT,
@@ -194,10 +194,10 @@ class LocalStack:
         proc, self.proc = self.proc, None
         self._known_from(proc)
         if proc.poll() is None:
-            say("stopping the stack (SIGINT) …")
+            tell("stopping the stack (SIGINT) …")
         # Only processes this stack started (remembered by pid and start time via psutil).
         stop_group(proc, list(self._known.values()), "the stack", wait_s=120)
-        say(f"stack stopped (exit code {proc.returncode})")
+        tell(f"stack stopped (exit code {proc.returncode})")
 
     def _known_from(self, proc: subprocess.Popen[bytes]) -> None:
         if proc.poll() is None:
@@ -217,13 +217,13 @@ def stop_group(
         try:
             proc.wait(wait_s)
         except subprocess.TimeoutExpired:
-            say(f"{what} did not stop in {wait_s:.0f} s; sending SIGKILL to its group")
+            tell(f"{what} did not stop in {wait_s:.0f} s; sending SIGKILL to its group")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
     _, alive = psutil.wait_procs(known, timeout=15)
     for left in alive:
-        say(f"{what}: killing a left-over child {left.pid}")
+        tell(f"{what}: killing a left-over child {left.pid}")
         with contextlib.suppress(psutil.Error):
             left.kill()
     psutil.wait_procs(alive, timeout=10)
@@ -355,7 +355,7 @@ def temp_workdir(prefix: str, keep: bool) -> Iterator[Path]:
         yield path
     finally:
         if keep:
-            say(f"kept {path}")
+            tell(f"kept {path}")
         else:
             import shutil
 

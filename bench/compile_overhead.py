@@ -41,9 +41,9 @@ from _stack import (
     add_stack_arguments,
     machine,
     median,
-    say,
     stack_from_args,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -264,15 +264,15 @@ def main() -> int:
                     sha = sha256_of(source)
                     name = f"bench-{key}-{stamp}"
                     api.call("POST", "/api/v1/models", {"name": name, "target": "onnxruntime"}, 201)
-                    say(f"{key}: {source.stat().st_size / 1e6:.1f} MB, model {name}")
+                    tell(f"{key}: {source.stat().st_size / 1e6:.1f} MB, model {name}")
                     warm_direct = [direct_build(source, workdir) for _ in range(args.warmup)]
                     warm_jobs = [
                         job_run(api, name, source, sha, args.poll) for _ in range(args.warmup)
                     ]
                     for w in warm_direct:
-                        say(f"  warm-up direct {w['seconds']:.2f} s")
+                        tell(f"  warm-up direct {w['seconds']:.2f} s")
                     for w in warm_jobs:
-                        say(f"  warm-up job {w['wall_seconds']:.2f} s")
+                        tell(f"  warm-up job {w['wall_seconds']:.2f} s")
                     direct: list[dict[str, Any]] = []
                     jobs: list[dict[str, Any]] = []
                     for run in range(args.runs):
@@ -284,7 +284,7 @@ def main() -> int:
                             else:
                                 jobs.append(job_run(api, name, source, sha, args.poll))
                         steps = jobs[-1]["steps"]
-                        say(
+                        tell(
                             f"  run {run + 1}: direct {direct[-1]['seconds']:.2f} s, "
                             f"job {jobs[-1]['wall_seconds']:.2f} s ("
                             + ", ".join(f"{n} {s['seconds']:.2f}" for n, s in steps.items())

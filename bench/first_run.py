@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._stack import ROOT, machine, say, table, temp_workdir, write_results
+from bench._stack import ROOT, machine, table, tell, temp_workdir, write_results
 from model_store import spawn
 from tests.fixtures.stack import fresh_machine_env, interrupt
 
@@ -76,7 +76,7 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
         env["UV"] = "none"
     port = int(env["HUB_PORT"])
     log_path = workdir / f"{case}.log"
-    say(f"{case}: make run in a fresh clone …")
+    tell(f"{case}: make run in a fresh clone …")
     with log_path.open("wb") as log:
         started = time.monotonic()
         proc = spawn.start(
@@ -88,7 +88,7 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
                     raise SystemExit(f"{case}: not ready:\n{log_path.read_text(errors='replace')}")
                 time.sleep(0.1)
             ready = time.monotonic() - started
-            say(f"{case}: ready after {ready:.1f} s")
+            tell(f"{case}: ready after {ready:.1f} s")
             minted = spawn.run(
                 [str(clone / ".venv/bin/python"), "manage.py", "apitoken", "bench", "--role",
                  "operator"],
@@ -107,7 +107,7 @@ def run_case(case: str, workdir: Path, timeout: float) -> dict[str, Any]:
             status, answer = _call(port, "POST", f"/api/v1/models/{DEMO}/infer", token, inputs)
             first_photo = time.monotonic() - started
             top = _top_label(answer)
-            say(f"{case}: first photo after {first_photo:.1f} s ({top})")
+            tell(f"{case}: first photo after {first_photo:.1f} s ({top})")
             if status != 200 or top != "espresso":
                 raise SystemExit(f"{case}: the photo answered {status}: {str(answer)[:400]}")
         finally:

@@ -63,8 +63,8 @@ from _stack import (
     machine,
     median,
     percentile,
-    say,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -322,7 +322,7 @@ def latency_rounds(
             for _ in range(args.warmup):
                 client.call()
     for round_no in range(args.rounds):
-        say(f"concurrency 1, round {round_no + 1} of {args.rounds} …")
+        tell(f"concurrency 1, round {round_no + 1} of {args.rounds} …")
         for group, clients in groups.items():
             keys = list(clients)
             turn = round_no % len(keys)
@@ -389,7 +389,7 @@ def throughput_rounds(
     """Concurrency N, paths 1 and 3 taking turns (order reversed every other round)."""
     tallies = {s.name: {key: Tally() for key in THROUGHPUT_PATHS} for s in subjects}
     for round_no in range(args.rounds):
-        say(f"concurrency {args.concurrency}, round {round_no + 1} of {args.rounds} …")
+        tell(f"concurrency {args.concurrency}, round {round_no + 1} of {args.rounds} …")
         order = list(THROUGHPUT_PATHS)
         if round_no % 2:
             order.reverse()
@@ -536,7 +536,7 @@ def main() -> None:
         stack = LocalStack(workdir / "var", worker_concurrency=args.worker_concurrency)
         with stack:
             api = Api(stack.url, stack.token)
-            say("adding the demo model (upload, compile, verify, serve) and the MLP …")
+            tell("adding the demo model (upload, compile, verify, serve) and the MLP …")
             serve_demo(api)
             serve_mlp(api)
             subjects = [
@@ -557,7 +557,7 @@ def main() -> None:
             try:
                 for subject in subjects:
                     check_same_answer(subject, clients[subject.name])
-                say(f"ready to measure after {time.monotonic() - launched:.0f} s")
+                tell(f"ready to measure after {time.monotonic() - launched:.0f} s")
                 samples = latency_rounds(clients, args)
             finally:
                 for by_key in clients.values():
@@ -589,7 +589,7 @@ def main() -> None:
         "wall_seconds": round(time.monotonic() - launched, 1),
     }
     out = write_results(f"infer_overhead-{stamp}", data)
-    say(f"results: {out} (whole run {data['wall_seconds']:.0f} s)")
+    tell(f"results: {out} (whole run {data['wall_seconds']:.0f} s)")
 
 
 if __name__ == "__main__":

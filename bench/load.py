@@ -42,9 +42,9 @@ from _stack import (
     add_stack_arguments,
     machine,
     percentile,
-    say,
     stack_from_args,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -273,7 +273,7 @@ def main() -> None:
     ):
         api = Api(url, token)
         paths = prepare(api, args.models)
-        say(f"{args.models} models ready; opening {args.sockets} websockets")
+        tell(f"{args.models} models ready; opening {args.sockets} websockets")
         # The sockets live in a process of their own: in this one they would take the GIL
         # from the load generator and show up as server latency.
         context = multiprocessing.get_context("spawn")
@@ -286,11 +286,11 @@ def main() -> None:
         holder.start()
         opened.wait(120)
         loop = OpenLoop(url, token, paths)
-        say(f"open loop: {args.rate:g} req/s for {args.seconds:g} s")
+        tell(f"open loop: {args.rate:g} req/s for {args.seconds:g} s")
         main_run = loop.run(args.rate, args.seconds)
         ramp = []
         for rate in (float(r) for r in args.ramp.split(",") if r):
-            say(f"ramp: {rate:g} req/s for {args.ramp_seconds:g} s")
+            tell(f"ramp: {rate:g} req/s for {args.ramp_seconds:g} s")
             step = loop.run(rate, args.ramp_seconds)
             ramp.append(step)
             if step["errors"] or step["p99_ms"] >= P99_BUDGET_MS:
@@ -314,9 +314,9 @@ def report(main_run: dict, ws: dict, ramp: list[dict], held: float | None) -> No
     for name, r in [("main", main_run)] + [("ramp", r) for r in ramp]:
         rows.append([name, f"{r['rate']:g}", str(r["requests"]), str(r["errors"]),
                      f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}", f"{r['max_ms']:.1f}"])  # fmt: skip
-    say("\n" + table(rows))
-    say(f"websockets: {ws}")
-    say(f"highest rate held with p99 < {P99_BUDGET_MS:.0f} ms: {held}")
+    tell("\n" + table(rows))
+    tell(f"websockets: {ws}")
+    tell(f"highest rate held with p99 < {P99_BUDGET_MS:.0f} ms: {held}")
 
 
 if __name__ == "__main__":

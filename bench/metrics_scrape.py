@@ -45,8 +45,8 @@ from _stack import (
     machine,
     median,
     percentile,
-    say,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -83,7 +83,7 @@ def start_triton(work: Path, count: int) -> tuple[EmbeddedTriton, list[str]]:
     missing = set(names) - ready
     if missing:
         raise SystemExit(f"{len(missing)} models did not load; see {work / 'triton.log'}")
-    say(f"{count} models READY in {time.monotonic() - started:.1f} s")
+    tell(f"{count} models READY in {time.monotonic() - started:.1f} s")
     runtime.close()
     return triton, names
 
@@ -274,17 +274,17 @@ def main() -> None:
         ],
     ]
     print(table(rows))
-    say(
+    tell(
         f"{args.models} models, {t['points_per_scrape']:.0f} points per scrape, "
         f"{t['scrape_bytes'] / 1024:.0f} KiB per scrape, traffic {data['traffic_rps']} req/s"
     )
-    say(
+    tell(
         f"storage: {s['bytes_per_row']} bytes per row (table + 2 indexes); per model version "
         f"{s['steady_rows_total']} rows kept ({s['steady_bytes_per_model_version'] / 1024:.0f} "
         f"KiB), {s['rows_written_per_model_version_per_day']} rows written per day "
         f"({s['bytes_written_per_model_version_per_day'] / 1024:.0f} KiB)"
     )
-    say(f"results: {write_results('metrics_scrape', data)}")
+    tell(f"results: {write_results('metrics_scrape', data)}")
 
 
 if __name__ == "__main__":

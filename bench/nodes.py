@@ -40,8 +40,8 @@ from _stack import (
     machine,
     median,
     percentile,
-    say,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -273,11 +273,11 @@ def main() -> None:
         ],
     ]
     print(table(rows))
-    say(
+    tell(
         f"{data['database']}; a report is {h['report_bytes']} bytes, {h['queries_per_report']} "
         f"queries, {h['rows_written_per_report']} writes: {h['writes_per_report']}"
     )
-    say(f"{data['seconds']} s; results: {write_results('nodes', data)}")
+    tell(f"{data['seconds']} s; results: {write_results('nodes', data)}")
 
 
 if __name__ == "__main__":

@@ -63,9 +63,9 @@ from _stack import (
     LocalStack,
     machine,
     median,
-    say,
     stop_group,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -163,22 +163,22 @@ def start_nodes(names: list[str], env: dict[str, str], logs: Path, timeout: floa
     STARTED.extend(nodes.values())
     for node in nodes.values():
         node.start()
-    say(f"starting nodes {', '.join(names)} (make node) …")
+    tell(f"starting nodes {', '.join(names)} (make node) …")
     deadline = time.monotonic() + timeout
     waiting = set(names)
     while waiting and time.monotonic() < deadline:
         for name in sorted(waiting):
             try:
                 if nodes[name].poll_ready():
-                    say(f"  node {name} ready in {nodes[name].ready_after:.1f} s")
+                    tell(f"  node {name} ready in {nodes[name].ready_after:.1f} s")
                     waiting.discard(name)
             except RuntimeError as exc:
-                say(f"  {exc}; going on without it")
+                tell(f"  {exc}; going on without it")
                 waiting.discard(name)
                 nodes[name].ready_after = -1
         time.sleep(0.25)
     for name in waiting:
-        say(f"  node {name} not ready in {timeout:.0f} s; going on without it")
+        tell(f"  node {name} not ready in {timeout:.0f} s; going on without it")
     ready = [n for n in names if nodes[n].ready_after > 0]
     for name in set(names) - set(ready):
         nodes[name].stop()
@@ -256,10 +256,10 @@ def node_steps(event: dict[str, Any]) -> list[dict[str, Any]]:
 
 def place(api: Api, model: str, nodes: list[str]) -> dict[str, Any]:
     result = blocking_call(api, "PUT", f"/api/v1/models/{model}/placement", {"nodes": nodes})
-    say(f"placement {', '.join(nodes)}: {result['seconds']:.2f} s")
+    tell(f"placement {', '.join(nodes)}: {result['seconds']:.2f} s")
     for line in result["log"]:
         if line.startswith("Node "):
-            say(f"    {line}")
+            tell(f"    {line}")
     return {"nodes": nodes} | result
 
 
@@ -286,7 +286,7 @@ def switches(
         parts = ", ".join(
             f"{s['node']} {s['duration_s']:.2f}{'*' if s.get('fetched') else ''}" for s in steps
         )
-        say(f"  {label} {i + 1}: v{current}->v{to} {call['seconds']:.2f} s ({parts})")
+        tell(f"  {label} {i + 1}: v{current}->v{to} {call['seconds']:.2f} s ({parts})")
         current = to
     return done, current
 
@@ -457,7 +457,7 @@ def main() -> int:
             results["node_start_seconds"] = {n.name: round(n.ready_after, 1) for n in STARTED}
             if not up:
                 raise SystemExit("no extra node came up: nothing to roll out to")
-            say(f"nodes up: local, {', '.join(up)}")
+            tell(f"nodes up: local, {', '.join(up)}")
             results["memory_mib"] |= {
                 "available_with_nodes": psutil.virtual_memory().available / MIB,
                 "stack": stack_memory_mib(stack),
@@ -468,9 +468,9 @@ def main() -> int:
             api.call("POST", "/api/v1/models", {"name": name, "target": "onnxruntime"}, 201)
             for v in (1, 2):
                 made = add_version(api, name, files[v], allow_duplicate=False)
-                say(f"version {made['version']} packaged in {made['job_seconds']:.1f} s")
+                tell(f"version {made['version']} packaged in {made['job_seconds']:.1f} s")
             first = blocking_call(api, "POST", f"/api/v1/models/{name}/serve", {"version": 1})
-            say(f"v1 served on local (first load, untimed) in {first['seconds']:.2f} s")
+            tell(f"v1 served on local (first load, untimed) in {first['seconds']:.2f} s")
 
             half = args.switches // 2
             phases: dict[str, list[dict[str, Any]]] = {}
@@ -491,7 +491,7 @@ def main() -> int:
             for node in reversed(STARTED):
                 node.stop()
             if STARTED:
-                say("nodes stopped")
+                tell("nodes stopped")
             stack.stop()
 
     one_node = phases["1 node, before"] + phases["1 node, after"]

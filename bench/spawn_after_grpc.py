@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 import tritonclient.grpc as grpcclient
-from _stack import machine, median, say, table, temp_workdir, write_results
+from _stack import machine, median, table, tell, temp_workdir, write_results
 
 from model_store import spawn
 from model_store.runtime.access import GRPC_API_KEY_HEADER
@@ -122,11 +122,11 @@ def report(results: dict[str, dict], starts: int) -> None:
         failed = starts - data["outcomes"].get("status 0", 0)
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(data["outcomes"].items()))
         rows.append([name, str(starts), str(failed), statuses, f"{data['median_ms']:.1f}"])
-    say(table(rows))
+    tell(table(rows))
     path = write_results(
         "spawn_after_grpc", {"machine": machine(), "starts": starts, "results": results}
     )
-    say(f"results: {Path(path)}")
+    tell(f"results: {Path(path)}")
 
 
 if __name__ == "__main__":

@@ -95,9 +95,9 @@ from _stack import (
     machine,
     median,
     percentile,
-    say,
     stack_from_args,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -561,21 +561,21 @@ def main() -> int:
             traffic: Traffic | None = None
             try:
                 api.call("POST", "/api/v1/models", {"name": name, "target": "onnxruntime"}, 201)
-                say(f"model {name} ({args.model}); Triton {triton_url}; store {store_root}")
+                tell(f"model {name} ({args.model}); Triton {triton_url}; store {store_root}")
                 versions = {}
                 for v in (1, 2):
                     versions[v] = add_version(api, name, files[v], allow_duplicate=v == 2)
                     if versions[v]["version"] != v:
                         raise SystemExit(f"expected version {v}, got {versions[v]}")
-                    say(f"  version {v} packaged in {versions[v]['job_seconds']:.1f} s")
+                    tell(f"  version {v} packaged in {versions[v]['job_seconds']:.1f} s")
                 initial = switch_call(api, name, "serve", 1, "benchmark: first release")
                 if initial["status"] != 200:
                     raise ApiError(f"serving v1 failed: {initial['status']} {initial['error']}")
-                say(f"  v1 served (first load, untimed) in {initial['seconds']:.2f} s")
+                tell(f"  v1 served (first load, untimed) in {initial['seconds']:.2f} s")
 
                 baseline.install()
                 baseline_initial = baseline.load(1)
-                say(f"  baseline {baseline.name} v1 loaded in {baseline_initial['seconds']:.2f} s")
+                tell(f"  baseline {baseline.name} v1 loaded in {baseline_initial['seconds']:.2f} s")
 
                 input_name, shape, datatype, output_name = model_io(runtime, name)
                 rng = np.random.default_rng(7)
@@ -601,7 +601,7 @@ def main() -> int:
                     args.traffic_cap,
                 )  # fmt: skip
                 traffic.start()
-                say(f"  {args.clients} clients inferring; {args.switches} switches follow")
+                tell(f"  {args.clients} clients inferring; {args.switches} switches follow")
                 time.sleep(args.gap)
                 switches: list[dict[str, Any]] = []
                 loads: list[dict[str, Any]] = []
@@ -622,7 +622,7 @@ def main() -> int:
                         current = int(sw["serving_version"])
                     time.sleep(args.gap)
                     loads.append(baseline.load(to))
-                    say(
+                    tell(
                         f"  {i + 1}: {kind} v{sw['from']}->v{to}: {sw['status']} in "
                         f"{sw['seconds']:.2f} s (Triton load in the job "
                         f"{_fmt(sw['job_triton_load_seconds'])}); baseline load v{to} "

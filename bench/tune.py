@@ -17,7 +17,7 @@ the serving config's and the winner's throughput and p99, trials tried and time 
 ratios search winner / serving config, grid winner / serving config and search winner /
 grid winner (>= 0.97 means the search found the grid's best within noise, in a fraction of the
 trials). Trials share the two cores with Triton's other work and the client threads: the
-figures say which config is faster on this machine, not how fast the model is on a quiet one.
+figures tell which config is faster on this machine, not how fast the model is on a quiet one.
 Results: bench/results/tune-<time>.json.
 """
 
@@ -28,7 +28,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from _stack import Api, add_stack_arguments, machine, say, stack_from_args, table, temp_workdir
+from _stack import Api, add_stack_arguments, machine, stack_from_args, table, tell, temp_workdir
 from _stack import write_results as write
 
 DEMO = "efficientnet-lite0"
@@ -62,7 +62,7 @@ def tune(api: Api, strategy: str, p99_ms: float, budget: int, concurrency: int) 
             "strategy": strategy, "max_concurrency": concurrency}  # fmt: skip
     started = time.monotonic()
     run = api.call("POST", f"/api/v1/models/{DEMO}/tune", body, expect=202)
-    say(f"{strategy}: run {run['id']} started (budget {budget} s)")
+    tell(f"{strategy}: run {run['id']} started (budget {budget} s)")
     job = wait_job(api, run["job"], budget + 600)
     seconds = time.monotonic() - started
     detail = api.call("GET", f"/api/v1/models/{DEMO}/tune/{run['id']}")
@@ -133,10 +133,10 @@ def main() -> int:
             f"{f['winner_rps'] or 0:.1f}", f"{f['winner_p99_ms'] or 0:.1f}",
             f"{f['measured']}/{f['trials']}", f"{f['wall_s']:.0f}",
         ])  # fmt: skip
-    say("\n" + table(rows))
-    say("\n" + "\n".join(f"{k}: {v:.2f}" for k, v in ratios.items()))
+    tell("\n" + table(rows))
+    tell("\n" + "\n".join(f"{k}: {v:.2f}" for k, v in ratios.items()))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    say(f"results: {write(f'tune-{stamp}', results)}")
+    tell(f"results: {write(f'tune-{stamp}', results)}")
     return 0
 
 

@@ -54,9 +54,9 @@ from _stack import (
     median,
     parse_size,
     percentile,
-    say,
     stack_from_args,
     table,
+    tell,
     temp_workdir,
     write_results,
 )
@@ -411,7 +411,7 @@ def main() -> int:
     results["size_bytes"] = size
     with temp_workdir("hub-bench-upload-", args.keep_temp) as workdir:
         source = workdir / "big.onnx"
-        say(f"writing {size / MIB:.0f} MiB of random bytes to {source} …")
+        tell(f"writing {size / MIB:.0f} MiB of random bytes to {source} …")
         results["file_write_seconds"] = make_file(source, size)
         with stack_from_args(args, workdir) as (url, token, stack):
             results["stack"] = "private (python -m webapp.stack)" if stack else url
@@ -419,7 +419,7 @@ def main() -> int:
             try:
                 web = stack.web_process() if stack else listening_process(api.port)
                 if web is None:
-                    say("the web process is not visible; RSS is not measured")
+                    tell("the web process is not visible; RSS is not measured")
                 name = f"bench-upload-{int(time.time())}"
                 api.call("POST", "/api/v1/models", {"name": name, "target": "onnxruntime"}, 201)
                 info = api.call("GET", "/api/v1/health/live")
@@ -449,19 +449,19 @@ def main() -> int:
                             runs.append(
                                 raw_loopback(source, size, workdir / "raw.bin", chunk, mode)
                             )
-                            say(f"{label}: {runs[-1]:.2f} s ({size / runs[-1] / 1e6:.0f} MB/s)")
+                            tell(f"{label}: {runs[-1]:.2f} s ({size / runs[-1] / 1e6:.0f} MB/s)")
                         direct = raw_loopback_direct(source, size, workdir / "raw.bin", chunk)
                         if direct is not None:
                             raw_direct.append(direct)
-                            say(
+                            tell(
                                 "raw loopback, durable like the product, O_DIRECT: "
                                 f"{direct:.2f} s ({size / direct / 1e6:.0f} MB/s)"
                             )
 
                 baseline(before)
-                say(f"product upload of {size / MIB:.0f} MiB in {chunk / MIB:.0f} MiB chunks …")
+                tell(f"product upload of {size / MIB:.0f} MiB in {chunk / MIB:.0f} MiB chunks …")
                 product = product_upload(api, source, size, web)
-                say(f"product: {product['seconds']:.2f} s ({product['mb_per_s']:.0f} MB/s)")
+                tell(f"product: {product['seconds']:.2f} s ({product['mb_per_s']:.0f} MB/s)")
                 baseline(after)
             finally:
                 api.close()

@@ -1,9 +1,8 @@
 """The API's refusals follow Accept-Language (issue 22): the message is said in the request's
 language, the machine code never changes, and English stays exactly as it was.
 
-The zh-Hans catalogue entries for these messages are merged later; until then
-``test_the_messages_are_chinese`` is expected to fail (its xfail mark goes with the merge), and
-the mechanism is checked with a translation put into the catalogue for one test.
+``test_the_messages_are_chinese`` reads the real zh-Hans catalogue; the request-time mechanism is
+also checked with a translation put into the catalogue for one test.
 """
 
 from __future__ import annotations
@@ -170,7 +169,6 @@ def test_the_code_stays_and_english_is_unchanged(clients, case: Case) -> None:  
     assert english["Content-Language"] == "en"
 
 
-@pytest.mark.xfail(reason="catalogue merged by the lead", strict=False)
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_the_messages_are_chinese(clients, case: Case) -> None:  # type: ignore[no-untyped-def]
     chinese = _ask(clients, case, ZH).json()

