@@ -160,6 +160,8 @@ def test_every_docs_citation_points_at_an_existing_page_and_heading() -> None:
     cited = 0
     broken = []
     for rel, text in sorted(project_texts().items()):
+        if rel.endswith(".po"):
+            continue  # a catalogue repeats the code's text, wrapped by gettext mid-anchor
         for m in DOCS_CITATION.finditer(text):
             cited += 1
             problem = _problem(ROOT / m.group(1), m.group(2))
