@@ -45,9 +45,15 @@ KEPT_ENGLISH = {
     # Units and statistics as engineers write them in either language.
     "ms", "s", "kb", "mb", "gb", "kib", "mib", "gib", "req", "p50", "p90", "p95", "p99",
     "qps", "nchw", "nhwc", "rgb", "bgr", "png", "jpeg", "tar", "min", "max",
-    # This journey's names: the user, models, tensors, node, versions, dtypes.
-    "otto", "mlp", "input", "logits", "x", "y", "local", "fp", "float32", "type_fp32",
-    "hub", "model", "triton model hub", "zh", "en", "english",
+    # Names of processes, keys and terms that read the same in Chinese engineering text:
+    # the stack's processes (make run, compose), Triton's model states, keyboard keys,
+    # the classifier's top-k and softmax.
+    "web", "worker", "beat", "loading", "atol", "rtol", "zip", "ctrl", "enter", "top-1",
+    "top-k", "softmax", "h", "d",
+    # This journey's names: the user, models, tensors and their dimensions, the host, the
+    # example tag of the filter's placeholder.
+    "otto", "mlp", "input", "logits", "batch", "x", "y", "local", "vm", "float32", "team",
+    "vision", "hub", "model",
 }  # fmt: skip
 
 #: Data shown as it is, not UI text: code, terms marked translate="no", the classes a model
@@ -75,6 +81,8 @@ VISIBLE_TEXT = """(skipped) => {
   return out.join("\\n");
 }"""
 
+#: Versions, digests, numbers with units or exponents, and file names: data, not UI text.
+DATA_WORD = re.compile(r"v\d+|[a-f0-9]{7,}|\d+\w*|e-\d+|[\w-]+\.(png|jpe?g|pbtxt|onnx|om)")
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.'\u2019/-]*[A-Za-z0-9]|[A-Za-z]")
 
 
@@ -94,8 +102,10 @@ def english_left(text: str, names: set[str]) -> list[str]:
     left = []
     for word in WORD.findall(text):
         bare = word.strip(".'\u2019/-").lower()
-        if bare in kept or re.fullmatch(r"v\d+|[a-f0-9]{7,}|\d+\w*", bare):
+        if bare in kept or DATA_WORD.fullmatch(bare):
             continue
+        if "_" in bare:
+            continue  # an identifier: a setting, a check's id, a tensor or a device file
         if all(part in kept or part.isdigit() for part in re.split(r"[/_.-]", bare) if part):
             continue
         left.append(word)

@@ -123,7 +123,7 @@ def _adopt(job: Job, store: ModelStore) -> None:
             "Version %(number)s adopted from %(origin)s (verification %(status)s).",
             number=number,
             origin=job.params["origin"],
-            status=(version.verification or {}).get("status"),
+            status=jobs.verification_word((version.verification or {}).get("status")),
         ),
         data={"origin": job.params["origin"], "digest": version.source_sha256},
     )

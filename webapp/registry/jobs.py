@@ -28,7 +28,7 @@ from django.http import FileResponse, Http404
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
-from model_store.text import Text
+from model_store.text import Text, say
 from webapp import live
 from webapp.registry.db_outage import CONNECTION_ERRORS, drop_connection, retrying
 from webapp.registry.models import Event, Job, JobLogLine, Version
@@ -121,6 +121,19 @@ def event_data(message: str, data: Mapping[str, Any] | None = None) -> dict[str,
     if texts:
         out["texts"] = texts
     return out
+
+
+def verification_word(status: str | None) -> Text | str:
+    """A verification status inside an event's sentence ("verification passed"), said so that
+    the page can translate it; an unknown status as it is."""
+    words = {
+        "passed": say("passed"),
+        "failed": say("failed"),
+        "not_run": say("not run"),
+        "not run": say("not run"),
+        "adopted": say("adopted"),
+    }
+    return words.get(status or "", status or "")
 
 
 def record_event(*, message: str, data: Mapping[str, Any] | None = None, **fields: Any) -> Event:

@@ -540,7 +540,7 @@ def run_package(job: Job) -> None:
             actor=job.created_by,
             message=say(
                 "Version %(number)s packaged (verification %(status)s).",
-                number=number, status=verification_status,
+                number=number, status=jobs.verification_word(verification_status),
             ),
             data={"artifact_sha256": version.artifact_sha256},
         )

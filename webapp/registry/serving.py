@@ -140,11 +140,11 @@ def refusal_with_code(version: Version) -> tuple[str, str] | None:
     if not version.publishable:
         if version.status != Version.Status.READY:
             return say("its status is %(status)s", status=version.status), "not_publishable"
-        status = (version.verification or {}).get("status", "did not run")
-        return (
-            say("its verification %(status)s and no admin has overridden it", status=status),
-            "not_publishable",
-        )
+        if (version.verification or {}).get("status") == "failed":
+            why = say("its verification failed and no admin has overridden it")
+        else:
+            why = say("its verification did not run and no admin has overridden it")
+        return why, "not_publishable"
     found = cann_skew(version)
     if found is not None and found.state == "too_new":
         return found.message, "cann_version_skew"

@@ -49,6 +49,12 @@ STATE_LABELS: dict[str, Promise] = {
     "warning": _("warning"),
     "info": _("info"),
     "ok": _("ok"),
+    # A verification's status, as events and the switch summary name it.
+    "passed": _("passed"),
+    "not_run": _("not run"),
+    "not run": _("not run"),
+    "adopted": _("adopted"),
+    "overridden": _("overridden"),
 }
 
 
