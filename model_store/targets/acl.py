@@ -61,7 +61,7 @@ MIN_GEARS, MAX_GEARS = 2, 100
 # ATC's --input_format for ONNX: NCHW, ND or NCDHW; NHWC is E10001 (docs/atc.md#options).
 INPUT_FORMAT_CHOICES: list[tuple[str, str]] = [
     ("NCHW", "NCHW"),
-    ("ND", "ND (any other layout, NHWC included)"),
+    ("ND", say("ND (any other layout, NHWC included)")),
     ("NCDHW", "NCDHW"),
 ]
 
@@ -84,15 +84,15 @@ SOC_CHOICES: list[tuple[str, str]] = [
     ("Ascend910_9362", "Ascend910_9362 (A3)"),
 ]
 PRECISION_MODES: list[tuple[str, str]] = [
-    ("force_fp16", "force_fp16 (ATC default: float32 operators run in float16)"),
-    ("allow_fp32_to_fp16", "allow_fp32_to_fp16 (float16 only where the operator has no fp32)"),
-    ("must_keep_origin_dtype", "must_keep_origin_dtype (keep the model's precision)"),
-    ("allow_mix_precision", "allow_mix_precision (fp16 where safe)"),
+    ("force_fp16", say("force_fp16 (ATC default: float32 operators run in float16)")),
+    ("allow_fp32_to_fp16", say("allow_fp32_to_fp16 (float16 only where the operator has no fp32)")),
+    ("must_keep_origin_dtype", say("must_keep_origin_dtype (keep the model's precision)")),
+    ("allow_mix_precision", say("allow_mix_precision (fp16 where safe)")),
 ]
 PRECISION_MODES_V2: list[tuple[str, str]] = [
-    ("fp16", "fp16 (default)"),
-    ("origin", "origin (keep the model's precision)"),
-    ("mixed_float16", "mixed_float16 (fp16 where safe)"),
+    ("fp16", say("fp16 (default)")),
+    ("origin", say("origin (keep the model's precision)")),
+    ("mixed_float16", say("mixed_float16 (fp16 where safe)")),
 ]
 # How each precision setting should be verified (see model_store.verify.TOLERANCES).
 _PRECISION_CLASS: dict[str | None, Precision] = {
@@ -117,8 +117,8 @@ class AclTarget(Target):
     """Ascend NPU through an ATC-compiled OM and our pyACL backend (``backend: "acl"``)."""
 
     name = "acl"
-    label = "Ascend NPU (ATC-compiled OM)"
-    description = "An OM compiled by ATC on the worker, served through pyACL."
+    label = say("Ascend NPU (ATC-compiled OM)")
+    description = say("An OM compiled by ATC on the worker, served through pyACL.")
     backend = "acl"
     artifact_name = ARTIFACT
     needs_cann = True
@@ -137,9 +137,11 @@ class AclTarget(Target):
                 "soc_version",
                 "choice",
                 None,
-                "Ascend SoC",
-                "The chip the OM runs on: 'Ascend' + the Name column of npu-smi info "
-                "(e.g. 310P3 -> Ascend310P3). An OM only runs on the SoC it was built for.",
+                say("Ascend SoC"),
+                say(
+                    "The chip the OM runs on: 'Ascend' + the Name column of npu-smi info "
+                    "(e.g. 310P3 -> Ascend310P3). An OM only runs on the SoC it was built for."
+                ),
                 choices=SOC_CHOICES,
                 required=True,
             ),
@@ -147,18 +149,24 @@ class AclTarget(Target):
                 "input_shape",
                 "shape",
                 None,
-                "Input shapes",
-                "ATC --input_shape, e.g. input:1,3,224,224 (several inputs separated by ';'). "
-                "Automatic: the model's shapes when fixed; with gears, -1 on the batch axis.",
+                say("Input shapes"),
+                say(
+                    "ATC --input_shape, e.g. input:1,3,224,224 (several inputs separated by ';'). "
+                    "Automatic: the model's shapes when fixed; with gears, -1 on the batch axis."
+                ),
             ),
             OptionSpec(
                 "dynamic_batch_size",
                 "int_list",
                 [],
-                "Batch gears",
-                f"ATC --dynamic_batch_size: the batch sizes the OM supports, e.g. 1,2,4,8 "
-                f"({MIN_GEARS} to {MAX_GEARS} different gears). Needed when the batch axis is "
-                "dynamic; Triton's max batch is then the largest gear.",
+                say("Batch gears"),
+                say(
+                    "ATC --dynamic_batch_size: the batch sizes the OM supports, e.g. 1,2,4,8 "
+                    "(%(low)s to %(high)s different gears). Needed when the batch axis is "
+                    "dynamic; Triton's max batch is then the largest gear.",
+                    low=MIN_GEARS,
+                    high=MAX_GEARS,
+                ),
                 minimum=1,
                 maximum=2048,
             ),
@@ -166,44 +174,52 @@ class AclTarget(Target):
                 "input_format",
                 "choice",
                 None,
-                "Input format",
-                "ATC --input_format (ONNX: NCHW, ND or NCDHW; ATC refuses NHWC). Automatic: "
-                "NCHW when an input has 4 dims, else ND.",
+                say("Input format"),
+                say(
+                    "ATC --input_format (ONNX: NCHW, ND or NCDHW; ATC refuses NHWC). Automatic: "
+                    "NCHW when an input has 4 dims, else ND."
+                ),
                 choices=INPUT_FORMAT_CHOICES,
             ),
             OptionSpec(
                 "precision_mode",
                 "choice",
                 None,
-                "Precision mode",
-                "ATC --precision_mode. Empty: ATC's default (force_fp16). Set this or "
-                "precision_mode_v2, not both.",
+                say("Precision mode"),
+                say(
+                    "ATC --precision_mode. Empty: ATC's default (force_fp16). Set this or "
+                    "precision_mode_v2, not both."
+                ),
                 choices=PRECISION_MODES,
             ),
             OptionSpec(
                 "precision_mode_v2",
                 "choice",
                 None,
-                "Precision mode (v2)",
-                "ATC --precision_mode_v2, the newer form (default fp16; 'origin' keeps "
-                "accuracy). Set this or precision_mode, not both.",
+                say("Precision mode (v2)"),
+                say(
+                    "ATC --precision_mode_v2, the newer form (default fp16; 'origin' keeps "
+                    "accuracy). Set this or precision_mode, not both."
+                ),
                 choices=PRECISION_MODES_V2,
             ),
             OptionSpec(
                 "out_nodes",
                 "str",
                 None,
-                "Output nodes",
-                "ATC --out_nodes, e.g. node:0;node2:0 or output names out1;out2. Empty: the "
-                "model's outputs.",
+                say("Output nodes"),
+                say(
+                    "ATC --out_nodes, e.g. node:0;node2:0 or output names out1;out2. Empty: the "
+                    "model's outputs."
+                ),
                 advanced=True,
             ),
             OptionSpec(
                 "op_select_implmode",
                 "choice",
                 None,
-                "Operator implementation",
-                "ATC --op_select_implmode. Empty: ATC's default (high_performance).",
+                say("Operator implementation"),
+                say("ATC --op_select_implmode. Empty: ATC's default (high_performance)."),
                 choices=[
                     ("high_performance", "high_performance"),
                     ("high_precision", "high_precision"),
@@ -214,8 +230,8 @@ class AclTarget(Target):
                 "log",
                 "choice",
                 "error",
-                "ATC log level",
-                "ATC --log: how much ATC prints into the build log.",
+                say("ATC log level"),
+                say("ATC --log: how much ATC prints into the build log."),
                 choices=[
                     ("error", "error"),
                     ("warning", "warning"),
@@ -229,9 +245,11 @@ class AclTarget(Target):
                 "target_opset",
                 "int",
                 0,
-                "ONNX opset",
-                "Convert the model to this opset before ATC (ATC parses 11 to 18). "
-                "0 keeps the model's opset.",
+                say("ONNX opset"),
+                say(
+                    "Convert the model to this opset before ATC (ATC parses 11 to 18). "
+                    "0 keeps the model's opset."
+                ),
                 minimum=0,
                 maximum=ATC_OPSETS.stop - 1,
                 advanced=True,
@@ -240,31 +258,35 @@ class AclTarget(Target):
                 "device_id",
                 "str",
                 "0",
-                "NPU device id",
-                "The NPU the acl backend runs the OM on: its Device (logical id) column in "
-                "npu-smi info, which is not always its NPU id.",
+                say("NPU device id"),
+                say(
+                    "The NPU the acl backend runs the OM on: its Device (logical id) column in "
+                    "npu-smi info, which is not always its NPU id."
+                ),
                 pattern=r"[0-9]+",
             ),
             OptionSpec(
                 "dynamic_batching",
                 "bool",
                 None,
-                "Dynamic batching",
-                "Let Triton merge requests into batches up to the largest gear. Automatic: on "
-                "when gears are set.",
+                say("Dynamic batching"),
+                say(
+                    "Let Triton merge requests into batches up to the largest gear. Automatic: on "
+                    "when gears are set."
+                ),
             ),
             OptionSpec(
                 "max_queue_delay_us",
                 "int",
                 100,
-                "Max queue delay (µs)",
-                "How long a request may wait for others to form a batch.",
+                say("Max queue delay (µs)"),
+                say("How long a request may wait for others to form a batch."),
                 minimum=0,
                 maximum=10_000_000,
                 advanced=True,
             ),
             instance_count_spec(
-                "Triton instances of the acl backend (each loads the OM on the device)."
+                say("Triton instances of the acl backend (each loads the OM on the device).")
             ),
         ]
 
@@ -283,8 +305,10 @@ class AclTarget(Target):
         input format; opset range."""
         if options.get("precision_mode") and options.get("precision_mode_v2"):
             raise InvalidOptions(
-                "Options 'precision_mode' and 'precision_mode_v2' cannot both be set (ATC "
-                "refuses the pair). Keep one; precision_mode_v2 is the newer form."
+                say(
+                    "Options 'precision_mode' and 'precision_mode_v2' cannot both be set (ATC "
+                    "refuses the pair). Keep one; precision_mode_v2 is the newer form."
+                )
             )
         _check_input_format(options.get("input_format"))
         gears = options.get("dynamic_batch_size") or []
@@ -292,30 +316,49 @@ class AclTarget(Target):
         if problems:
             # Parsing merges repeats, so a repeat shows up here as one gear too few.
             raise InvalidOptions(
-                f"Option {' '.join(problems)} Give {MIN_GEARS} to {MAX_GEARS} different "
-                "batch sizes, e.g. 1,2,4,8 (repeats count once)."
+                say(
+                    "Option %(problems)s Give %(low)s to %(high)s different "
+                    "batch sizes, e.g. 1,2,4,8 (repeats count once).",
+                    problems=" ".join(problems),
+                    low=MIN_GEARS,
+                    high=MAX_GEARS,
+                )
             )
         if options.get("dynamic_batching") is True and not gears:
             raise InvalidOptions(
-                "Option 'dynamic_batching' needs batch gears (dynamic_batch_size): an OM "
-                "without gears has a fixed batch."
+                say(
+                    "Option 'dynamic_batching' needs batch gears (dynamic_batch_size): an OM "
+                    "without gears has a fixed batch."
+                )
             )
         opset = options.get("target_opset")
         if opset and opset not in ATC_OPSETS:
             raise InvalidOptions(
-                f"Option 'target_opset' is {opset}; use 0 (keep) or "
-                f"{ATC_OPSETS.start} to {ATC_OPSETS.stop - 1}, the opsets ATC parses."
+                say(
+                    "Option 'target_opset' is %(opset)s; use 0 (keep) or "
+                    "%(low)s to %(high)s, the opsets ATC parses.",
+                    opset=opset,
+                    low=ATC_OPSETS.start,
+                    high=ATC_OPSETS.stop - 1,
+                )
             )
         for name, dims in (options.get("input_shape") or {}).items():
             if any(d < 1 for d in dims[1:]):
                 raise InvalidOptions(
-                    f"Option 'input_shape': {name!r} has {dims}; only the batch axis (the "
-                    "first) may be -1, and only together with gears."
+                    say(
+                        "Option 'input_shape': %(name)s has %(dims)s; only the batch axis (the "
+                        "first) may be -1, and only together with gears.",
+                        name=repr(name),
+                        dims=str(dims),
+                    )
                 )
             if dims and dims[0] < 1 and not gears:
                 raise InvalidOptions(
-                    f"Option 'input_shape': {name!r} has a dynamic batch (-1) but no gears; "
-                    "set dynamic_batch_size, e.g. 1,2,4,8, or fix the batch."
+                    say(
+                        "Option 'input_shape': %(name)s has a dynamic batch (-1) but no gears; "
+                        "set dynamic_batch_size, e.g. 1,2,4,8, or fix the batch.",
+                        name=repr(name),
+                    )
                 )
 
     def resolve_options(self, options: Mapping[str, Any], info: OnnxInfo) -> dict[str, Any]:
@@ -486,9 +529,13 @@ def _check_input_format(value: object) -> None:
     """Refuses an --input_format ATC does not take for ONNX, saying why and what to use."""
     if value is not None and value not in INPUT_FORMATS:
         raise InvalidOptions(
-            f"Option 'input_format' is {str(value)[:20]!r}; for an ONNX model ATC takes "
-            f"{', '.join(INPUT_FORMATS)} and refuses anything else with E10001. Use ND for "
-            "an input that is not NCHW (an NHWC image input included)."
+            say(
+                "Option 'input_format' is %(value)s; for an ONNX model ATC takes "
+                "%(formats)s and refuses anything else with E10001. Use ND for "
+                "an input that is not NCHW (an NHWC image input included).",
+                value=repr(str(value)[:20]),
+                formats=", ".join(INPUT_FORMATS),
+            )
         )
 
 

@@ -74,7 +74,9 @@ def make_atc_options(
     )
     problems = options.validate()
     if problems:
-        raise InvalidOptions("The ATC options are not valid: " + " ".join(problems))
+        raise InvalidOptions(
+            say("The ATC options are not valid: %(problems)s", problems=" ".join(problems))
+        )
     return options
 
 

@@ -209,13 +209,18 @@ class Target(ABC):
             InvalidOptions: Naming the field that is wrong and why.
         """
         if not isinstance(raw, Mapping):
-            raise InvalidOptions("Options must be an object mapping option names to values.")
+            raise InvalidOptions(say("Options must be an object mapping option names to values."))
         specs = {spec.name: spec for spec in self.option_specs()}
         unknown = sorted(str(key) for key in raw if key not in specs)
         if unknown:
             raise InvalidOptions(
-                f"Unknown option(s) for target {self.name!r}: {', '.join(unknown)}. "
-                f"Known options: {', '.join(specs)}."
+                say(
+                    "Unknown option(s) for target %(target)s: %(unknown)s. "
+                    "Known options: %(known)s.",
+                    target=repr(self.name),
+                    unknown=", ".join(unknown),
+                    known=", ".join(specs),
+                )
             )
         options = {name: parse_value(spec, raw.get(name)) for name, spec in specs.items()}
         self.check_options(options)
@@ -294,7 +299,7 @@ class Target(ABC):
         run at the same time, so copies = instances (``devices`` and ``parameters``, the
         config.pbtxt ``parameters``, do not matter then).
         """
-        return max(1, int(instances)), "each instance holds its own weights and buffers"
+        return max(1, int(instances)), say("each instance holds its own weights and buffers")
 
     def to_dict(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The target for the UI/API: name, label, flags, options and (with env) status."""

@@ -10,6 +10,7 @@ from model_store.config import DynamicBatching
 from model_store.onnx_info import OnnxInfo
 from model_store.targets.options import InvalidOptions, OptionSpec
 from model_store.targets.signature import has_dynamic_batch_axis
+from model_store.text import say
 
 #: Triton's scheduling and instance options: they end up in config.pbtxt only.
 SCHEDULING_OPTIONS = frozenset(
@@ -47,10 +48,13 @@ def batching_specs(*, include_preferred: bool = True) -> list[OptionSpec]:
             "max_batch_size",
             "int",
             None,
-            "Max batch size",
-            "Largest batch Triton forms along the first axis. Automatic: "
-            f"{DEFAULT_MAX_BATCH_SIZE} when every input and output has a dynamic first axis, "
-            "else 0 (no batching; dims then include the first axis).",
+            say("Max batch size"),
+            say(
+                "Largest batch Triton forms along the first axis. Automatic: "
+                "%(default)s when every input and output has a dynamic first axis, "
+                "else 0 (no batching; dims then include the first axis).",
+                default=DEFAULT_MAX_BATCH_SIZE,
+            ),
             minimum=0,
             maximum=MAX_BATCH_SIZE_LIMIT,
         ),
@@ -58,9 +62,11 @@ def batching_specs(*, include_preferred: bool = True) -> list[OptionSpec]:
             "dynamic_batching",
             "bool",
             None,
-            "Dynamic batching",
-            "Let Triton merge concurrent requests into one batch. Automatic: on when "
-            "max_batch_size > 0.",
+            say("Dynamic batching"),
+            say(
+                "Let Triton merge concurrent requests into one batch. Automatic: on when "
+                "max_batch_size > 0."
+            ),
         ),
     ]
     if include_preferred:
@@ -69,9 +75,11 @@ def batching_specs(*, include_preferred: bool = True) -> list[OptionSpec]:
                 "preferred_batch_sizes",
                 "int_list",
                 [],
-                "Preferred batch sizes",
-                "Batch sizes the batcher aims for, e.g. 4,8; each at most max_batch_size. "
-                "Empty: any size up to the maximum.",
+                say("Preferred batch sizes"),
+                say(
+                    "Batch sizes the batcher aims for, e.g. 4,8; each at most max_batch_size. "
+                    "Empty: any size up to the maximum."
+                ),
                 minimum=1,
                 maximum=MAX_BATCH_SIZE_LIMIT,
                 advanced=True,
@@ -82,9 +90,11 @@ def batching_specs(*, include_preferred: bool = True) -> list[OptionSpec]:
             "max_queue_delay_us",
             "int",
             100,
-            "Max queue delay (µs)",
-            "How long a request may wait for others to form a batch. Higher gives bigger "
-            "batches and more latency.",
+            say("Max queue delay (µs)"),
+            say(
+                "How long a request may wait for others to form a batch. Higher gives bigger "
+                "batches and more latency."
+            ),
             minimum=0,
             maximum=10_000_000,
             advanced=True,
@@ -96,7 +106,14 @@ def batching_specs(*, include_preferred: bool = True) -> list[OptionSpec]:
 def instance_count_spec(help_text: str) -> OptionSpec:
     """How many model instances Triton creates."""
     return OptionSpec(
-        "instance_count", "int", 1, "Instances", help_text, minimum=1, maximum=64, advanced=True
+        "instance_count",
+        "int",
+        1,
+        say("Instances"),
+        help_text,
+        minimum=1,
+        maximum=64,
+        advanced=True,
     )
 
 
@@ -105,14 +122,20 @@ def check_batching_options(options: Mapping[str, Any]) -> None:
     mbs = options.get("max_batch_size")
     if options.get("dynamic_batching") is True and mbs == 0:
         raise InvalidOptions(
-            "Option 'dynamic_batching' is on but 'max_batch_size' is 0; dynamic batching "
-            "needs a max_batch_size above 0. Raise max_batch_size or turn batching off."
+            say(
+                "Option 'dynamic_batching' is on but 'max_batch_size' is 0; dynamic batching "
+                "needs a max_batch_size above 0. Raise max_batch_size or turn batching off."
+            )
         )
     preferred = options.get("preferred_batch_sizes") or []
     if mbs is not None and any(size > mbs for size in preferred):
         raise InvalidOptions(
-            f"Option 'preferred_batch_sizes' {preferred} has sizes above max_batch_size {mbs}; "
-            "each preferred size must be at most max_batch_size."
+            say(
+                "Option 'preferred_batch_sizes' %(sizes)s has sizes above max_batch_size "
+                "%(max)s; each preferred size must be at most max_batch_size.",
+                sizes=str(preferred),
+                max=mbs,
+            )
         )
 
 

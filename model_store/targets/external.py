@@ -39,8 +39,8 @@ class ExternalTarget(Target):
     """Models served with their own backend and config, as adopted."""
 
     name = "external"
-    label = "External (adopted as is)"
-    description = "A model adopted from an existing Triton repository, served as it was found."
+    label = say("External (adopted as is)")
+    description = say("A model adopted from an existing Triton repository, served as it was found.")
     backend = ""  # the model's own config names it
     artifact_name = ""  # whatever files the version directory held
     accepts_uploads = False

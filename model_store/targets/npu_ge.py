@@ -53,6 +53,7 @@ from model_store.targets.signature import (
     symbol_sizes,
     warmup_for,
 )
+from model_store.text import say
 
 ARTIFACT = "model.onnx"
 STEPS_DIR = ".build"
@@ -66,8 +67,8 @@ class NpuGeTarget(Target):
     """Ascend NPU through the Triton GE backend (``backend: "npu_ge"``)."""
 
     name = "npu_ge"
-    label = "Ascend NPU (Triton GE backend)"
-    description = (
+    label = say("Ascend NPU (Triton GE backend)")
+    description = say(
         "A normalised ONNX model that CANN's GE backend compiles on the NPU when Triton loads it."
     )
     backend = "npu_ge"
@@ -97,13 +98,16 @@ class NpuGeTarget(Target):
         params = parameters or {}
         explicit = _positive_int(params.get("device_exec_blocks"))
         if explicit is not None:
-            return explicit, "device_exec_blocks from config.pbtxt: one GE session per block"
+            return explicit, say("device_exec_blocks from config.pbtxt: one GE session per block")
         per_instance = _positive_int(params.get("instance_exec_blocks")) or 1
         copies = math.ceil(instances * per_instance / max(1, devices))
-        return copies, (
-            f"npu_ge: ceil({instances} instances x {per_instance} / {max(1, devices)} device(s)) "
+        return copies, say(
+            "npu_ge: ceil(%(instances)s instances x %(per_instance)s / %(devices)s device(s)) "
             "GE sessions per device, each with its own graph (read from the backend's code, not "
-            "measured)"
+            "measured)",
+            instances=instances,
+            per_instance=per_instance,
+            devices=max(1, devices),
         )
 
     def option_specs(self) -> list[OptionSpec]:
@@ -113,55 +117,67 @@ class NpuGeTarget(Target):
                 "precision_mode_v2",
                 "choice",
                 "fp16",
-                "Precision",
-                "GE session option ge.exec.precision_mode_v2. GE's default for online "
-                "inference is fp16 (float32 operators run in float16: fast, small accuracy "
-                "loss); 'origin' keeps the model's own precision for accuracy.",
+                say("Precision"),
+                say(
+                    "GE session option ge.exec.precision_mode_v2. GE's default for online "
+                    "inference is fp16 (float32 operators run in float16: fast, small accuracy "
+                    "loss); 'origin' keeps the model's own precision for accuracy."
+                ),
                 choices=[
-                    ("fp16", "fp16 (GE default, fastest)"),
-                    ("origin", "origin (keep the model's precision)"),
-                    ("mixed_float16", "mixed_float16 (fp16 where safe)"),
+                    ("fp16", say("fp16 (GE default, fastest)")),
+                    ("origin", say("origin (keep the model's precision)")),
+                    ("mixed_float16", say("mixed_float16 (fp16 where safe)")),
                 ],
             ),
             OptionSpec(
                 "static_model",
                 "bool",
                 False,
-                "Static graph",
-                "Compile a static GE graph (static_model=1). Only when every input and output "
-                "shape is fixed; it excludes dynamic batching.",
+                say("Static graph"),
+                say(
+                    "Compile a static GE graph (static_model=1). Only when every input and output "
+                    "shape is fixed; it excludes dynamic batching."
+                ),
             ),
             OptionSpec(
                 "device_ids",
                 "str",
                 "0",
-                "NPU device ids",
-                "Comma-separated device ids the model runs on, e.g. 0 or 0,1: the Device "
-                "(logical id) column of npu-smi info, which is not always the NPU id.",
+                say("NPU device ids"),
+                say(
+                    "Comma-separated device ids the model runs on, e.g. 0 or 0,1: the Device "
+                    "(logical id) column of npu-smi info, which is not always the NPU id."
+                ),
                 pattern=_DEVICE_IDS,
             ),
             *batching_specs(),
             instance_count_spec(
-                "Triton instances; the GE backend sums them to size its executors per device "
-                "(its docs advise at most 8 streams per card)."
+                say(
+                    "Triton instances; the GE backend sums them to size its executors per device "
+                    "(its docs advise at most 8 streams per card)."
+                )
             ),
             OptionSpec(
                 "input_shapes",
                 "shape",
                 None,
-                "Fixed input shapes",
-                "Fix dynamic input dims before packaging, e.g. input:1,3,224,224 (several "
-                "inputs separated by ';'). Needed for a static graph from a dynamic export.",
+                say("Fixed input shapes"),
+                say(
+                    "Fix dynamic input dims before packaging, e.g. input:1,3,224,224 (several "
+                    "inputs separated by ';'). Needed for a static graph from a dynamic export."
+                ),
                 advanced=True,
             ),
             OptionSpec(
                 "dynamic_dims",
                 "str",
                 None,
-                "Shape gears",
-                "GE gear mode (graph.ge.dynamicDims with dynamicNodeType=1): sizes for the "
-                "dynamic dims, one group per gear, e.g. 1;2;4;8 for a dynamic batch. Every "
-                "size a request can have must be a gear; many gears lengthen the compile.",
+                say("Shape gears"),
+                say(
+                    "GE gear mode (graph.ge.dynamicDims with dynamicNodeType=1): sizes for the "
+                    "dynamic dims, one group per gear, e.g. 1;2;4;8 for a dynamic batch. Every "
+                    "size a request can have must be a gear; many gears lengthen the compile."
+                ),
                 advanced=True,
                 pattern=_GEARS,
             ),
@@ -169,18 +185,22 @@ class NpuGeTarget(Target):
                 "ge_input_shape",
                 "shape",
                 None,
-                "Gear input shapes",
-                "graph.ge.inputShape for gear mode, with -1 for geared dims. Automatic: the "
-                "model's input shapes with -1 for every dynamic dim.",
+                say("Gear input shapes"),
+                say(
+                    "graph.ge.inputShape for gear mode, with -1 for geared dims. Automatic: the "
+                    "model's input shapes with -1 for every dynamic dim."
+                ),
                 advanced=True,
             ),
             OptionSpec(
                 "target_opset",
                 "int",
                 checks.SUGGESTED_OPSET,
-                "ONNX opset",
-                "Convert the model to this opset when it differs (GE's docs suggest 14; its "
-                "parser takes 11 to 18). 0 keeps the model's opset.",
+                say("ONNX opset"),
+                say(
+                    "Convert the model to this opset when it differs (GE's docs suggest 14; its "
+                    "parser takes 11 to 18). 0 keeps the model's opset."
+                ),
                 minimum=0,
                 maximum=checks.PARSER_OPSETS.stop - 1,
                 advanced=True,
@@ -189,25 +209,29 @@ class NpuGeTarget(Target):
                 "simplify",
                 "bool",
                 True,
-                "Simplify graph",
-                "Run onnxslim (GE's docs recommend a simplified export).",
+                say("Simplify graph"),
+                say("Run onnxslim (GE's docs recommend a simplified export)."),
             ),
             OptionSpec(
                 "atc_preflight",
                 "bool",
                 True,
-                "ATC pre-flight compile",
-                "Where CANN is installed, compile the model once with ATC to catch "
-                "unsupported operators before Triton loads it. Skipped, with a note, when "
-                "CANN is absent or no SoC is chosen.",
+                say("ATC pre-flight compile"),
+                say(
+                    "Where CANN is installed, compile the model once with ATC to catch "
+                    "unsupported operators before Triton loads it. Skipped, with a note, when "
+                    "CANN is absent or no SoC is chosen."
+                ),
             ),
             OptionSpec(
                 "soc_version",
                 "choice",
                 None,
-                "Ascend SoC (pre-flight)",
-                "The chip ATC compiles the pre-flight check for ('Ascend' + the Name column "
-                "of npu-smi info). GE itself detects the chip at load.",
+                say("Ascend SoC (pre-flight)"),
+                say(
+                    "The chip ATC compiles the pre-flight check for ('Ascend' + the Name column "
+                    "of npu-smi info). GE itself detects the chip at load."
+                ),
                 choices=acl_target.SOC_CHOICES,
             ),
         ]
@@ -218,26 +242,39 @@ class NpuGeTarget(Target):
         if options.get("static_model"):
             if options.get("dynamic_batching") is True:
                 raise InvalidOptions(
-                    "Options 'static_model' and 'dynamic_batching' cannot both be on: a static "
-                    "GE graph has fixed shapes, so Triton must not form batches. Turn one off."
+                    say(
+                        "Options 'static_model' and 'dynamic_batching' cannot both be on: a "
+                        "static GE graph has fixed shapes, so Triton must not form batches. "
+                        "Turn one off."
+                    )
                 )
             if (options.get("max_batch_size") or 0) > 0:
                 raise InvalidOptions(
-                    "Option 'static_model' needs 'max_batch_size' 0: the static graph's dims "
-                    "include the batch axis. Set max_batch_size to 0 or turn static_model off."
+                    say(
+                        "Option 'static_model' needs 'max_batch_size' 0: the static graph's "
+                        "dims include the batch axis. Set max_batch_size to 0 or turn "
+                        "static_model off."
+                    )
                 )
             if options.get("dynamic_dims"):
                 raise InvalidOptions(
-                    "Options 'static_model' and 'dynamic_dims' (gears) exclude each other; "
-                    "gear mode already compiles one static graph per gear. Use one of them."
+                    say(
+                        "Options 'static_model' and 'dynamic_dims' (gears) exclude each other; "
+                        "gear mode already compiles one static graph per gear. Use one of them."
+                    )
                 )
 
         opset = options.get("target_opset")
         opsets = checks.PARSER_OPSETS
         if opset and opset not in opsets:
             raise InvalidOptions(
-                f"Option 'target_opset' is {opset}; use 0 (keep the model's opset) or "
-                f"{opsets.start} to {opsets.stop - 1}, the opsets GE parses."
+                say(
+                    "Option 'target_opset' is %(opset)s; use 0 (keep the model's opset) or "
+                    "%(low)s to %(high)s, the opsets GE parses.",
+                    opset=opset,
+                    low=opsets.start,
+                    high=opsets.stop - 1,
+                )
             )
 
     def resolve_options(self, options: Mapping[str, Any], info: OnnxInfo) -> dict[str, Any]:

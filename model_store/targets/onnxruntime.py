@@ -47,8 +47,8 @@ class OnnxRuntimeTarget(Target):
     """CPU serving with ONNX Runtime; the embedded default."""
 
     name = "onnxruntime"
-    label = "CPU (ONNX Runtime)"
-    description = "An optimised ONNX model served by ONNX Runtime on the CPU."
+    label = say("CPU (ONNX Runtime)")
+    description = say("An optimised ONNX model served by ONNX Runtime on the CPU.")
     backend = "onnxruntime"
     artifact_name = ARTIFACT
     needs_cann = False
@@ -64,50 +64,60 @@ class OnnxRuntimeTarget(Target):
                 "simplify",
                 "bool",
                 True,
-                "Simplify graph",
-                "Run onnxslim: fold constants, remove dead and no-op nodes. Safe for almost "
-                "every model; turn off if the build fails in this step.",
+                say("Simplify graph"),
+                say(
+                    "Run onnxslim: fold constants, remove dead and no-op nodes. Safe for almost "
+                    "every model; turn off if the build fails in this step."
+                ),
             ),
             OptionSpec(
                 "ort_optimization_level",
                 "choice",
                 "basic",
-                "ONNX Runtime optimisation",
-                "Offline graph optimisation saved into the file. 'basic' uses standard ONNX "
-                "operators only, so the file runs on any onnxruntime backend, including the "
-                "C++ one in NGC Triton images. 'extended' adds ONNX Runtime's fused contrib "
-                "operators, which need an ONNX Runtime at least as new as this worker's at "
-                "serve time. 'all' also adds layouts tuned to this worker's CPU; use it only "
-                "when the serving CPU is the same.",
+                say("ONNX Runtime optimisation"),
+                say(
+                    "Offline graph optimisation saved into the file. 'basic' uses standard ONNX "
+                    "operators only, so the file runs on any onnxruntime backend, including the "
+                    "C++ one in NGC Triton images. 'extended' adds ONNX Runtime's fused contrib "
+                    "operators, which need an ONNX Runtime at least as new as this worker's at "
+                    "serve time. 'all' also adds layouts tuned to this worker's CPU; use it only "
+                    "when the serving CPU is the same."
+                ),
                 choices=[
-                    ("disabled", "Disabled (save the graph as is)"),
-                    ("basic", "Basic (constant folding, redundant nodes)"),
-                    ("extended", "Extended (adds fused operators)"),
-                    ("all", "All (adds CPU-specific layouts; risky on other machines)"),
+                    ("disabled", say("Disabled (save the graph as is)")),
+                    ("basic", say("Basic (constant folding, redundant nodes)")),
+                    ("extended", say("Extended (adds fused operators)")),
+                    ("all", say("All (adds CPU-specific layouts; risky on other machines)")),
                 ],
             ),
             OptionSpec(
                 "fp16",
                 "bool",
                 False,
-                "FP16 weights and compute",
-                "Convert float32 weights and operators to float16; inputs and outputs stay "
-                "float32. Halves the file; on most x86 CPUs it is slower, and results differ "
-                "slightly (verified with FP16 tolerances).",
+                say("FP16 weights and compute"),
+                say(
+                    "Convert float32 weights and operators to float16; inputs and outputs stay "
+                    "float32. Halves the file; on most x86 CPUs it is slower, and results differ "
+                    "slightly (verified with FP16 tolerances)."
+                ),
             ),
             OptionSpec(
                 "input_shapes",
                 "shape",
                 None,
-                "Fixed input shapes",
-                "Fix dynamic input dims, e.g. input:1,3,224,224 (several inputs separated "
-                "by ';'). Fixing the first axis turns batching off.",
+                say("Fixed input shapes"),
+                say(
+                    "Fix dynamic input dims, e.g. input:1,3,224,224 (several inputs separated "
+                    "by ';'). Fixing the first axis turns batching off."
+                ),
                 advanced=True,
             ),
             *batching_specs(),
             instance_count_spec(
-                "Model instances Triton runs in parallel on the CPU (each uses its own "
-                "threads). 1 is right for most machines."
+                say(
+                    "Model instances Triton runs in parallel on the CPU (each uses its own "
+                    "threads). 1 is right for most machines."
+                )
             ),
         ]
 
@@ -117,8 +127,12 @@ class OnnxRuntimeTarget(Target):
         for name, dims in (options.get("input_shapes") or {}).items():
             if any(d < 1 for d in dims):
                 raise InvalidOptions(
-                    f"Option 'input_shapes': {name!r} has {dims}; fixed shapes need every "
-                    "dim >= 1 (leave an input out to keep its dims dynamic)."
+                    say(
+                        "Option 'input_shapes': %(name)s has %(dims)s; fixed shapes need every "
+                        "dim >= 1 (leave an input out to keep its dims dynamic).",
+                        name=repr(name),
+                        dims=str(dims),
+                    )
                 )
 
     def check_model(self, info: OnnxInfo, options: Mapping[str, Any]) -> list[Finding]:

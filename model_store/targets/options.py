@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_tensor_name
+from model_store.text import Text, say
 
 if TYPE_CHECKING:
     from model_store.targets.base import Target
@@ -131,7 +132,15 @@ def _allow_null(schema: dict[str, Any]) -> None:
 
 
 def _fail(spec: OptionSpec, problem: str) -> InvalidOptions:
-    return InvalidOptions(f"Option '{spec.name}' ({spec.label}): {problem}")
+    """The refusal naming the option; ``problem`` is a ``say()`` sentence (model_store.text)."""
+    return InvalidOptions(
+        say(
+            "Option '%(name)s' (%(label)s): %(problem)s",
+            name=spec.name,
+            label=spec.label,
+            problem=problem,
+        )
+    )
 
 
 def _parse_bool(spec: OptionSpec, value: object) -> bool:
@@ -139,22 +148,46 @@ def _parse_bool(spec: OptionSpec, value: object) -> bool:
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
         return value.strip().lower() in _TRUE_WORDS
-    raise _fail(spec, f"expected true or false, got {value!r}.")
+    raise _fail(spec, say("expected true or false, got %(value)s.", value=repr(value)))
 
 
-def _check_range(spec: OptionSpec, number: float, what: str = "value") -> None:
+def _check_range(spec: OptionSpec, number: float, what: Text | None = None) -> None:
+    what = what or say("value")
     if spec.minimum is not None and number < spec.minimum:
-        raise _fail(spec, f"{what} {number} is below the minimum {spec.minimum:g}.")
+        raise _fail(
+            spec,
+            say(
+                "%(what)s %(number)s is below the minimum %(minimum)s.",
+                what=what,
+                number=number,
+                minimum=f"{spec.minimum:g}",
+            ),
+        )
     if spec.maximum is not None and number > spec.maximum:
-        raise _fail(spec, f"{what} {number} is above the maximum {spec.maximum:g}.")
+        raise _fail(
+            spec,
+            say(
+                "%(what)s %(number)s is above the maximum %(maximum)s.",
+                what=what,
+                number=number,
+                maximum=f"{spec.maximum:g}",
+            ),
+        )
 
 
-def _to_int(spec: OptionSpec, value: object, what: str = "value") -> int:
+def _to_int(spec: OptionSpec, value: object, what: Text | None = None) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
         return int(value.strip())
-    raise _fail(spec, f"{what} must be a whole number, got {value!r}.")
+    raise _fail(
+        spec,
+        say(
+            "%(what)s must be a whole number, got %(value)s.",
+            what=what or say("value"),
+            value=repr(value),
+        ),
+    )
 
 
 def _parse_int(spec: OptionSpec, value: object) -> int:
@@ -173,7 +206,7 @@ def _parse_float(spec: OptionSpec, value: object) -> float:
         except ValueError:
             number = None
     if number is None or not math.isfinite(number):
-        raise _fail(spec, f"expected a finite number, got {value!r}.")
+        raise _fail(spec, say("expected a finite number, got %(value)s.", value=repr(value)))
     _check_range(spec, number)
     return number
 
@@ -181,18 +214,32 @@ def _parse_float(spec: OptionSpec, value: object) -> float:
 def _parse_choice(spec: OptionSpec, value: object) -> str:
     allowed = [v for v, _ in spec.choices or []]
     if not isinstance(value, str) or value not in allowed:
-        raise _fail(spec, f"{value!r} is not one of: {', '.join(allowed)}.")
+        raise _fail(
+            spec,
+            say(
+                "%(value)s is not one of: %(allowed)s.",
+                value=repr(value),
+                allowed=", ".join(allowed),
+            ),
+        )
     return value
 
 
 def _parse_str(spec: OptionSpec, value: object) -> str:
     if not isinstance(value, str):
-        raise _fail(spec, f"expected text, got {type(value).__name__}.")
+        raise _fail(spec, say("expected text, got %(kind)s.", kind=type(value).__name__))
     text = value.strip()
     if len(text) > MAX_TEXT_OPTION_LENGTH or not text.isprintable():
-        raise _fail(spec, "the text is too long or contains control characters.")
+        raise _fail(spec, say("the text is too long or contains control characters."))
     if spec.pattern and not re.fullmatch(spec.pattern, text):
-        raise _fail(spec, f"{text!r} does not have the expected form. {spec.help}")
+        raise _fail(
+            spec,
+            say(
+                "%(value)s does not have the expected form. %(help)s",
+                value=repr(text),
+                help=spec.help,
+            ),
+        )
     return text
 
 
@@ -203,12 +250,14 @@ def _parse_int_list(spec: OptionSpec, value: object) -> list[int]:
     elif isinstance(value, list | tuple):
         items = value
     else:
-        raise _fail(spec, f"expected a list of whole numbers, got {value!r}.")
+        raise _fail(
+            spec, say("expected a list of whole numbers, got %(value)s.", value=repr(value))
+        )
     if len(items) > MAX_LIST_ITEMS:
-        raise _fail(spec, f"at most {MAX_LIST_ITEMS} numbers are allowed.")
-    numbers = [_to_int(spec, item, "each item") for item in items]
+        raise _fail(spec, say("at most %(count)s numbers are allowed.", count=MAX_LIST_ITEMS))
+    numbers = [_to_int(spec, item, say("each item")) for item in items]
     for number in numbers:
-        _check_range(spec, number, "item")
+        _check_range(spec, number, say("item"))
     return sorted(set(numbers))  # order and repeats carry no meaning for batch sizes
 
 
@@ -219,12 +268,32 @@ def _parse_dims(spec: OptionSpec, name: str, dims: object) -> list[int]:
     elif isinstance(dims, list | tuple):
         parts = dims
     else:
-        raise _fail(spec, f"the dims of {name!r} must be a list or text like '1,3,224,224'.")
-    values = [_to_int(spec, part, f"a dim of {name!r}") for part in parts]
+        raise _fail(
+            spec,
+            say(
+                "the dims of %(name)s must be a list or text like '1,3,224,224'.",
+                name=repr(name),
+            ),
+        )
+    values = [_to_int(spec, part, say("a dim of %(name)s", name=repr(name))) for part in parts]
     if not values or len(values) > 16:
-        raise _fail(spec, f"{name!r} needs between 1 and 16 dims, got {len(values)}.")
+        raise _fail(
+            spec,
+            say(
+                "%(name)s needs between 1 and 16 dims, got %(count)s.",
+                name=repr(name),
+                count=len(values),
+            ),
+        )
     if any(v < 1 and v != -1 for v in values):
-        raise _fail(spec, f"dims of {name!r} must be >= 1 (or -1 for dynamic), got {values}.")
+        raise _fail(
+            spec,
+            say(
+                "dims of %(name)s must be >= 1 (or -1 for dynamic), got %(dims)s.",
+                name=repr(name),
+                dims=str(values),
+            ),
+        )
     return values
 
 
@@ -238,12 +307,17 @@ def _parse_shape(spec: OptionSpec, value: object) -> dict[str, list[int]] | None
                 continue
             name, sep, dims_text = part.rpartition(":")
             if not sep or not name:
-                raise _fail(spec, f"{part!r} should look like 'input_name:1,3,224,224'.")
+                raise _fail(
+                    spec,
+                    say("%(part)s should look like 'input_name:1,3,224,224'.", part=repr(part)),
+                )
             entries[name.strip()] = dims_text
     elif isinstance(value, Mapping):
         entries = dict(value)
     else:
-        raise _fail(spec, "expected input names mapped to dims, e.g. {'input': '1,3,224,224'}.")
+        raise _fail(
+            spec, say("expected input names mapped to dims, e.g. {'input': '1,3,224,224'}.")
+        )
     shapes: dict[str, list[int]] = {}
     for key, dims in entries.items():
         try:
@@ -276,7 +350,7 @@ def parse_value(spec: OptionSpec, value: object) -> Any:
         value = None  # an empty form field means "not set"
     if value is None:
         if spec.required:
-            raise _fail(spec, "a value is required. " + spec.help)
+            raise _fail(spec, say("a value is required. %(help)s", help=spec.help))
         return copy.deepcopy(spec.default)
     return _PARSERS[spec.kind](spec, value)
 
@@ -285,7 +359,7 @@ def options_json_schema(target: Target) -> dict[str, Any]:
     """JSON schema of ``target``'s options object (for OpenAPI and client-side checks)."""
     specs = target.option_specs()
     return {
-        "title": f"{target.label} build options",
+        "title": say("%(target)s build options", target=target.label),
         "type": "object",
         "additionalProperties": False,
         "properties": {spec.name: spec.json_schema() for spec in specs},

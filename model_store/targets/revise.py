@@ -24,6 +24,7 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.base import Target
 from model_store.targets.findings import Finding
 from model_store.targets.options import InvalidOptions
+from model_store.text import say
 
 #: The keys config.pbtxt's ``dynamic_batching`` block takes, and the option each sets.
 _BATCHER_KEYS = {
@@ -92,7 +93,7 @@ def normalize_changes(raw: object) -> dict[str, Any]:
     """
     if not isinstance(raw, Mapping) or not raw:
         raise InvalidOptions(
-            'Send the options to change as a JSON object, e.g. {"instance_count": 2}.'
+            say('Send the options to change as a JSON object, e.g. {"instance_count": 2}.')
         )
     changes = {str(key): value for key, value in raw.items()}
     batcher = changes.get("dynamic_batching")
@@ -100,8 +101,12 @@ def normalize_changes(raw: object) -> dict[str, Any]:
         unknown = sorted(str(k) for k in batcher if k not in _BATCHER_KEYS)
         if unknown:
             raise InvalidOptions(
-                f"Unknown key(s) in 'dynamic_batching': {', '.join(unknown)}. It takes "
-                f"{' and '.join(_BATCHER_KEYS)}, or true/false."
+                say(
+                    "Unknown key(s) in 'dynamic_batching': %(unknown)s. It takes "
+                    "%(keys)s, or true/false.",
+                    unknown=", ".join(unknown),
+                    keys=" and ".join(_BATCHER_KEYS),
+                )
             )
         changes["dynamic_batching"] = True
         for key, option in _BATCHER_KEYS.items():
@@ -157,7 +162,7 @@ def plan_revision(
         key: [before.get(key), value] for key, value in after.items() if before.get(key) != value
     }
     if not changed:
-        raise NothingChanged("Nothing would change: every option already has that value.")
+        raise NothingChanged(say("Nothing would change: every option already has that value."))
     served = config_info or info
     config = target.make_config(name, served, after, number)
     text = render_pbtxt(config)
