@@ -12,7 +12,7 @@ from webapp.api import types
 from webapp.api.app import errors
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
-from webapp.registry.memory import memory_estimate
+from webapp.registry.memory import localized_estimate, memory_estimate
 from webapp.registry.models import Model, Version
 
 router = Router(tags=["versions"], exclude_unset=True)
@@ -61,4 +61,5 @@ def memory_estimate_view(request: HttpRequest, name: str, query: Query[types.Mem
             "not_ready",
             409,
         )
-    return memory_estimate(version, instances=query.instances, max_batch=query.max_batch)
+    estimate = memory_estimate(version, instances=query.instances, max_batch=query.max_batch)
+    return localized_estimate(estimate)

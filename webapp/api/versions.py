@@ -398,7 +398,9 @@ def version_revise(request: HttpRequest, name: str, number: int, dry_run: bool =
     version = version_or_404(name, number)
     changes = json_object(request.body)
     if dry_run:
-        return revision_actions.preview_revision(version, changes)
+        return revision_actions.localized_preview(
+            revision_actions.preview_revision(version, changes)
+        )
     revision, job, plan = revision_actions.request_revision(version, changes, request.user)  # type: ignore[arg-type]
     body = {
         "version": revision.number,

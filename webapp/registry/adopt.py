@@ -30,7 +30,7 @@ from model_store.adopt import (
     scan_repository,
 )
 from model_store.errors import ModelStoreError
-from model_store.text import say
+from model_store.text import say, with_texts
 from webapp import dispatch
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
@@ -179,6 +179,14 @@ def _record_model(
     return [_record_version(model, found, by_number[n], user) for n in planned.versions]
 
 
+def _finding(problem: Any) -> dict[str, Any]:
+    """A scan or lint problem as a stored finding: the English as before, and the template of
+    a ``say()`` message under ``texts`` so the version page can say it in its reader's language
+    (model_store.text.with_texts)."""
+    record = {"level": problem.level, "code": problem.code, "message": problem.message}
+    return with_texts(record) | {"message": str(problem.message), "advice": ""}
+
+
 def _record_version(model: Model, found: ScannedModel, scanned: Any, user: User | None) -> Job:
     problems = [*found.problems, *scanned.problems]
     # A failed earlier try left only its row (its job removed every file): try again.
@@ -193,11 +201,7 @@ def _record_version(model: Model, found: ScannedModel, scanned: Any, user: User 
         source_size=scanned.size,
         options={},
         signature=found.signature,
-        findings=[
-            {"level": p.level, "code": p.code, "message": p.message, "advice": ""}
-            for p in problems
-            if p.level in ("error", "warning")
-        ],
+        findings=[_finding(p) for p in problems if p.level in ("error", "warning")],
         verification={
             "status": "adopted",
             "reason": "Adopted as found; not verified by the hub yet.",

@@ -16,6 +16,7 @@ import psutil
 from model_store.config import ModelConfig, parse_pbtxt
 from model_store.errors import ModelStoreError
 from model_store.memory_fit import (
+    HEADROOM,
     MIB,
     ActivationEstimate,
     Verdict,
@@ -31,15 +32,18 @@ from model_store.text import Text, say
 from webapp.ops.server_state import devices_summary
 from webapp.registry.models import Version
 from webapp.registry.storage import get_store
+from webapp.text import localize
 
 MAX_INSTANCES = 256
 MAX_BATCH = 65536
 
-APPROXIMATION = (
+APPROXIMATION = say(
     "copies x (weights + activations per sample x batch). Weights are the served files' size; "
     "activations are the peak of live intermediate tensors for one sample (ONNX shape inference), "
     "or a rough multiple of the input and output sizes when shapes are dynamic. Runtime context, "
-    "arena slack and kernel workspaces are not counted: 10% of free memory is kept for them."
+    "arena slack and kernel workspaces are not counted: %(headroom)s%% of free memory is kept "
+    "for them.",
+    headroom=round(HEADROOM * 100),
 )
 
 
@@ -52,7 +56,7 @@ def _config(version: Version) -> ModelConfig | None:
         return None
 
 
-def _weights(version: Version) -> tuple[int, str]:
+def _weights(version: Version) -> tuple[int, Text]:
     """Bytes of what the server loads, and where the figure comes from."""
     folder = get_store().package_dir(version.model.name, version.number) / str(version.number)
     try:
@@ -60,13 +64,13 @@ def _weights(version: Version) -> tuple[int, str]:
     except OSError:
         files = []
     if files:
-        return sum(p.stat().st_size for p in files), "packaged version files"
+        return sum(p.stat().st_size for p in files), say("packaged version files")
     if version.artifact_size:
-        return int(version.artifact_size), "packaged artifact"
+        return int(version.artifact_size), say("packaged artifact")
     summary = version.onnx_summary or {}
     if summary.get("file_size") and not summary.get("external_data_files"):
-        return int(summary["file_size"]), "source ONNX file"
-    return int(version.source_size), "uploaded source"
+        return int(summary["file_size"]), say("source ONNX file")
+    return int(version.source_size), say("uploaded source")
 
 
 def _activations(version: Version) -> ActivationEstimate:
@@ -167,7 +171,7 @@ def memory_estimate(
         estimate = estimate_memory(weights, copies, max_batch, per_sample)
         result["devices"]["available"] = bool(devices.get("available") and npus)
         result["devices"]["reason"] = devices.get("reason", "") or (
-            "" if npus else "npu-smi showed no device memory figures"
+            "" if npus else say("npu-smi showed no device memory figures")
         )
         for npu in npus:
             verdict = fits(estimate, npu["device_memory"]["free_mb"] * MIB, device=_chip_label(npu))
@@ -189,7 +193,7 @@ def memory_estimate(
         host = fits(estimate, psutil.virtual_memory().available, device=say("this host's memory"))
         verdicts.append(host)
         result["host"] = host.to_dict()
-        result["devices"]["reason"] = "the onnxruntime target runs on the CPU"
+        result["devices"]["reason"] = say("the onnxruntime target runs on the CPU")
     result["copies_per_device"] = copies
     result["copies_note"] = note
     result["estimate"] = estimate.to_dict()
@@ -205,9 +209,28 @@ def memory_estimate(
     return result
 
 
-def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) -> str:
-    text = f"Memory estimate: {described}."
+def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) -> Text:
+    """One ``say()`` text (English unchanged) nesting the sum and the verdicts."""
+    text = say("Memory estimate: %(estimate)s.", estimate=described)
     if get_target(result["target"]).device == "npu" and not result["devices"]["available"]:
-        reason = result["devices"]["reason"] or "npu-smi showed no NPU"
-        return f"{text} No NPU on this host ({reason}): memory estimate only."
-    return " ".join([text, *(v.message for v in verdicts)])
+        reason = result["devices"]["reason"] or say("npu-smi showed no NPU")
+        return say(
+            "%(before)s No NPU on this host (%(reason)s): memory estimate only.",
+            before=text,
+            reason=reason,
+        )
+    for verdict in verdicts:
+        text = say("%(before)s %(after)s", before=text, after=verdict.message)
+    return text
+
+
+def localized_estimate(value: Any) -> Any:
+    """A :func:`memory_estimate` answer in the request's language (``Accept-Language``): every
+    ``say()`` text in it said from its template; numbers, codes and names unchanged."""
+    if isinstance(value, Text):
+        return localize(value)
+    if isinstance(value, dict):
+        return {key: localized_estimate(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [localized_estimate(item) for item in value]
+    return value

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from model_store import text as model_text
 from model_store.targets import all_targets
 from webapp.access_epoch import WatchedQuerySet
+from webapp.text import localized_record
 
 #: Where a model's versions are built to run: the targets of ``model_store.targets``, with
 #: their labels, in their order (the CPU default first). Built from there so that a new target
@@ -277,7 +278,10 @@ class Version(models.Model):
                 "options": self.options,
                 "signature": self.signature,
                 "onnx": self.onnx_summary,
-                "findings": self.findings,
+                # Said in the request's language (Accept-Language); stored templates left out.
+                "findings": [
+                    localized_record(f) if isinstance(f, dict) else f for f in self.findings or []
+                ],
                 "verification_report": self.verification,
                 "config": self.config_pbtxt,
                 "artifact": {

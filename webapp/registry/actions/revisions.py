@@ -32,7 +32,7 @@ from webapp.registry.actions.versions import _enqueue_compile
 from webapp.registry.jobs import initial_steps
 from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.storage import get_store
-from webapp.text import localize
+from webapp.text import localize, localized_record
 
 
 @functools.lru_cache(maxsize=16)
@@ -114,12 +114,25 @@ def plan_for(version: Version, changes: object) -> RevisionPlan:
             config_info=packaged,
         )
     except ModelStoreError as exc:
-        raise HubError(str(exc), getattr(exc, "code", "invalid_options")) from exc
+        raise HubError(localize(exc.message), getattr(exc, "code", "invalid_options")) from exc
 
 
 def preview_revision(version: Version, changes: object) -> dict[str, Any]:
-    """What revising ``version`` with ``changes`` would do; nothing is written."""
+    """What revising ``version`` with ``changes`` would do; nothing is written.
+
+    Findings keep their templates under ``texts`` (the page says them in its language); an
+    API answer passes this through :func:`localized_preview`.
+    """
     return plan_for(version, changes).to_dict() | {"revision_of": version.number}
+
+
+def localized_preview(preview: dict[str, Any]) -> dict[str, Any]:
+    """A :func:`preview_revision` answer in the request's language (``Accept-Language``):
+    findings and the linter's problems said from their templates, ``texts`` left out."""
+    return preview | {
+        "findings": [localized_record(f) for f in preview.get("findings") or []],
+        "problems": [localize(p) for p in preview.get("problems") or []],
+    }
 
 
 def _describe(plan: RevisionPlan) -> str:
@@ -144,9 +157,10 @@ def request_revision(
             for f in plan.findings
             if f.level == "error"
         ]
+        problems = [localize(p) for p in plan.problems]
         raise HubError(
             gettext("The revised config would not serve: %(problems)s")
-            % {"problems": " ".join([*errors, *plan.problems][:5])},
+            % {"problems": " ".join([*errors, *problems][:5])},
             "invalid_config",
         )
     model = version.model
