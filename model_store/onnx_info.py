@@ -27,19 +27,22 @@ from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoP
 
 from model_store.dtypes import ONNX_TO_TRITON, TRITON_TO_NUMPY
 from model_store.errors import InvalidModel, MissingExternalData, UnsafeExternalData
+from model_store.text import say
 
 # protobuf cannot parse messages of 2 GiB or more; bigger models keep their
 # weights in external data files.
 MAX_PROTOBUF_BYTES = 2**31 - 1
 DEFAULT_DOMAIN = "ai.onnx"
-_WHAT_TO_DO = "Export the model to ONNX again (e.g. torch.onnx.export) and upload the .onnx file."
+_WHAT_TO_DO = say(
+    "Export the model to ONNX again (e.g. torch.onnx.export) and upload the .onnx file."
+)
 # Leading bytes of files people upload by mistake, and what to tell them.
 _MAGIC_HINTS: tuple[tuple[bytes, str], ...] = (
-    (b"PK\x03\x04", "it is a ZIP archive (PyTorch .pt/.pth checkpoints are ZIP files)"),
-    (b"\x89HDF\r\n\x1a\n", "it is an HDF5 file (Keras .h5)"),
-    (b"\x89PNG\r\n\x1a\n", "it is a PNG image"),
-    (b"\xff\xd8\xff", "it is a JPEG image"),
-    (b"\x1f\x8b", "it is a gzip archive; unpack it first"),
+    (b"PK\x03\x04", say("it is a ZIP archive (PyTorch .pt/.pth checkpoints are ZIP files)")),
+    (b"\x89HDF\r\n\x1a\n", say("it is an HDF5 file (Keras .h5)")),
+    (b"\x89PNG\r\n\x1a\n", say("it is a PNG image")),
+    (b"\xff\xd8\xff", say("it is a JPEG image")),
+    (b"\x1f\x8b", say("it is a gzip archive; unpack it first")),
 )
 
 Dim = int | str | None
@@ -144,20 +147,40 @@ def _read_model_bytes(path: Path) -> bytes:
         size = path.stat().st_size
     except OSError as exc:
         raise InvalidModel(
-            f"The model file {path.name!r} cannot be read: {exc.strerror}."
+            say(
+                "The model file %(name)s cannot be read: %(error)s.",
+                name=repr(path.name),
+                error=exc.strerror,
+            )
         ) from None
     if size == 0:
-        raise InvalidModel(f"Not an ONNX model: {path.name!r} is empty. {_WHAT_TO_DO}")
+        raise InvalidModel(
+            say(
+                "Not an ONNX model: %(name)s is empty. %(what_to_do)s",
+                name=repr(path.name),
+                what_to_do=_WHAT_TO_DO,
+            )
+        )
     if size > MAX_PROTOBUF_BYTES:
         raise InvalidModel(
-            f"Not a usable ONNX model: {path.name!r} is {size} bytes, "
-            "over protobuf's 2 GiB limit. "
-            "Export it with its weights in external data (save_as_external_data=True)."
+            say(
+                "Not a usable ONNX model: %(name)s is %(size)s bytes, "
+                "over protobuf's 2 GiB limit. "
+                "Export it with its weights in external data (save_as_external_data=True).",
+                name=repr(path.name),
+                size=size,
+            )
         )
     data = path.read_bytes()
     for magic, hint in _MAGIC_HINTS:
         if data.startswith(magic):
-            raise InvalidModel(f"Not an ONNX model: {hint}. {_WHAT_TO_DO}")
+            raise InvalidModel(
+                say(
+                    "Not an ONNX model: %(hint)s. %(what_to_do)s",
+                    hint=hint,
+                    what_to_do=_WHAT_TO_DO,
+                )
+            )
     return data
 
 
@@ -173,16 +196,28 @@ def _parse_model(data: bytes) -> ModelProto:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise InvalidModel(
-            f"Not an ONNX model: the file cannot be decoded ({exc}); it may be truncated "
-            f"or another format. {_WHAT_TO_DO}"
+            say(
+                "Not an ONNX model: the file cannot be decoded (%(error)s); it may be truncated "
+                "or another format. %(what_to_do)s",
+                error=str(exc),
+                what_to_do=_WHAT_TO_DO,
+            )
         ) from None
     if model.ir_version < 1 or not model.opset_import or not model.HasField("graph"):
         raise InvalidModel(
-            "Not an ONNX model: the file has no IR version, opset or graph; it may be "
-            f"truncated or another format. {_WHAT_TO_DO}"
+            say(
+                "Not an ONNX model: the file has no IR version, opset or graph; it may be "
+                "truncated or another format. %(what_to_do)s",
+                what_to_do=_WHAT_TO_DO,
+            )
         )
     if not model.graph.output:
-        raise InvalidModel(f"The ONNX graph has no outputs, so it cannot be served. {_WHAT_TO_DO}")
+        raise InvalidModel(
+            say(
+                "The ONNX graph has no outputs, so it cannot be served. %(what_to_do)s",
+                what_to_do=_WHAT_TO_DO,
+            )
+        )
     return model
 
 
@@ -308,28 +343,74 @@ def _external_entries(tensor: TensorProto) -> dict[str, str]:
 
 def _check_location(location: str, folder: Path, tensor_name: str) -> Path:
     """Returns the resolved data file for ``location`` if it is safely inside ``folder``."""
-    shown = f"Tensor {tensor_name!r} stores its data in {location!r}"
-    fix = "Save the model with its external data files next to the .onnx file and upload both."
+    where = {"tensor": repr(tensor_name), "location": repr(location)}
+    fix = say("Save the model with its external data files next to the .onnx file and upload both.")
     if not location or "\x00" in location:
-        raise UnsafeExternalData(f"{shown}, which is not a file name. {fix}")
+        raise UnsafeExternalData(
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "which is not a file name. %(fix)s",
+                **where,
+                fix=fix,
+            )
+        )
     if PurePosixPath(location).is_absolute() or PureWindowsPath(location).is_absolute():
-        raise UnsafeExternalData(f"{shown}, an absolute path outside the model's folder. {fix}")
+        raise UnsafeExternalData(
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "an absolute path outside the model's folder. %(fix)s",
+                **where,
+                fix=fix,
+            )
+        )
     if ".." in PureWindowsPath(location).parts:  # splits on "/" and "\"
-        raise UnsafeExternalData(f"{shown}, a path that climbs out of the model's folder. {fix}")
+        raise UnsafeExternalData(
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "a path that climbs out of the model's folder. %(fix)s",
+                **where,
+                fix=fix,
+            )
+        )
     root = folder.resolve()
     candidate = root / location
     if not candidate.exists() and not candidate.is_symlink():
         raise MissingExternalData(
-            f"{shown}, but that file is missing. Upload it together with the model."
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "but that file is missing. Upload it together with the model.",
+                **where,
+            )
         )
     try:
         resolved = candidate.resolve()
     except (OSError, RuntimeError):  # a symlink loop
-        raise UnsafeExternalData(f"{shown}, a symlink that cannot be followed. {fix}") from None
+        raise UnsafeExternalData(
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "a symlink that cannot be followed. %(fix)s",
+                **where,
+                fix=fix,
+            )
+        ) from None
     if not resolved.is_relative_to(root) or resolved == root:
-        raise UnsafeExternalData(f"{shown}, which leads outside the model's folder. {fix}")
+        raise UnsafeExternalData(
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "which leads outside the model's folder. %(fix)s",
+                **where,
+                fix=fix,
+            )
+        )
     if not resolved.is_file():
-        raise MissingExternalData(f"{shown}, which is not a regular file. {fix}")
+        raise MissingExternalData(
+            say(
+                "Tensor %(tensor)s stores its data in %(location)s, "
+                "which is not a regular file. %(fix)s",
+                **where,
+                fix=fix,
+            )
+        )
     return resolved
 
 
@@ -340,14 +421,24 @@ def _check_bounds(entries: dict[str, str], resolved: Path, tensor_name: str) -> 
         length = int(entries["length"]) if entries.get("length") else None
     except ValueError:
         raise InvalidModel(
-            f"Tensor {tensor_name!r} has a non-numeric external data offset or length. "
-            f"{_WHAT_TO_DO}"
+            say(
+                "Tensor %(tensor)s has a non-numeric external data offset or length. "
+                "%(what_to_do)s",
+                tensor=repr(tensor_name),
+                what_to_do=_WHAT_TO_DO,
+            )
         ) from None
     end = offset + (length or 0)
     if offset < 0 or (length is not None and length < 0) or end > resolved.stat().st_size:
         raise InvalidModel(
-            f"Tensor {tensor_name!r} expects bytes {offset}..{end} of {resolved.name!r}, "
-            "which is shorter than that; the data file may be truncated. Upload it again."
+            say(
+                "Tensor %(tensor)s expects bytes %(offset)s..%(end)s of %(file)s, "
+                "which is shorter than that; the data file may be truncated. Upload it again.",
+                tensor=repr(tensor_name),
+                offset=offset,
+                end=end,
+                file=repr(resolved.name),
+            )
         )
 
 

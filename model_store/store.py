@@ -32,6 +32,7 @@ from pathlib import Path
 
 from model_store.errors import NotFound, StoreConflict, UnsafePath
 from model_store.names import validate_file_name, validate_model_name, validate_version
+from model_store.text import say
 
 CHUNK_SIZE = 1024 * 1024
 CONFIG_FILE = "config.pbtxt"
@@ -154,13 +155,17 @@ def safe_join(base: Path, *parts: str) -> Path:
     """
     root = base.resolve()
     if any("\x00" in part for part in parts):
-        raise UnsafePath("A path contains a NUL character. Use a plain relative path.")
+        raise UnsafePath(say("A path contains a NUL character. Use a plain relative path."))
     target = root.joinpath(*parts).resolve()
     if target != root and not target.is_relative_to(root):
         shown = "/".join(parts)
         raise UnsafePath(
-            f"The path {shown!r} leads outside {root.name!r}. "
-            "Use a relative path without '..' and without symlinks that point elsewhere."
+            say(
+                "The path %(path)s leads outside %(root)s. "
+                "Use a relative path without '..' and without symlinks that point elsewhere.",
+                path=repr(shown),
+                root=repr(root.name),
+            )
         )
     return target
 
@@ -219,13 +224,15 @@ def _publish_dir(staging: Path, target: Path, what: str) -> None:
     gap between check and rename is not a race between our own writers.
     """
     if target.exists():
-        raise StoreConflict(f"{what} already exists. Pick a new version number.")
+        raise StoreConflict(say("%(what)s already exists. Pick a new version number.", what=what))
     _fsync_tree(staging)
     try:
         staging.rename(target)
     except OSError as exc:
         if target.exists():
-            raise StoreConflict(f"{what} already exists. Pick a new version number.") from exc
+            raise StoreConflict(
+                say("%(what)s already exists. Pick a new version number.", what=what)
+            ) from exc
         raise
     fsync_dir(target.parent)
 
@@ -316,9 +323,15 @@ class ModelStore:
             StoreConflict: If the version already exists (before or after staging).
         """
         target = self.version_dir(name, version)
-        what = f"Version {target.name} of model {target.parent.name!r}"
+        what = say(
+            "Version %(version)s of model %(model)s",
+            version=target.name,
+            model=repr(target.parent.name),
+        )
         if target.exists():
-            raise StoreConflict(f"{what} already exists. Pick a new version number.")
+            raise StoreConflict(
+                say("%(what)s already exists. Pick a new version number.", what=what)
+            )
         staging = _new_staging_dir(target.parent)
         try:
             yield staging
@@ -339,9 +352,13 @@ class ModelStore:
     def stage_package(self, name: str, version: int | str) -> Iterator[Path]:
         """Yields an empty staging directory that becomes :meth:`package_dir` on success."""
         target = self.package_dir(name, version)
-        what = f"The package of version {version} of model {name!r}"
+        what = say(
+            "The package of version %(version)s of model %(model)s",
+            version=version,
+            model=repr(name),
+        )
         if target.exists():
-            raise StoreConflict(f"{what} already exists.")
+            raise StoreConflict(say("%(what)s already exists.", what=what))
         staging = _new_staging_dir(target.parent)
         try:
             yield staging
@@ -447,7 +464,13 @@ class ModelStore:
         """
         target = self.version_dir(name, version)
         if not target.is_dir():
-            raise NotFound(f"Version {target.name} of model {name!r} is not in the repository.")
+            raise NotFound(
+                say(
+                    "Version %(version)s of model %(model)s is not in the repository.",
+                    version=target.name,
+                    model=repr(name),
+                )
+            )
         doomed = target.parent / f"{REMOVING_PREFIX}{secrets.token_hex(8)}"
         target.rename(doomed)
         fsync_dir(target.parent)
@@ -513,11 +536,19 @@ class ModelStore:
         filename = validate_file_name(filename)
         src = Path(src_path)
         target = self.source_dir(name, version)
-        what = f"Source version {target.name} of model {target.parent.name!r}"
+        what = say(
+            "Source version %(version)s of model %(model)s",
+            version=target.name,
+            model=repr(target.parent.name),
+        )
         if not src.is_file():
-            raise NotFound(f"The uploaded file {src.name!r} is gone. Upload it again.")
+            raise NotFound(
+                say("The uploaded file %(name)s is gone. Upload it again.", name=repr(src.name))
+            )
         if target.exists():
-            raise StoreConflict(f"{what} already exists. Pick a new version number.")
+            raise StoreConflict(
+                say("%(what)s already exists. Pick a new version number.", what=what)
+            )
         staging = _new_staging_dir(target.parent)
         try:
             digest = _copy_hashing(src, staging / filename)
@@ -542,11 +573,23 @@ class ModelStore:
         """
         src = self.source_dir(name, version)
         target = self.source_dir(name, new_version)
-        what = f"Source version {target.name} of model {target.parent.name!r}"
+        what = say(
+            "Source version %(version)s of model %(model)s",
+            version=target.name,
+            model=repr(target.parent.name),
+        )
         if not src.is_dir():
-            raise NotFound(f"Version {version} of {name!r} has no stored source any more.")
+            raise NotFound(
+                say(
+                    "Version %(version)s of %(model)s has no stored source any more.",
+                    version=version,
+                    model=repr(name),
+                )
+            )
         if target.exists():
-            raise StoreConflict(f"{what} already exists. Pick a new version number.")
+            raise StoreConflict(
+                say("%(what)s already exists. Pick a new version number.", what=what)
+            )
         staging = _new_staging_dir(target.parent)
         try:
             for path in src.iterdir():
@@ -561,7 +604,7 @@ class ModelStore:
 def _check_job_id(job_id: str) -> str:
     """Returns ``job_id`` if it is safe as one path component (letters and digits)."""
     if not job_id.isalnum() or len(job_id) > 64:
-        raise UnsafePath(f"{job_id!r} is not a job id.")
+        raise UnsafePath(say("%(job)s is not a job id.", job=repr(job_id)))
     return job_id
 
 

@@ -40,13 +40,14 @@ from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets.base import Target
 from model_store.targets.findings import Finding, error
 from model_store.targets.options import InvalidOptions
+from model_store.text import say
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 ML_DOMAIN = "ai.onnx.ml"
 MS_DOMAIN = "com.microsoft"
 # ONNX Runtime runs nothing older than opset 7.
 MIN_OPSET = 7
-_REEXPORT = (
+_REEXPORT = say(
     "Re-export the model with the framework's ONNX exporter (e.g. torch.onnx.export) "
     "and upload it again."
 )
@@ -117,7 +118,11 @@ def validate_model(path: Path, target: Target, options: Mapping[str, object]) ->
         parsed = target.parse_options(options, info=info)
     except InvalidOptions as exc:
         findings.append(
-            error(exc.code, exc.message, "Correct that option; the form shows the allowed values.")
+            error(
+                exc.code,
+                exc.message,
+                say("Correct that option; the form shows the allowed values."),
+            )
         )
     if parsed is not None:
         findings += target.check_model(info, parsed)
@@ -177,10 +182,16 @@ def _version_findings(model: ModelProto) -> list[Finding]:
         found.append(
             error(
                 "ir_version_unsupported",
-                f"The model has ONNX IR version {model.ir_version}; this worker supports up "
-                f"to {onnx.IR_VERSION}.",
-                "Export with an older exporter (or lower its IR version setting), or update "
-                "onnx and onnxruntime on the workers.",
+                say(
+                    "The model has ONNX IR version %(version)s; this worker supports up "
+                    "to %(supported)s.",
+                    version=model.ir_version,
+                    supported=onnx.IR_VERSION,
+                ),
+                say(
+                    "Export with an older exporter (or lower its IR version setting), or update "
+                    "onnx and onnxruntime on the workers."
+                ),
             )
         )
     limits = supported_opsets()
@@ -191,19 +202,31 @@ def _version_findings(model: ModelProto) -> list[Finding]:
             found.append(
                 error(
                     "opset_unsupported",
-                    f"The model uses opset {imp.version} of {shown}; this worker's ONNX "
-                    f"Runtime supports up to {limits[domain]}.",
-                    f"Export with opset {min(limits[domain], 17)} (opset_version in "
-                    "torch.onnx.export), or convert it with onnx.version_converter.",
+                    say(
+                        "The model uses opset %(opset)s of %(domain)s; this worker's ONNX "
+                        "Runtime supports up to %(supported)s.",
+                        opset=imp.version,
+                        domain=shown,
+                        supported=limits[domain],
+                    ),
+                    say(
+                        "Export with opset %(opset)s (opset_version in "
+                        "torch.onnx.export), or convert it with onnx.version_converter.",
+                        opset=min(limits[domain], 17),
+                    ),
                 )
             )
         elif domain == "" and imp.version < MIN_OPSET:
             found.append(
                 error(
                     "opset_unsupported",
-                    f"The model uses opset {imp.version}; ONNX Runtime runs opset "
-                    f"{MIN_OPSET} and newer.",
-                    "Export again with a current exporter and opset 14 or newer.",
+                    say(
+                        "The model uses opset %(opset)s; ONNX Runtime runs opset "
+                        "%(minimum)s and newer.",
+                        opset=imp.version,
+                        minimum=MIN_OPSET,
+                    ),
+                    say("Export again with a current exporter and opset 14 or newer."),
                 )
             )
     return found
@@ -263,10 +286,17 @@ def _unknown_operator_findings(model: ModelProto) -> list[Finding]:
     return [
         error(
             "unknown_operator",
-            f"unknown operator {op} (domain {domain!r}, {count} node(s)); no ONNX, "
-            "ONNX-ML or ONNX Runtime schema defines it, so no target can run it.",
-            "Export without custom operators (replace them with standard ONNX operators, "
-            "or turn off the exporter's custom-op registration) and upload again.",
+            say(
+                "unknown operator %(op)s (domain %(domain)s, %(count)s node(s)); no ONNX, "
+                "ONNX-ML or ONNX Runtime schema defines it, so no target can run it.",
+                op=op,
+                domain=repr(domain),
+                count=count,
+            ),
+            say(
+                "Export without custom operators (replace them with standard ONNX operators, "
+                "or turn off the exporter's custom-op registration) and upload again."
+            ),
         )
         for (domain, op), count in sorted(unknown.items())
     ]
@@ -286,13 +316,23 @@ def _checker_findings(path: Path, *, skip_unknown_ops: bool) -> list[Finding]:
             return []  # already reported, with a better message, as unknown_operator
         first = next((line.strip() for line in text.splitlines() if line.strip()), repr(exc))
         context = re.search(r"Context:\s*(.+)", text)
-        where = f" ({context.group(1).strip()})" if context else ""
+        if context:
+            message = say(
+                "The ONNX checker rejects the model: %(error)s (%(context)s)",
+                error=first,
+                context=context.group(1).strip(),
+            )
+        else:
+            message = say("The ONNX checker rejects the model: %(error)s", error=first)
         return [
             error(
                 "onnx_checker_failed",
-                f"The ONNX checker rejects the model: {first}{where}",
-                "The file breaks the ONNX specification (wrong shapes, types or attributes). "
-                + _REEXPORT,
+                message,
+                say(
+                    "The file breaks the ONNX specification (wrong shapes, types or "
+                    "attributes). %(reexport)s",
+                    reexport=_REEXPORT,
+                ),
             )
         ]
     return []
@@ -305,13 +345,17 @@ def _name_findings(info: OnnxInfo) -> list[Finding]:
         found.append(
             error(
                 "no_inputs",
-                "The model has no inputs, so Triton has nothing to feed it.",
-                "Export the model with its real inputs (not baked in as constants).",
+                say("The model has no inputs, so Triton has nothing to feed it."),
+                say("Export the model with its real inputs (not baked in as constants)."),
             )
         )
     if not info.outputs:
         found.append(
-            error("no_outputs", "The model has no outputs.", "Export the model with its outputs.")
+            error(
+                "no_outputs",
+                say("The model has no outputs."),
+                say("Export the model with its outputs."),
+            )
         )
     for tensor in [*info.inputs, *info.outputs]:
         try:
@@ -321,7 +365,7 @@ def _name_findings(info: OnnxInfo) -> list[Finding]:
                 error(
                     "invalid_tensor_name",
                     exc.message,
-                    "Rename the tensor when exporting (input_names / output_names).",
+                    say("Rename the tensor when exporting (input_names / output_names)."),
                 )
             )
     return found
@@ -354,9 +398,15 @@ def _session_findings(path: Path) -> list[Finding]:
         return [
             error(
                 "onnxruntime_load_failed",
-                f"ONNX Runtime cannot load the model on the CPU: {plain_ort_error(exc)}",
-                "Usually an operator or data type without a CPU kernel, or a graph the "
-                "exporter got wrong. " + _REEXPORT,
+                say(
+                    "ONNX Runtime cannot load the model on the CPU: %(error)s",
+                    error=plain_ort_error(exc),
+                ),
+                say(
+                    "Usually an operator or data type without a CPU kernel, or a graph the "
+                    "exporter got wrong. %(reexport)s",
+                    reexport=_REEXPORT,
+                ),
             )
         ]
     return []

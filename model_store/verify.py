@@ -30,6 +30,7 @@ import numpy as np
 
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
+from model_store.text import say, texts_of
 from model_store.verification_inputs import (
     Sample,
     VerificationInputError,
@@ -140,7 +141,8 @@ class OutputComparison:
             "top1_agreement": _finite(self.top1_agreement),
             "topk_overlap": _finite(self.topk_overlap),
             "passed": self.passed,
-            "problem": self.problem,
+            "problem": None if self.problem is None else str(self.problem),
+            **_texts(problem=self.problem),
         }
 
 
@@ -183,10 +185,18 @@ class VerificationReport:
             "tolerances": {k: _finite(v) for k, v in self.tolerances.items()},
             "samples_used": self.samples_used,
             "outputs": [o.to_dict() for o in self.outputs],
-            "reason": self.reason,
+            "reason": str(self.reason),
             "duration_s": round(self.duration_s, 3),
             "via": self.via,
+            **_texts(reason=self.reason),
         }
+
+
+def _texts(**fields: str | None) -> dict[str, Any]:
+    """``{"texts": ...}`` for the fields that are :class:`~model_store.text.Text` sentences
+    (their templates, so the version and job pages can say them translated); else nothing."""
+    found = texts_of(fields)
+    return {"texts": found} if found else {}
 
 
 def _finite(value: float | None) -> float | None:
@@ -260,18 +270,18 @@ def verify(
             run_artifact = _onnx_runner(Path(artifact), optimised=True)
         except Exception as exc:  # the artifact is what is under test: a load failure fails it
             if precision not in TOLERANCES:
-                raise VerificationInputError(
-                    f"Unknown precision {precision!r}; use one of {', '.join(TOLERANCES)}."
-                ) from None
+                raise VerificationInputError(_unknown_precision(precision)) from None
             return VerificationReport(
                 "failed",
                 precision,
                 dict(TOLERANCES[precision]),
-                reason=f"The artifact cannot be loaded: {_plain(exc)}",
+                reason=say("The artifact cannot be loaded: %(error)s", error=_plain(exc)),
                 duration_s=time.monotonic() - started,
             )
     else:
-        raise VerificationInputError(f"Unknown artifact kind {artifact_kind!r}; use onnx or om.")
+        raise VerificationInputError(
+            say("Unknown artifact kind %(kind)s; use onnx or om.", kind=repr(artifact_kind))
+        )
     return verify_with(
         source, run_artifact, precision=precision, samples=samples,
         random_samples=random_samples, seed=seed, batch=batch, top_k=top_k,
@@ -303,16 +313,14 @@ def verify_with(
     """
     started = time.monotonic() if started is None else started
     if precision not in TOLERANCES:
-        raise VerificationInputError(
-            f"Unknown precision {precision!r}; use one of {', '.join(TOLERANCES)}."
-        )
+        raise VerificationInputError(_unknown_precision(precision))
     tolerances = dict(TOLERANCES[precision])
     info = inspect_onnx(Path(source))
     check_samples(info, samples or [])
     inputs = list(samples or [])
     inputs += random_inputs(info, random_samples, seed, batch, input_shapes, dim_sizes)
     if not inputs:
-        raise VerificationInputError("No samples to run: give samples or random_samples >= 1.")
+        raise VerificationInputError(say("No samples to run: give samples or random_samples >= 1."))
 
     def report(
         status: Literal["passed", "failed", "not_run"], reason: str, **kw: Any
@@ -338,7 +346,11 @@ def verify_with(
         except Exception as exc:
             return report(
                 "failed",
-                f"The artifact failed to run sample {index + 1}: {_plain(exc)}",
+                say(
+                    "The artifact failed to run sample %(sample)s: %(error)s",
+                    sample=index + 1,
+                    error=_plain(exc),
+                ),
                 samples_used=len(inputs),
             )
     outputs = [
@@ -347,21 +359,51 @@ def verify_with(
     ]
     failed = [o for o in outputs if not o.passed]
     if failed:
-        details = "; ".join(f"{o.name}: {o.problem}" for o in failed[:4])
+        details = _clauses(
+            [say("%(name)s: %(problem)s", name=o.name, problem=o.problem) for o in failed[:4]]
+        )
         return report(
             "failed",
-            f"{len(failed)} of {len(outputs)} output(s) outside the {precision} tolerances "
-            f"on {len(inputs)} sample(s): {details}",
+            say(
+                "%(failed)s of %(outputs)s output(s) outside the %(precision)s tolerances "
+                "on %(samples)s sample(s): %(details)s",
+                failed=len(failed),
+                outputs=len(outputs),
+                precision=precision,
+                samples=len(inputs),
+                details=details,
+            ),
             samples_used=len(inputs),
             outputs=outputs,
         )
     return report(
         "passed",
-        f"All {len(outputs)} output(s) within the {precision} tolerances on "
-        f"{len(inputs)} sample(s).",
+        say(
+            "All %(outputs)s output(s) within the %(precision)s tolerances on "
+            "%(samples)s sample(s).",
+            outputs=len(outputs),
+            precision=precision,
+            samples=len(inputs),
+        ),
         samples_used=len(inputs),
         outputs=outputs,
     )
+
+
+def _unknown_precision(precision: object) -> str:
+    return say(
+        "Unknown precision %(precision)s; use one of %(known)s.",
+        precision=repr(precision),
+        known=", ".join(TOLERANCES),
+    )
+
+
+def _clauses(parts: list[str]) -> str:
+    """Clauses one after the other (``a; b; c``), as one translatable text."""
+    said = parts[-1]
+    for part in reversed(parts[:-1]):
+        said = say("%(first)s; %(then)s", first=part, then=said)
+    return said
 
 
 def _reference_outputs(source: Path, inputs: list[Sample]) -> list[dict[str, np.ndarray]]:
@@ -370,7 +412,7 @@ def _reference_outputs(source: Path, inputs: list[Sample]) -> list[dict[str, np.
         run_source = _onnx_runner(source, optimised=False)
     except Exception as exc:
         raise VerificationInputError(
-            f"ONNX Runtime cannot load the source model: {_plain(exc)}"
+            say("ONNX Runtime cannot load the source model: %(error)s", error=_plain(exc))
         ) from exc
     expected: list[dict[str, np.ndarray]] = []
     for index, sample in enumerate(inputs):
@@ -378,8 +420,12 @@ def _reference_outputs(source: Path, inputs: list[Sample]) -> list[dict[str, np.
             expected.append(run_source(sample))
         except Exception as exc:
             raise VerificationInputError(
-                f"The source model itself fails on sample {index + 1}: {_plain(exc)}. Give "
-                "samples with realistic values (or dim_sizes for its dynamic dims)."
+                say(
+                    "The source model itself fails on sample %(sample)s: %(error)s. Give "
+                    "samples with realistic values (or dim_sizes for its dynamic dims).",
+                    sample=index + 1,
+                    error=_plain(exc),
+                )
             ) from exc
     return expected
 
@@ -435,7 +481,7 @@ def _om_sample_runner(source: Path, artifact: Path, runner: OmRunner) -> Artifac
             outputs = runner(artifact, dict(sample))
         except (NpuUnavailable, PyAclUnavailable) as exc:
             raise ArtifactNotRunnable(
-                f"The OM was not executed on this worker: {exc.message}"
+                say("The OM was not executed on this worker: %(why)s", why=exc.message)
             ) from exc
         # OM outputs are named <op>:<index>:<ONNX name>: mapped as the acl backend does.
         return match_outputs(wanted, outputs)[0]
@@ -450,13 +496,16 @@ def _om_runner(given: OmRunner | None) -> tuple[OmRunner | None, str]:
     try:
         from model_store.ascend import om_runner
     except ImportError:
-        return None, (
+        return None, say(
             "pyACL is not available on this worker (the OM runner is not installed), "
             "so the OM was not executed."
         )
     available, why = om_runner.acl_available()
     if not available:
-        return None, f"pyACL is not available on this worker, so the OM was not executed: {why}"
+        return None, say(
+            "pyACL is not available on this worker, so the OM was not executed: %(why)s",
+            why=why,
+        )
 
     def run(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return dict(om_runner.run_om(path, inputs))
@@ -479,8 +528,13 @@ def _match_outputs(names: list[str], outputs: Mapping[str, np.ndarray]) -> dict[
         }
     missing = [n for n in names if n not in outputs]
     raise VerificationInputError(
-        f"The artifact's outputs {sorted(outputs)} do not match the source's {names} "
-        f"(missing {missing})."
+        say(
+            "The artifact's outputs %(got)s do not match the source's %(names)s "
+            "(missing %(missing)s).",
+            got=str(sorted(outputs)),
+            names=str(names),
+            missing=str(missing),
+        )
     )
 
 
@@ -498,9 +552,11 @@ def compare_output(
     result = OutputComparison(name)
     for index, (ref, out) in enumerate(zip(expected, got, strict=True)):
         if np.shape(ref) != np.shape(out):
-            result.problem = (
-                f"shape {list(np.shape(out))} differs from the source's {list(np.shape(ref))} "
-                f"(sample {index + 1})"
+            result.problem = say(
+                "shape %(got)s differs from the source's %(expected)s (sample %(sample)s)",
+                got=str(list(np.shape(out))),
+                expected=str(list(np.shape(ref))),
+                sample=index + 1,
             )
             return result
     ref_arrays = [np.asarray(r) for r in expected]
@@ -508,8 +564,10 @@ def compare_output(
     ref_flat = np.concatenate([r.astype(np.float64).ravel() for r in ref_arrays])
     out_flat = np.concatenate([np.asarray(o).astype(np.float64).ravel() for o in got])
     if not (np.all(np.isfinite(ref_flat)) and np.all(np.isfinite(out_flat))):
-        where = "source" if not np.all(np.isfinite(ref_flat)) else "artifact"
-        result.problem = f"the {where} output contains NaN or infinity"
+        if not np.all(np.isfinite(ref_flat)):
+            result.problem = say("the source output contains NaN or infinity")
+        else:
+            result.problem = say("the artifact output contains NaN or infinity")
         return result
     _fill_errors(result, ref_flat, out_flat)
     flips = 0
@@ -587,30 +645,53 @@ def _first_violation(
         match = float(np.mean(ref == out)) if ref.size else 1.0
         need = tol.get("min_exact_match")
         if need is not None and match < need:
-            return f"only {match:.1%} of the integer values match (need {need:.0%})"
+            return say(
+                "only %(match)s of the integer values match (need %(need)s)",
+                match=f"{match:.1%}",
+                need=f"{need:.0%}",
+            )
         return None
     atol, rtol = tol.get("atol"), tol.get("rtol")
     if atol is not None and rtol is not None and ref.size:
         allowed = atol + rtol * np.abs(ref)
         bad = int(np.count_nonzero(np.abs(out - ref) > allowed))
         if bad:
-            return (
-                f"{bad} value(s) differ by more than {atol:g} + {rtol:g}*|ref| "
-                f"(max abs error {result.max_abs:.3g})"
+            return say(
+                "%(bad)s value(s) differ by more than %(atol)s + %(rtol)s*|ref| "
+                "(max abs error %(max_abs)s)",
+                bad=bad,
+                atol=f"{atol:g}",
+                rtol=f"{rtol:g}",
+                max_abs=f"{result.max_abs:.3g}",
             )
     vs_range = tol.get("max_error_vs_range")
     if vs_range is not None and ref.size:
         scale = float(np.max(np.abs(ref)))
         ratio = (result.max_abs or 0.0) / scale if scale > 0 else (result.max_abs or 0.0)
         if ratio > vs_range:
-            return f"max abs error is {ratio:.2%} of the output's range (limit {vs_range:.0%})"
+            return say(
+                "max abs error is %(ratio)s of the output's range (limit %(limit)s)",
+                ratio=f"{ratio:.2%}",
+                limit=f"{vs_range:.0%}",
+            )
     min_cos = tol.get("min_cosine")
     if min_cos is not None and result.cosine is not None and result.cosine < min_cos:
-        return f"cosine similarity {result.cosine:.6f} is below {min_cos}"
+        return say(
+            "cosine similarity %(cosine)s is below %(minimum)s",
+            cosine=f"{result.cosine:.6f}",
+            minimum=min_cos,
+        )
     if flips:
-        return f"top-1 class changed in {flips} row(s) where the source was not near a tie"
+        return say(
+            "top-1 class changed in %(flips)s row(s) where the source was not near a tie",
+            flips=flips,
+        )
     need_overlap = tol.get("min_topk_overlap")
     overlap = result.topk_overlap
     if need_overlap is not None and overlap is not None and overlap < need_overlap:
-        return f"top-k overlap {result.topk_overlap:.2f} is below {need_overlap}"
+        return say(
+            "top-k overlap %(overlap)s is below %(minimum)s",
+            overlap=f"{result.topk_overlap:.2f}",
+            minimum=need_overlap,
+        )
     return None

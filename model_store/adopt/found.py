@@ -8,21 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from model_store.text import with_texts
 
 Level = Literal["error", "warning", "info"]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing found about a model or version. ``error`` blocks adopting it."""
+    """One thing found about a model or version. ``error`` blocks adopting it.
+
+    ``message`` is a :func:`~model_store.text.say` sentence; :meth:`to_dict` keeps its English
+    and adds its template under ``texts``.
+    """
 
     level: Level
     code: str
     message: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"level": self.level, "code": self.code, "message": self.message}
+    def to_dict(self) -> dict[str, Any]:
+        plain = {"level": self.level, "code": self.code, "message": str(self.message)}
+        return with_texts({**plain, "message": self.message}) | plain
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Literal
 from model_store.adopt.found import RepositoryScan, ScannedModel
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
+from model_store.text import say
 
 Action = Literal["adopt", "add_versions", "already_adopted", "clash", "not_adoptable", "not_chosen"]
 #: Actions that copy something.
@@ -96,7 +97,7 @@ def parse_renames(items: Iterable[str]) -> dict[str, str]:
     for item in items:
         old, sep, new = item.partition("=")
         if not sep or not old.strip() or not new.strip():
-            raise InvalidRename(f"Write a rename as old=new, not {item!r}.")
+            raise InvalidRename(say("Write a rename as old=new, not %(item)s.", item=repr(item)))
         renames[old.strip()] = validate_model_name(new.strip())
     return renames
 
@@ -123,7 +124,12 @@ def plan_adoption(
     renames = {old: validate_model_name(new) for old, new in (renames or {}).items()}
     unknown = sorted(set(renames) - {m.directory for m in scan.models})
     if unknown:
-        raise InvalidRename(f"No model folder called {', '.join(unknown)} was found to rename.")
+        raise InvalidRename(
+            say(
+                "No model folder called %(names)s was found to rename.",
+                names=", ".join(unknown),
+            )
+        )
     wanted = _with_composed(scan, set(chosen) if chosen is not None else None)
     planned = [
         _plan_model(model, existing, renames.get(model.directory), str(scan.root), wanted)
@@ -163,7 +169,10 @@ def _plan_model(
     blocking = [p.message for p in model.problems if p.level == "error"]
     if rename is None and any(p.code == "invalid_name" for p in model.problems):
         blocking = [m for m in blocking if "name" not in m] + [
-            f"{model.directory!r} is not a name the hub allows; adopt it under another name."
+            say(
+                "%(name)s is not a name the hub allows; adopt it under another name.",
+                name=repr(model.directory),
+            )
         ]
     elif rename is not None:
         blocking = [
@@ -172,7 +181,7 @@ def _plan_model(
     adoptable = [v for v in model.versions if v.adoptable]
     if blocking or not model.target or not adoptable:
         plan.action = "not_adoptable"
-        plan.reasons = blocking or ["No version can be adopted."]
+        plan.reasons = blocking or [say("No version can be adopted.")]
         return plan
     for version in model.versions:
         if not version.adoptable:
@@ -185,7 +194,12 @@ def _plan_model(
     plan.already = {v.number: v.number for v in adoptable if v.digest in hub.digests}
     if not new:
         plan.action = "already_adopted"
-        plan.reasons.append(f"Every version is in the hub already as {hub_name} (same files).")
+        plan.reasons.append(
+            say(
+                "Every version is in the hub already as %(name)s (same files).",
+                name=hub_name,
+            )
+        )
         return plan
     if hub.adopted_from == root and hub.target == model.target:
         taken = [v.number for v in new if v.number in hub.numbers]
@@ -193,16 +207,23 @@ def _plan_model(
         plan.versions = [v.number for v in new if v.number not in hub.numbers]
         if taken:
             plan.reasons.append(
-                f"Version(s) {', '.join(map(str, taken))} changed since they were adopted; the "
-                "hub keeps what it adopted (adopt the new files under another name)."
+                say(
+                    "Version(s) %(versions)s changed since they were adopted; the hub keeps "
+                    "what it adopted (adopt the new files under another name).",
+                    versions=", ".join(map(str, taken)),
+                )
             )
         if not plan.versions:
             plan.action = "already_adopted"
         return plan
     plan.action = "clash"
     plan.reasons.append(
-        f"The hub has a model called {hub_name} already; it is not overwritten. Skip it, or "
-        f"adopt it under another name ({model.directory}=NEW_NAME)."
+        say(
+            "The hub has a model called %(name)s already; it is not overwritten. Skip it, or "
+            "adopt it under another name (%(directory)s=NEW_NAME).",
+            name=hub_name,
+            directory=model.directory,
+        )
     )
     return plan
 
@@ -214,8 +235,12 @@ def _check_unique_names(planned: list[PlannedModel]) -> None:
             continue
         if plan.hub_name in seen:
             raise InvalidRename(
-                f"{seen[plan.hub_name]} and {plan.directory} would both become {plan.hub_name}; "
-                "rename one of them."
+                say(
+                    "%(first)s and %(second)s would both become %(name)s; rename one of them.",
+                    first=seen[plan.hub_name],
+                    second=plan.directory,
+                    name=plan.hub_name,
+                )
             )
         seen[plan.hub_name] = plan.directory
 
@@ -229,17 +254,21 @@ def _block_ensembles_missing_parts(
         plan = by_directory[model.directory]
         if not plan.copies or not model.composes:
             continue
-        missing = []
+        missing: list[str] = []
         for part in model.composes:
             part_plan = by_directory.get(part)
             coming = part_plan is not None and (
                 part_plan.copies or part_plan.action == "already_adopted"
             )
             if part_plan is not None and part_plan.action == "clash":
-                missing.append(f"{part} (the hub's {part} is another model)")
+                missing.append(say("%(part)s (the hub's %(part)s is another model)", part=part))
             elif part_plan is not None and part_plan.hub_name != part and coming:
                 missing.append(
-                    f"{part} (renamed to {part_plan.hub_name}; the ensemble calls {part})"
+                    say(
+                        "%(part)s (renamed to %(name)s; the ensemble calls %(part)s)",
+                        part=part,
+                        name=part_plan.hub_name,
+                    )
                 )
             elif not coming and part not in existing:
                 missing.append(part)
@@ -247,7 +276,16 @@ def _block_ensembles_missing_parts(
             plan.action = "not_adoptable"
             plan.versions = []
             plan.reasons.append(
-                "The ensemble calls models that would not be in the hub: "
-                + ", ".join(missing)
-                + "."
+                say(
+                    "The ensemble calls models that would not be in the hub: %(missing)s.",
+                    missing=_listed(missing),
+                )
             )
+
+
+def _listed(parts: list[str]) -> str:
+    """Names and clauses one after the other, as one translatable text (``a, b, c``)."""
+    said = parts[-1]
+    for part in reversed(parts[:-1]):
+        said = say("%(first)s, %(then)s", first=part, then=said)
+    return said

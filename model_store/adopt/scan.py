@@ -31,6 +31,7 @@ from model_store.adopt.found import (
 from model_store.adopt.understand import understand_model
 from model_store.errors import ModelStoreError
 from model_store.store import CONFIG_FILE, sha256_file
+from model_store.text import say
 
 #: Refuse a tree larger than this many directory entries: a typo'd PATH ("/") must fail fast
 #: instead of hashing a whole disk. Real repositories hold a few files per version.
@@ -56,8 +57,13 @@ class _Budget:
         self.left -= 1
         if self.left < 0:
             raise ScanRefused(
-                f"{root} holds more than {MAX_ENTRIES} files and folders; that is not a Triton "
-                "model repository (check PATH), or adopt its model folders one parent at a time."
+                say(
+                    "%(root)s holds more than %(limit)s files and folders; that is not a Triton "
+                    "model repository (check PATH), or adopt its model folders one parent at "
+                    "a time.",
+                    root=str(root),
+                    limit=MAX_ENTRIES,
+                )
             )
 
 
@@ -78,14 +84,16 @@ def _resolve_entry(entry: Path, root: Path) -> tuple[Path | None, str]:
     try:
         info = entry.lstat()
     except OSError as exc:
-        return None, f"cannot be read ({exc.strerror})"
+        return None, say("cannot be read (%(error)s)", error=exc.strerror)
     if not stat.S_ISLNK(info.st_mode):
         return entry, ""
     target = Path(os.path.realpath(entry))
     if not _inside(target, root):
-        return None, "is a symbolic link that points outside the repository; it is not followed"
+        return None, say(
+            "is a symbolic link that points outside the repository; it is not followed"
+        )
     if not target.exists():
-        return None, "is a broken symbolic link"
+        return None, say("is a broken symbolic link")
     return target, ""
 
 
@@ -99,23 +107,34 @@ def list_files(folder: Path, root: Path, budget: _Budget) -> tuple[list[Path], l
         try:
             entries = sorted(current.iterdir())
         except OSError as exc:
-            skipped.append(f"{current.relative_to(folder)}: cannot be listed ({exc.strerror})")
+            skipped.append(
+                say(
+                    "%(name)s: cannot be listed (%(error)s)",
+                    name=str(current.relative_to(folder)),
+                    error=exc.strerror,
+                )
+            )
             continue
         for entry in entries:
             budget.spend(root)
             real, why = _resolve_entry(entry, root)
             shown = entry.relative_to(folder).as_posix()
             if real is None:
-                skipped.append(f"{shown} {why}")
+                skipped.append(say("%(name)s %(why)s", name=shown, why=why))
             elif real.is_dir():
                 if real != entry:
-                    skipped.append(f"{shown} is a symbolic link to a folder; it is not followed")
+                    skipped.append(
+                        say(
+                            "%(name)s is a symbolic link to a folder; it is not followed",
+                            name=shown,
+                        )
+                    )
                 else:
                     pending.append(entry)
             elif real.is_file():
                 found.append(entry)
             else:
-                skipped.append(f"{shown} is not a regular file")
+                skipped.append(say("%(name)s is not a regular file", name=shown))
     return sorted(found), skipped
 
 
@@ -131,7 +150,12 @@ def _scan_version(
     scanned = []
     for path in files:
         if path.name.startswith("."):
-            skipped.append(f"{path.relative_to(folder).as_posix()} is hidden; it is not copied")
+            skipped.append(
+                say(
+                    "%(name)s is hidden; it is not copied",
+                    name=path.relative_to(folder).as_posix(),
+                )
+            )
             continue
         real = Path(os.path.realpath(path))
         digest = sha256_file(real) if hash_files else ""
@@ -140,10 +164,20 @@ def _scan_version(
         )
     version = ScannedVersion(number, scanned)
     for line in skipped:
-        version.problems.append(Problem("info", "skipped_entry", f"{number}/{line}."))
+        version.problems.append(
+            Problem(
+                "info",
+                "skipped_entry",
+                say("%(version)s/%(skipped)s.", version=number, skipped=line),
+            )
+        )
     if not scanned:
         version.problems.append(
-            Problem("error", "empty_version", f"Version {number} holds no files.")
+            Problem(
+                "error",
+                "empty_version",
+                say("Version %(version)s holds no files.", version=number),
+            )
         )
     return version
 
@@ -161,13 +195,21 @@ def scan_model(path: Path, root: Path, budget: _Budget, *, hash_files: bool = Tr
     try:
         entries = sorted(path.iterdir())
     except OSError as exc:
-        model.problems.append(Problem("error", "unreadable", f"Cannot be listed: {exc.strerror}."))
+        model.problems.append(
+            Problem("error", "unreadable", say("Cannot be listed: %(error)s.", error=exc.strerror))
+        )
         return model
     for entry in entries:
         budget.spend(root)
         real, why = _resolve_entry(entry, root)
         if real is None:
-            model.problems.append(Problem("warning", "skipped_entry", f"{entry.name} {why}."))
+            model.problems.append(
+                Problem(
+                    "warning",
+                    "skipped_entry",
+                    say("%(name)s %(why)s.", name=entry.name, why=why),
+                )
+            )
         elif real.is_dir() and real == entry and _is_version_name(entry.name):
             model.versions.append(
                 _scan_version(int(entry.name), entry, root, budget, hash_files=hash_files)
@@ -212,9 +254,14 @@ def scan_repository(
     """
     given = Path(root)
     if not given.is_absolute():
-        raise ScanRefused(f"Give the repository as an absolute path, not {str(given)!r}.")
+        raise ScanRefused(
+            say(
+                "Give the repository as an absolute path, not %(path)s.",
+                path=repr(str(given)),
+            )
+        )
     if not given.is_dir():
-        raise ScanRefused(f"{given} is not a directory on this host.")
+        raise ScanRefused(say("%(path)s is not a directory on this host.", path=str(given)))
     real_root = Path(os.path.realpath(given))
     budget = _Budget(max_entries)
     scan = RepositoryScan(root=real_root, models=[])
@@ -224,7 +271,13 @@ def scan_repository(
             continue
         real, why = _resolve_entry(entry, real_root)
         if real is None:
-            scan.problems.append(Problem("warning", "skipped_entry", f"{entry.name} {why}."))
+            scan.problems.append(
+                Problem(
+                    "warning",
+                    "skipped_entry",
+                    say("%(name)s %(why)s.", name=entry.name, why=why),
+                )
+            )
         elif not real.is_dir():
             continue  # a README or a script beside the models: not a model
         elif real != entry:
@@ -232,8 +285,11 @@ def scan_repository(
                 Problem(
                     "warning",
                     "skipped_entry",
-                    f"{entry.name} is a symbolic link to a "
-                    "folder; it is not followed (adopt its target directly).",
+                    say(
+                        "%(name)s is a symbolic link to a "
+                        "folder; it is not followed (adopt its target directly).",
+                        name=entry.name,
+                    ),
                 )
             )
         elif _looks_like_model_dir(entry):
@@ -243,8 +299,11 @@ def scan_repository(
                 Problem(
                     "info",
                     "not_a_model",
-                    f"{entry.name}/ holds neither a config.pbtxt nor "
-                    "a numbered version folder; skipped.",
+                    say(
+                        "%(name)s/ holds neither a config.pbtxt nor "
+                        "a numbered version folder; skipped.",
+                        name=entry.name,
+                    ),
                 )
             )
     return scan

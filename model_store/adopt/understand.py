@@ -28,6 +28,7 @@ from model_store.names import validate_file_name, validate_model_name
 from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets.external import LIMITS as EXTERNAL_LIMITS
 from model_store.targets.onnxruntime import OnnxRuntimeTarget
+from model_store.text import say
 
 ONNX_BACKENDS = {"onnxruntime", "onnxruntime_onnx"}
 GE_BACKEND = "npu_ge"
@@ -71,12 +72,25 @@ def understand_model(model: ScannedModel, config_text: str | None, extras: list[
     try:
         validate_model_name(model.directory)
     except ModelStoreError as exc:
-        problems.append(_error("invalid_name", f"{exc.message} Adopt it under another name."))
+        problems.append(
+            _error(
+                "invalid_name",
+                say("%(problem)s Adopt it under another name.", problem=exc.message),
+            )
+        )
     if not model.versions:
-        problems.append(_error("no_versions", "No numbered version folder."))
+        problems.append(_error("no_versions", say("No numbered version folder.")))
     if extras:
-        adopted = "only config.pbtxt and the version folders are adopted"
-        problems.append(_warning("not_copied", f"Not copied ({adopted}): {', '.join(extras)}."))
+        problems.append(
+            _warning(
+                "not_copied",
+                say(
+                    "Not copied (only config.pbtxt and the version folders are adopted): "
+                    "%(names)s.",
+                    names=", ".join(extras),
+                ),
+            )
+        )
     _check_file_names(model)
     if config_text is None:
         _without_config(model)
@@ -93,8 +107,12 @@ def _check_file_names(model: ScannedModel) -> None:
                 version.problems.append(
                     _error(
                         "nested_files",
-                        f"Version {version.number} holds sub-folders ({file.relpath}); adopted "
-                        "versions hold plain files only.",
+                        say(
+                            "Version %(version)s holds sub-folders (%(path)s); adopted "
+                            "versions hold plain files only.",
+                            version=version.number,
+                            path=file.relpath,
+                        ),
                     )
                 )
                 break
@@ -112,8 +130,10 @@ def _without_config(model: ScannedModel) -> None:
         model.problems.append(
             _error(
                 "no_config",
-                "No config.pbtxt, and not every version holds a model.onnx: the hub cannot tell "
-                "what serves this model. Add a config.pbtxt.",
+                say(
+                    "No config.pbtxt, and not every version holds a model.onnx: the hub cannot "
+                    "tell what serves this model. Add a config.pbtxt."
+                ),
             )
         )
         return
@@ -123,7 +143,9 @@ def _without_config(model: ScannedModel) -> None:
     try:
         cfg = OnnxRuntimeTarget().make_config(model.directory, info, {}, model.versions[-1].number)
     except ModelStoreError as exc:
-        message = f"No config.pbtxt, and none can be generated: {exc.message}"
+        message = say(
+            "No config.pbtxt, and none can be generated: %(problem)s", problem=exc.message
+        )
         model.problems.append(_error("no_config", message))
         return
     cfg.version_policy_specific = None
@@ -135,8 +157,10 @@ def _without_config(model: ScannedModel) -> None:
         Problem(
             "info",
             "generated_config",
-            "No config.pbtxt: the hub generated one from the ONNX model (max_batch_size, "
-            "inputs and outputs).",
+            say(
+                "No config.pbtxt: the hub generated one from the ONNX model (max_batch_size, "
+                "inputs and outputs)."
+            ),
         )
     )
 
@@ -158,8 +182,12 @@ def _with_config(model: ScannedModel, text: str) -> None:
         model.problems.append(
             _warning(
                 "name_differs",
-                f"config.pbtxt names the model {cfg.name!r}; Triton uses the folder's name "
-                f"{model.directory!r}, and so does the hub.",
+                say(
+                    "config.pbtxt names the model %(named)s; Triton uses the folder's name "
+                    "%(directory)s, and so does the hub.",
+                    named=repr(cfg.name),
+                    directory=repr(model.directory),
+                ),
             )
         )
     if model.backend in ONNX_BACKENDS or model.backend == GE_BACKEND:
@@ -179,15 +207,18 @@ def _hub_built(model: ScannedModel, cfg: Any, message: pb.ModelConfig) -> None:
         model.problems.append(
             _warning(
                 "fields_dropped",
-                f"The hub manages this model's config and keeps no {', '.join(dropped)}; "
-                "serving uses the rest.",
+                say(
+                    "The hub manages this model's config and keeps no %(fields)s; "
+                    "serving uses the rest.",
+                    fields=", ".join(dropped),
+                ),
             )
         )
     if model.target == "onnxruntime":
         for version in model.versions:
             if not _has(version, "model.onnx"):
-                message = f"Version {version.number} holds no model.onnx."
-                version.problems.append(_error("no_model_onnx", message))
+                missing = say("Version %(version)s holds no model.onnx.", version=version.number)
+                version.problems.append(_error("no_model_onnx", missing))
     newest = model.versions[-1] if model.versions else None
     files = _onnx_files(newest) if newest else []
     filename = "model.onnx" if "model.onnx" in files else (files[0] if files else "")
@@ -206,36 +237,52 @@ def _external(model: ScannedModel, text: str, message: pb.ModelConfig) -> None:
     model.target = "external"
     model.config_text = VERBATIM_HEADER + text.removeprefix(VERBATIM_HEADER)
     model.limits = list(EXTERNAL_LIMITS)
-    what = "an ensemble" if model.backend == "ensemble" else f"a {model.backend or '?'} model"
-    why = f"The hub does not build {what}: it is adopted as external, with its own config."
+    if model.backend == "ensemble":
+        why = say(
+            "The hub does not build an ensemble: it is adopted as external, with its own config."
+        )
+    else:
+        why = say(
+            "The hub does not build a %(backend)s model: it is adopted as external, with its "
+            "own config.",
+            backend=model.backend or "?",
+        )
     model.problems.append(_warning("unsupported_backend", why))
     if not model.backend:
-        why = "config.pbtxt names neither a backend nor a platform."
+        why = say("config.pbtxt names neither a backend nor a platform.")
         model.problems.append(_error("no_backend", why))
     if message.HasField("ensemble_scheduling"):
         for version in model.versions:  # empty by design: the steps run other models
             version.problems = [p for p in version.problems if p.code != "empty_version"]
         model.composes = sorted({step.model_name for step in message.ensemble_scheduling.step})
-        parts = ", ".join(model.composes)
         model.limits.append(
-            f"An ensemble is adopted with the models it composes ({parts}); they must serve "
-            "before it can."
+            say(
+                "An ensemble is adopted with the models it composes (%(parts)s); they must serve "
+                "before it can.",
+                parts=", ".join(model.composes),
+            )
         )
     if model.backend == "python":
         model.limits.append(
-            "A Python-backend model's dependencies (its imports) must already be installed in "
-            "Triton's environment; the hub installs nothing."
+            say(
+                "A Python-backend model's dependencies (its imports) must already be installed "
+                "in Triton's environment; the hub installs nothing."
+            )
         )
         env = message.parameters.get("EXECUTION_ENV_PATH")
         if env is not None:
-            why = f"It runs in {env.string_value}, which must exist where Triton runs."
+            why = say(
+                "It runs in %(env)s, which must exist where Triton runs.", env=env.string_value
+            )
             model.problems.append(_warning("execution_env", why))
     if model.backend in NEEDS_GPU:
         model.problems.append(
             _warning(
                 "needs_gpu",
-                "TensorRT engines need an NVIDIA GPU of the kind they were built on; a Triton "
-                "without one cannot load them.",
+                say(
+                    "TensorRT engines need an NVIDIA GPU of the kind they were built on; a "
+                    "Triton without one cannot load them."
+                ),
             )
         )
     model.signature = _signature_from_config(message)
@@ -273,7 +320,12 @@ def _inspect(model: ScannedModel, version: ScannedVersion, relpath: str) -> Onnx
     try:
         info = inspect_onnx(model.path / str(version.number) / relpath)
     except ModelStoreError as exc:
-        message = f"{version.number}/{relpath}: {exc.message}"
+        message = say(
+            "%(version)s/%(path)s: %(problem)s",
+            version=version.number,
+            path=relpath,
+            problem=exc.message,
+        )
         version.problems.append(_error("invalid_onnx", message))
         return None
     model.signature = {
@@ -295,10 +347,13 @@ def _ge_checks(model: ScannedModel, extras: list[str]) -> None:
         model.problems.append(
             _warning(
                 "ge_several_model_files",
-                "The GE backend runs the first .onnx (or .pb) it finds anywhere in the model "
-                f"folder, so in this repository it runs an arbitrary one of: "
-                f"{', '.join(everywhere)}. The hub keeps one version per folder; each adopted "
-                "version holds only its own file.",
+                say(
+                    "The GE backend runs the first .onnx (or .pb) it finds anywhere in the model "
+                    "folder, so in this repository it runs an arbitrary one of: "
+                    "%(files)s. The hub keeps one version per folder; each adopted "
+                    "version holds only its own file.",
+                    files=", ".join(everywhere),
+                ),
             )
         )
     for version in model.versions:
@@ -307,7 +362,12 @@ def _ge_checks(model: ScannedModel, extras: list[str]) -> None:
             version.problems.append(
                 _error(
                     "ge_model_files",
-                    f"Version {version.number} holds {len(found)} .onnx/.pb files "
-                    f"({', '.join(found) or 'none'}); the GE backend needs exactly one.",
+                    say(
+                        "Version %(version)s holds %(count)s .onnx/.pb files "
+                        "(%(files)s); the GE backend needs exactly one.",
+                        version=version.number,
+                        count=len(found),
+                        files=", ".join(found) or "none",
+                    ),
                 )
             )

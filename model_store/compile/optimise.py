@@ -30,6 +30,7 @@ import onnx
 from onnx import GraphProto, ModelProto, TensorProto
 
 from model_store.errors import ModelStoreError
+from model_store.text import say
 
 Log = Callable[[str], None]
 
@@ -81,7 +82,13 @@ def load_onnx(path: Path) -> ModelProto:
     try:
         return onnx.load(str(path), load_external_data=True)
     except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
-        raise OptimiseError(f"The ONNX file {Path(path).name!r} cannot be loaded: {exc}") from exc
+        raise OptimiseError(
+            say(
+                "The ONNX file %(name)s cannot be loaded: %(error)s",
+                name=repr(Path(path).name),
+                error=str(exc),
+            )
+        ) from exc
 
 
 def _data_file_name(output: Path) -> str:
@@ -106,7 +113,9 @@ def save_onnx(model: ModelProto, output: Path, *, allow_external: bool = True) -
     """
     output = Path(output)
     if output.is_symlink():
-        raise OptimiseError(f"Refusing to write through the symlink {output}.")
+        raise OptimiseError(
+            say("Refusing to write through the symlink %(path)s.", path=str(output))
+        )
     data_path = output.with_name(_data_file_name(output))
     data_path.unlink(missing_ok=True)  # a stale data file would be silently reused
     if model.ByteSize() < SINGLE_FILE_LIMIT:
@@ -114,9 +123,12 @@ def save_onnx(model: ModelProto, output: Path, *, allow_external: bool = True) -
         return [output]
     if not allow_external:
         raise OptimiseError(
-            f"The model is {model.ByteSize() / 2**30:.1f} GiB, over protobuf's 2 GiB limit for a "
-            "single .onnx file, and this target needs exactly one file. Reduce the model "
-            "(e.g. quantise or split it) or use another target."
+            say(
+                "The model is %(size)s GiB, over protobuf's 2 GiB limit for a "
+                "single .onnx file, and this target needs exactly one file. Reduce the model "
+                "(e.g. quantise or split it) or use another target.",
+                size=f"{model.ByteSize() / 2**30:.1f}",
+            )
         )
     # The location is relative (just the file name) so the pair can be moved together.
     onnx.save_model(
@@ -169,9 +181,11 @@ def _prepare_output(source: Path, output: Path) -> Path:
     """Checks that ``output`` is a new file in an existing directory, distinct from ``source``."""
     output = Path(output)
     if not output.parent.is_dir():
-        raise OptimiseError(f"The output directory {output.parent} does not exist.")
+        raise OptimiseError(
+            say("The output directory %(path)s does not exist.", path=str(output.parent))
+        )
     if output.resolve() == Path(source).resolve():
-        raise OptimiseError("A step must write a new file, not overwrite its input.")
+        raise OptimiseError(say("A step must write a new file, not overwrite its input."))
     return output
 
 
@@ -208,9 +222,11 @@ def simplify_model(
         with contextlib.redirect_stdout(io.StringIO()):
             slimmed = onnxslim.slim(model)
     except Exception as exc:  # onnxslim raises whatever its passes raise
-        raise OptimiseError(f"onnxslim could not simplify the model: {exc}") from exc
+        raise OptimiseError(
+            say("onnxslim could not simplify the model: %(error)s", error=str(exc))
+        ) from exc
     if not isinstance(slimmed, ModelProto):
-        raise OptimiseError("onnxslim returned no model (its own result check failed).")
+        raise OptimiseError(say("onnxslim returned no model (its own result check failed)."))
     return _finish("simplify", before, slimmed, output, log, allow_external=allow_external)
 
 
@@ -235,7 +251,7 @@ def to_fp16(source: Path, output: Path, *, log: Log, allow_external: bool = True
         big = model.ByteSize() >= SINGLE_FILE_LIMIT
         converted = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=big)
     except Exception as exc:
-        raise OptimiseError(f"The FP16 conversion failed: {exc}") from exc
+        raise OptimiseError(say("The FP16 conversion failed: %(error)s", error=str(exc))) from exc
     return _finish("fp16", before, converted, output, log, allow_external=allow_external)
 
 
@@ -259,7 +275,13 @@ def ort_optimise(source: Path, output: Path, level: str, *, log: Log) -> StepRep
     import onnxruntime as ort
 
     if level not in ORT_LEVELS:
-        raise OptimiseError(f"Unknown optimisation level {level!r}; use one of {ORT_LEVELS}.")
+        raise OptimiseError(
+            say(
+                "Unknown optimisation level %(level)s; use one of %(levels)s.",
+                level=repr(level),
+                levels=str(ORT_LEVELS),
+            )
+        )
     output = _prepare_output(source, output)
     source_model = onnx.load(str(source), load_external_data=False)
     before = operator_counts(source_model)
@@ -288,7 +310,9 @@ def ort_optimise(source: Path, output: Path, level: str, *, log: Log) -> StepRep
     try:
         ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        raise OptimiseError(f"ONNX Runtime cannot load the model to optimise it: {exc}") from exc
+        raise OptimiseError(
+            say("ONNX Runtime cannot load the model to optimise it: %(error)s", error=str(exc))
+        ) from exc
     optimised = onnx.load(str(output), load_external_data=False)
     after = operator_counts(optimised)
     summary = _describe_change(f"onnxruntime optimisation ({level})", before, after)
@@ -324,7 +348,12 @@ def convert_opset(
         converted = version_converter.convert_version(model, target_opset)
     except Exception as exc:
         raise OptimiseError(
-            f"The opset conversion from {current} to {target_opset} failed: {exc}"
+            say(
+                "The opset conversion from %(current)s to %(target)s failed: %(error)s",
+                current=current,
+                target=target_opset,
+                error=str(exc),
+            )
         ) from exc
     return _finish(
         f"opset {current} -> {target_opset}",
@@ -370,12 +399,22 @@ def fix_input_shapes(
     for name, dims in shapes.items():
         if name not in graph_inputs:
             raise OptimiseError(
-                f"There is no input {name!r}; the inputs are {sorted(graph_inputs)}."
+                say(
+                    "There is no input %(name)s; the inputs are %(inputs)s.",
+                    name=repr(name),
+                    inputs=str(sorted(graph_inputs)),
+                )
             )
         shape = graph_inputs[name].type.tensor_type.shape
         if len(shape.dim) != len(dims):
             raise OptimiseError(
-                f"Input {name!r} has {len(shape.dim)} dims, but {len(dims)} were given ({dims})."
+                say(
+                    "Input %(name)s has %(rank)s dims, but %(given)s were given (%(dims)s).",
+                    name=repr(name),
+                    rank=len(shape.dim),
+                    given=len(dims),
+                    dims=str(dims),
+                )
             )
         for axis, (dim, value) in enumerate(zip(shape.dim, dims, strict=True)):
             _fix_one_dim(name, axis, dim, int(value), symbols)
@@ -395,18 +434,36 @@ def _fix_one_dim(
     if value == -1:
         return
     if value < 1:
-        raise OptimiseError(f"Input {name!r} axis {axis}: {value} is not a size (use >= 1).")
+        raise OptimiseError(
+            say(
+                "Input %(name)s axis %(axis)s: %(value)s is not a size (use >= 1).",
+                name=repr(name),
+                axis=axis,
+                value=value,
+            )
+        )
     if dim.HasField("dim_value") and dim.dim_value > 0 and dim.dim_value != value:
         raise OptimiseError(
-            f"Input {name!r} axis {axis} is fixed to {dim.dim_value} in the model; "
-            f"it cannot become {value}."
+            say(
+                "Input %(name)s axis %(axis)s is fixed to %(fixed)s in the model; "
+                "it cannot become %(value)s.",
+                name=repr(name),
+                axis=axis,
+                fixed=dim.dim_value,
+                value=value,
+            )
         )
     if dim.HasField("dim_param") and dim.dim_param:
         known = symbols.setdefault(dim.dim_param, value)
         if known != value:
             raise OptimiseError(
-                f"Dimension {dim.dim_param!r} is given two sizes ({known} and {value}); "
-                "inputs that share it must get the same size."
+                say(
+                    "Dimension %(dim)s is given two sizes (%(known)s and %(value)s); "
+                    "inputs that share it must get the same size.",
+                    dim=repr(dim.dim_param),
+                    known=known,
+                    value=value,
+                )
             )
     dim.dim_value = value
 

@@ -48,6 +48,7 @@ from model_store.store import (
     atomic_write_text,
     fsync_dir,
 )
+from model_store.text import say
 from model_store.uploads.errors import InsufficientStorage, human_bytes
 
 CACHE_DIR = "package-tar"
@@ -234,8 +235,12 @@ def _build(store: ModelStore, cache: Path, contents: _Contents, min_free_bytes: 
             os.fsync(fh.fileno())
         if _contents(store, contents.model, contents.version).key != contents.key:
             raise PackageChanged(
-                f"The package of version {contents.version} of {contents.model!r} changed "
-                "while its tar was being written. Try the download again."
+                say(
+                    "The package of version %(version)s of %(model)s changed "
+                    "while its tar was being written. Try the download again.",
+                    version=contents.version,
+                    model=repr(contents.model),
+                )
             )
         temporary.replace(target)
         fsync_dir(cache)
@@ -244,9 +249,14 @@ def _build(store: ModelStore, cache: Path, contents: _Contents, min_free_bytes: 
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise InsufficientStorage(
-                f"The store's disk filled up while the tar of version {contents.version} of "
-                f"{contents.model!r} was written ({human_bytes(need)}). Free space on the "
-                "store's disk (or ask an administrator), then try again."
+                say(
+                    "The store's disk filled up while the tar of version %(version)s of "
+                    "%(model)s was written (%(size)s). Free space on the "
+                    "store's disk (or ask an administrator), then try again.",
+                    version=contents.version,
+                    model=repr(contents.model),
+                    size=human_bytes(need),
+                )
             ) from None
         raise
     finally:
@@ -258,9 +268,14 @@ def _check_free_space(cache: Path, need: int, min_free_bytes: int) -> None:
     free = shutil.disk_usage(cache).free
     if free - need < min_free_bytes:
         raise InsufficientStorage(
-            f"The store's disk has {human_bytes(free)} free; the package tar needs about "
-            f"{human_bytes(need)} and {human_bytes(min_free_bytes)} must stay free. Free space "
-            "on the store's disk (or ask an administrator), then try again."
+            say(
+                "The store's disk has %(free)s free; the package tar needs about "
+                "%(need)s and %(floor)s must stay free. Free space "
+                "on the store's disk (or ask an administrator), then try again.",
+                free=human_bytes(free),
+                need=human_bytes(need),
+                floor=human_bytes(min_free_bytes),
+            )
         )
 
 

@@ -41,6 +41,7 @@ from model_store.package_tar.layout import (
     UnsafePackageTar,
 )
 from model_store.store import CHUNK_SIZE, DIR_MODE, FILE_MODE, fsync_dir, safe_join
+from model_store.text import say
 from model_store.uploads.errors import human_bytes
 
 #: Defaults for :func:`safe_extract`'s limits: an OM or ONNX with its external data is a few
@@ -52,13 +53,13 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
 _KIND = {
-    tarfile.SYMTYPE: "a symbolic link",
-    tarfile.LNKTYPE: "a hard link",
-    tarfile.CHRTYPE: "a character device",
-    tarfile.BLKTYPE: "a block device",
-    tarfile.FIFOTYPE: "a FIFO",
-    tarfile.CONTTYPE: "a contiguous file",
-    tarfile.GNUTYPE_SPARSE: "a sparse file",
+    tarfile.SYMTYPE: say("a symbolic link"),
+    tarfile.LNKTYPE: say("a hard link"),
+    tarfile.CHRTYPE: say("a character device"),
+    tarfile.BLKTYPE: say("a block device"),
+    tarfile.FIFOTYPE: say("a FIFO"),
+    tarfile.CONTTYPE: say("a contiguous file"),
+    tarfile.GNUTYPE_SPARSE: say("a sparse file"),
 }
 
 
@@ -132,18 +133,26 @@ def checked_tar(tar_path: Path, expected_sha256: str, max_bytes: int) -> Iterato
     """
     expected = expected_sha256.strip().lower()
     if not _SHA256.fullmatch(expected):
-        raise PackageTarError("The expected SHA-256 must be 64 hexadecimal digits.")
+        raise PackageTarError(say("The expected SHA-256 must be 64 hexadecimal digits."))
     with Path(tar_path).open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > max_bytes:
             raise PackageTarTooLarge(
-                f"The tar is {human_bytes(size)}; the limit is {human_bytes(max_bytes)}."
+                say(
+                    "The tar is %(size)s; the limit is %(limit)s.",
+                    size=human_bytes(size),
+                    limit=human_bytes(max_bytes),
+                )
             )
         actual = _sha256_of(fh)
         if actual != expected:
             raise PackageTarMismatch(
-                f"The tar's SHA-256 is {actual}, not the expected {expected}: it was damaged "
-                "or altered on the way."
+                say(
+                    "The tar's SHA-256 is %(actual)s, not the expected %(expected)s: it was "
+                    "damaged or altered on the way.",
+                    actual=actual,
+                    expected=expected,
+                )
             )
         fh.seek(0)
         try:
@@ -151,7 +160,10 @@ def checked_tar(tar_path: Path, expected_sha256: str, max_bytes: int) -> Iterato
                 yield tar
         except tarfile.TarError as exc:
             raise PackageTarError(
-                f"The file is not an uncompressed tar, or it is truncated ({exc})."
+                say(
+                    "The file is not an uncompressed tar, or it is truncated (%(error)s).",
+                    error=str(exc),
+                )
             ) from None
 
 
@@ -167,12 +179,16 @@ def _plan(tar: tarfile.TarFile, max_bytes: int, max_entries: int) -> _Plan:
     # Headers are read one by one, so a tar of a million entries stops at the limit.
     for count, member in enumerate(tar, start=1):
         if count > max_entries:
-            raise PackageTarTooLarge(f"The tar has more than {max_entries} entries.")
+            raise PackageTarTooLarge(
+                say("The tar has more than %(max_entries)s entries.", max_entries=max_entries)
+            )
         _add(plan, member, max_bytes)
     if plan.model is None or plan.version is None or plan.config is None:
         raise PackageTarError(
-            "The tar is not a package: it must hold <model>/config.pbtxt and "
-            "<model>/<version>/ with the version's files."
+            say(
+                "The tar is not a package: it must hold <model>/config.pbtxt and "
+                "<model>/<version>/ with the version's files."
+            )
         )
     return plan
 
@@ -182,14 +198,22 @@ def _add(plan: _Plan, member: tarfile.TarInfo, max_bytes: int) -> None:
     parts = _name_parts(member.name)
     directory = member.type == tarfile.DIRTYPE
     if not directory and member.type not in _FILE_TYPES:
-        kind = _KIND.get(member.type, f"an entry of type {member.type!r}")
+        kind = _KIND.get(member.type) or say("an entry of type %(type)s", type=repr(member.type))
         raise UnsafePackageTar(
-            f"The tar entry {member.name!r} is {kind}; a package holds only plain files and "
-            "directories."
+            say(
+                "The tar entry %(name)s is %(kind)s; a package holds only plain files and "
+                "directories.",
+                name=repr(member.name),
+                kind=kind,
+            )
         )
     if member.size < 0 or (not directory and member.size > max_bytes - plan.total):
         raise PackageTarTooLarge(
-            f"The tar's files add up to more than {human_bytes(max_bytes)} (at {member.name!r})."
+            say(
+                "The tar's files add up to more than %(limit)s (at %(name)s).",
+                limit=human_bytes(max_bytes),
+                name=repr(member.name),
+            )
         )
     try:
         _place(plan, parts, member, directory)
@@ -197,7 +221,11 @@ def _add(plan: _Plan, member: tarfile.TarInfo, max_bytes: int) -> None:
         if isinstance(exc, PackageTarError):
             raise
         raise PackageTarError(
-            f"The tar entry {member.name!r} is not part of a package: {exc}"
+            say(
+                "The tar entry %(name)s is not part of a package: %(problem)s",
+                name=repr(member.name),
+                problem=exc.message,
+            )
         ) from None
     plan.total += 0 if directory else member.size
 
@@ -206,14 +234,20 @@ def _name_parts(name: str) -> list[str]:
     """Splits an entry name, refusing absolute names, ``..`` and anything odd."""
     if not name or name.startswith("/") or "\\" in name or "\0" in name:
         raise UnsafePackageTar(
-            f"The tar entry {name!r} has an absolute or unusual name; a package uses "
-            "<model>/... names only."
+            say(
+                "The tar entry %(name)s has an absolute or unusual name; a package uses "
+                "<model>/... names only.",
+                name=repr(name),
+            )
         )
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise UnsafePackageTar(
-            f"The tar entry {name!r} contains an empty, '.' or '..' part; a package uses "
-            "<model>/... names only."
+            say(
+                "The tar entry %(name)s contains an empty, '.' or '..' part; a package uses "
+                "<model>/... names only.",
+                name=repr(name),
+            )
         )
     return parts
 
@@ -224,32 +258,43 @@ def _place(plan: _Plan, parts: list[str], member: tarfile.TarInfo, directory: bo
         plan.model = model
     elif plan.model != model:
         raise PackageTarError(
-            f"The tar holds two models, {plan.model!r} and {model!r}; a package holds one."
+            say(
+                "The tar holds two models, %(first)s and %(second)s; a package holds one.",
+                first=repr(plan.model),
+                second=repr(model),
+            )
         )
     if len(parts) == 1 and directory:
         return
     if len(parts) == 2 and parts[1] == CONFIG_FILE and not directory:
         if plan.config is not None:
-            raise PackageTarError(f"The tar holds {member.name!r} twice.")
+            raise PackageTarError(say("The tar holds %(name)s twice.", name=repr(member.name)))
         plan.config = member
         return
     if len(parts) not in (2, 3) or (len(parts) == 2) != directory:
         raise PackageTarError(
-            f"The tar entry {member.name!r} is not <model>/config.pbtxt, "
-            "<model>/<version>/ or <model>/<version>/<file>."
+            say(
+                "The tar entry %(name)s is not <model>/config.pbtxt, "
+                "<model>/<version>/ or <model>/<version>/<file>.",
+                name=repr(member.name),
+            )
         )
     version = validate_version(parts[1])
     if plan.version is None:
         plan.version = version
     elif plan.version != version:
         raise PackageTarError(
-            f"The tar holds versions {plan.version} and {version}; a package holds one."
+            say(
+                "The tar holds versions %(first)s and %(second)s; a package holds one.",
+                first=plan.version,
+                second=version,
+            )
         )
     if directory:
         return
     filename = validate_file_name(parts[2])
     if filename in plan.files:
-        raise PackageTarError(f"The tar holds {member.name!r} twice.")
+        raise PackageTarError(say("The tar holds %(name)s twice.", name=repr(member.name)))
     plan.files[filename] = member
 
 
@@ -257,30 +302,44 @@ def _checked_config(tar: tarfile.TarFile, plan: _Plan) -> ModelConfig:
     assert plan.config is not None and plan.model is not None and plan.version is not None
     if plan.config.size > MAX_CONFIG_BYTES:
         raise PackageTarTooLarge(
-            f"config.pbtxt is {human_bytes(plan.config.size)}; the limit is "
-            f"{human_bytes(MAX_CONFIG_BYTES)}."
+            say(
+                "config.pbtxt is %(size)s; the limit is %(limit)s.",
+                size=human_bytes(plan.config.size),
+                limit=human_bytes(MAX_CONFIG_BYTES),
+            )
         )
     source = tar.extractfile(plan.config)
     assert source is not None  # a regular file, checked in _add
     try:
         config = parse_pbtxt(source.read().decode("utf-8"))
     except UnicodeDecodeError:
-        raise PackageTarError("config.pbtxt in the tar is not UTF-8 text.") from None
+        raise PackageTarError(say("config.pbtxt in the tar is not UTF-8 text.")) from None
     except InvalidConfig as exc:
-        raise PackageTarError(f"The tar's {exc.message}") from None
+        raise PackageTarError(say("The tar's %(problem)s", problem=exc.message)) from None
     if config.name != plan.model:
         raise PackageTarError(
-            f"config.pbtxt names the model {config.name!r}, but the tar holds {plan.model!r}."
+            say(
+                "config.pbtxt names the model %(named)s, but the tar holds %(model)s.",
+                named=repr(config.name),
+                model=repr(plan.model),
+            )
         )
     # Only an ensemble's version directory is empty: its steps run other models.
     if not plan.files and config.platform != "ensemble":
         raise PackageTarError(
-            f"The tar holds no files for version {plan.version}; only an ensemble has none."
+            say(
+                "The tar holds no files for version %(version)s; only an ensemble has none.",
+                version=plan.version,
+            )
         )
     if plan.version not in (config.version_policy_specific or []):
         raise PackageTarError(
-            f"config.pbtxt does not pin version {plan.version} (its version_policy names "
-            f"{config.version_policy_specific or 'none'}), so Triton would not serve it."
+            say(
+                "config.pbtxt does not pin version %(version)s (its version_policy names "
+                "%(pinned)s), so Triton would not serve it.",
+                version=plan.version,
+                pinned=str(config.version_policy_specific or "none"),
+            )
         )
     return config
 
@@ -290,10 +349,15 @@ def _write(tar: tarfile.TarFile, plan: _Plan, config: ModelConfig, dest: Path) -
     try:
         dest.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     except FileExistsError:
-        raise PackageTarError(f"{dest} is a file; unpack into an empty directory.") from None
+        raise PackageTarError(
+            say("%(dest)s is a file; unpack into an empty directory.", dest=str(dest))
+        ) from None
     if dest.is_symlink() or any(dest.iterdir()):
         raise PackageTarError(
-            f"The staging directory {dest} is not empty; unpack into an empty one."
+            say(
+                "The staging directory %(dest)s is not empty; unpack into an empty one.",
+                dest=str(dest),
+            )
         )
     model_dir = safe_join(dest, plan.model)
     version_dir = model_dir / str(plan.version)
@@ -322,7 +386,7 @@ def copy_entry(tar: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> Non
         while remaining > 0:
             block = source.read(min(CHUNK_SIZE, remaining))
             if not block:
-                raise PackageTarError(f"The tar ends inside {member.name!r}.")
+                raise PackageTarError(say("The tar ends inside %(name)s.", name=repr(member.name)))
             out.write(block)
             remaining -= len(block)
         out.flush()

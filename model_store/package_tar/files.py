@@ -36,6 +36,7 @@ from model_store.package_tar.layout import (
     normalised_entry,
 )
 from model_store.store import DIR_MODE, FILE_MODE, fsync_dir
+from model_store.text import say
 
 #: Largest files tar taken by default: a model with its external data.
 DEFAULT_MAX_BYTES = 64 * 1024**3
@@ -109,37 +110,48 @@ def _checked_members(
     seen: set[str] = set()
     for count, member in enumerate(tar, start=1):
         if count > max_entries:
-            raise PackageTarTooLarge(f"The tar has more than {max_entries} entries.")
+            raise PackageTarTooLarge(
+                say("The tar has more than %(max_entries)s entries.", max_entries=max_entries)
+            )
         parts = _parts(member.name)
         if member.isdir():
             continue  # directories are made for the files that need them
         if not member.isreg():
-            raise UnsafePackageTar(f"{member.name[:200]!r} is not a plain file.")
+            raise UnsafePackageTar(
+                say("%(name)s is not a plain file.", name=repr(member.name[:200]))
+            )
         key = "/".join(parts)
         if key in seen:
-            raise UnsafePackageTar(f"{key!r} is in the tar twice.")
+            raise UnsafePackageTar(say("%(name)s is in the tar twice.", name=repr(key)))
         seen.add(key)
         total += member.size
         if total > max_bytes:
-            raise PackageTarTooLarge(f"The tar's files add up to more than {max_bytes} bytes.")
+            raise PackageTarTooLarge(
+                say(
+                    "The tar's files add up to more than %(max_bytes)s bytes.",
+                    max_bytes=max_bytes,
+                )
+            )
         files.append((member, parts))
     if not files:
-        raise PackageTarError("The tar holds no files.")
+        raise PackageTarError(say("The tar holds no files."))
     return files
 
 
 def _parts(name: str) -> list[str]:
     path = PurePosixPath(name)
     if path.is_absolute() or not name or "\\" in name:
-        raise UnsafePackageTar(f"{name[:200]!r} is not a relative name.")
+        raise UnsafePackageTar(say("%(name)s is not a relative name.", name=repr(name[:200])))
     parts = [p for p in path.parts if p != "."]
     if not parts or len(parts) > MAX_DEPTH:
-        raise UnsafePackageTar(f"{name[:200]!r} is empty or too deep.")
+        raise UnsafePackageTar(say("%(name)s is empty or too deep.", name=repr(name[:200])))
     try:
         for part in parts:
             validate_file_name(part)
     except ModelStoreError as exc:
-        raise UnsafePackageTar(f"{name[:200]!r}: {exc}") from None
+        raise UnsafePackageTar(
+            say("%(name)s: %(problem)s", name=repr(name[:200]), problem=exc.message)
+        ) from None
     return parts
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from model_store.errors import UnsafePath
 from model_store.store import safe_join
+from model_store.text import say
 from model_store.uploads.errors import InvalidUpload, UploadTooLarge, human_bytes, quoted
 from model_store.uploads.records import DIR_MODE, FILE_MODE, PIECE_SIZE
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 MAX_COMPRESSION_RATIO = 100
 RATIO_CHECK_MIN_BYTES = 1024 * 1024
 _DRIVE_PATTERN = re.compile(r"[A-Za-z]:")
-_BUNDLE_RULES = "A .zip bundle must hold one .onnx file and its external data files."
+_BUNDLE_RULES = say("A .zip bundle must hold one .onnx file and its external data files.")
 #: Central-directory bytes allowed per permitted entry: a 46-byte header, the name and extra
 #: fields (zip64 sizes, timestamps). Real bundles need a few hundred; 4 KiB is generous.
 CENTRAL_DIRECTORY_BYTES_PER_ENTRY = 4096
@@ -48,6 +49,10 @@ _ZIP64_EOCD_SIGNATURE = b"PK\x06\x06"
 _MAX_ZIP_COMMENT = 0xFFFF
 
 
+def _not_a_zip() -> str:
+    return say("The bundle is not a valid .zip file. %(rules)s", rules=_BUNDLE_RULES)
+
+
 def _member_parts(name: str) -> tuple[str, ...]:
     """Splits a zip member name into safe relative parts, or refuses it.
 
@@ -58,16 +63,38 @@ def _member_parts(name: str) -> tuple[str, ...]:
     shown = quoted(name)
     if not name or "\\" in name or any(not ch.isprintable() for ch in name):
         raise InvalidUpload(
-            f"The bundle member {shown} has a backslash, control characters or no name. "
-            f"{_BUNDLE_RULES}"
+            say(
+                "The bundle member %(member)s has a backslash, control characters or no name. "
+                "%(rules)s",
+                member=shown,
+                rules=_BUNDLE_RULES,
+            )
         )
     if name.startswith("/") or _DRIVE_PATTERN.match(name):
-        raise InvalidUpload(f"The bundle member {shown} is an absolute path. {_BUNDLE_RULES}")
+        raise InvalidUpload(
+            say(
+                "The bundle member %(member)s is an absolute path. %(rules)s",
+                member=shown,
+                rules=_BUNDLE_RULES,
+            )
+        )
     parts = tuple(name.removesuffix("/").split("/"))
     if any(part == ".." for part in parts):
-        raise InvalidUpload(f"The bundle member {shown} climbs out with '..'. {_BUNDLE_RULES}")
+        raise InvalidUpload(
+            say(
+                "The bundle member %(member)s climbs out with '..'. %(rules)s",
+                member=shown,
+                rules=_BUNDLE_RULES,
+            )
+        )
     if any(part in ("", ".") for part in parts):
-        raise InvalidUpload(f"The bundle member {shown} has an empty or '.' part. {_BUNDLE_RULES}")
+        raise InvalidUpload(
+            say(
+                "The bundle member %(member)s has an empty or '.' part. %(rules)s",
+                member=shown,
+                rules=_BUNDLE_RULES,
+            )
+        )
     return parts
 
 
@@ -76,14 +103,27 @@ def _check_member_type(info: zipfile.ZipInfo) -> None:
     mode = info.external_attr >> 16
     kind = stat.S_IFMT(mode)
     if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
-        what = "a symbolic link" if kind == stat.S_IFLNK else "not a regular file"
-        raise InvalidUpload(
-            f"The bundle member {quoted(info.filename)} is {what}. Put the real files in the "
-            f"zip. {_BUNDLE_RULES}"
-        )
+        if kind == stat.S_IFLNK:
+            message = say(
+                "The bundle member %(member)s is a symbolic link. Put the real files in the "
+                "zip. %(rules)s",
+                member=quoted(info.filename),
+                rules=_BUNDLE_RULES,
+            )
+        else:
+            message = say(
+                "The bundle member %(member)s is not a regular file. Put the real files in the "
+                "zip. %(rules)s",
+                member=quoted(info.filename),
+                rules=_BUNDLE_RULES,
+            )
+        raise InvalidUpload(message)
     if info.flag_bits & 0x1:
         raise InvalidUpload(
-            f"The bundle member {quoted(info.filename)} is encrypted. Zip it without a password."
+            say(
+                "The bundle member %(member)s is encrypted. Zip it without a password.",
+                member=quoted(info.filename),
+            )
         )
 
 
@@ -98,11 +138,21 @@ def _plan_bundle(
         parts = _member_parts(info.filename)
         _check_member_type(info)
         if parts in seen:
-            raise InvalidUpload(f"The bundle holds {quoted(info.filename)} twice. {_BUNDLE_RULES}")
+            raise InvalidUpload(
+                say(
+                    "The bundle holds %(member)s twice. %(rules)s",
+                    member=quoted(info.filename),
+                    rules=_BUNDLE_RULES,
+                )
+            )
         seen.add(parts)
         if len(seen) > max_files:  # folders count too: each one costs an entry to parse
             raise InvalidUpload(
-                f"The bundle holds more than {max_files} files and folders. {_BUNDLE_RULES}"
+                say(
+                    "The bundle holds more than %(max_files)s files and folders. %(rules)s",
+                    max_files=max_files,
+                    rules=_BUNDLE_RULES,
+                )
             )
         if info.is_dir():
             continue
@@ -110,25 +160,44 @@ def _plan_bundle(
         total += info.file_size
         if total > max_total_bytes:
             raise UploadTooLarge(
-                f"The bundle unpacks to more than {human_bytes(max_total_bytes)}, the limit. "
-                "Upload a smaller model."
+                say(
+                    "The bundle unpacks to more than %(limit)s, the limit. Upload a smaller model.",
+                    limit=human_bytes(max_total_bytes),
+                )
             )
         ratio = info.file_size / max(info.compress_size, 1)
         if info.file_size > RATIO_CHECK_MIN_BYTES and ratio > MAX_COMPRESSION_RATIO:
             raise InvalidUpload(
-                f"The bundle member {quoted(info.filename)} expands from "
-                f"{human_bytes(info.compress_size)} to {human_bytes(info.file_size)}, which "
-                "looks like a zip bomb. Zip the real model files."
+                say(
+                    "The bundle member %(member)s expands from %(compressed)s to %(size)s, "
+                    "which looks like a zip bomb. Zip the real model files.",
+                    member=quoted(info.filename),
+                    compressed=human_bytes(info.compress_size),
+                    size=human_bytes(info.file_size),
+                )
             )
     onnx_files = [parts for _info, parts in files if parts[-1].lower().endswith(".onnx")]
     if len(onnx_files) != 1:
-        found = "no .onnx file" if not onnx_files else f"{len(onnx_files)} .onnx files"
-        raise InvalidUpload(f"The bundle holds {found}. {_BUNDLE_RULES}")
+        if not onnx_files:
+            message = say("The bundle holds no .onnx file. %(rules)s", rules=_BUNDLE_RULES)
+        else:
+            message = say(
+                "The bundle holds %(count)s .onnx files. %(rules)s",
+                count=len(onnx_files),
+                rules=_BUNDLE_RULES,
+            )
+        raise InvalidUpload(message)
     prefixes = {parts[:i] for _info, parts in files for i in range(1, len(parts))}
     clash = prefixes & {parts for _info, parts in files}
     if clash:
         shown = "/".join(sorted(clash)[0])
-        raise InvalidUpload(f"The bundle uses {shown!r} as a file and a folder. {_BUNDLE_RULES}")
+        raise InvalidUpload(
+            say(
+                "The bundle uses %(path)s as a file and a folder. %(rules)s",
+                path=repr(shown),
+                rules=_BUNDLE_RULES,
+            )
+        )
     return files
 
 
@@ -152,7 +221,7 @@ def _find_end_record(fh: BinaryIO, file_size: int) -> int:
     tail = fh.read()
     found = tail.rfind(_EOCD_SIGNATURE)
     if found < 0 or len(tail) - found < _EOCD.size:
-        raise InvalidUpload(f"The bundle is not a valid .zip file. {_BUNDLE_RULES}")
+        raise InvalidUpload(_not_a_zip())
     return start + found
 
 
@@ -195,7 +264,7 @@ def _declared_directory(zip_path: Path) -> tuple[int, int]:
             fields = _EOCD.unpack(fh.read(_EOCD.size))
             zip64 = _zip64_declared(fh, end_at)
     except OSError:
-        raise InvalidUpload(f"The bundle is not a valid .zip file. {_BUNDLE_RULES}") from None
+        raise InvalidUpload(_not_a_zip()) from None
     # As in zipfile, a ZIP64 record replaces the 16/32-bit fields (which then hold 0xFFFF...).
     return zip64 if zip64 is not None else (max(fields[3], fields[4]), fields[5])
 
@@ -215,14 +284,25 @@ def _check_declared_directory(zip_path: Path, max_files: int) -> None:
     entries, size = _declared_directory(zip_path)
     if entries > max_files:
         raise InvalidUpload(
-            f"The bundle declares {entries} entries: more than {max_files} files and folders, "
-            f"the limit. {_BUNDLE_RULES}"
+            say(
+                "The bundle declares %(entries)s entries: more than %(max_files)s files and "
+                "folders, the limit. %(rules)s",
+                entries=entries,
+                max_files=max_files,
+                rules=_BUNDLE_RULES,
+            )
         )
     limit = max_files * CENTRAL_DIRECTORY_BYTES_PER_ENTRY
     if size > limit:
         raise InvalidUpload(
-            f"The bundle's central directory is {human_bytes(size)}, more than the "
-            f"{human_bytes(limit)} that {max_files} files and folders need. {_BUNDLE_RULES}"
+            say(
+                "The bundle's central directory is %(size)s, more than the %(limit)s that "
+                "%(max_files)s files and folders need. %(rules)s",
+                size=human_bytes(size),
+                limit=human_bytes(limit),
+                max_files=max_files,
+                rules=_BUNDLE_RULES,
+            )
         )
 
 
@@ -243,8 +323,11 @@ def _extract_member(
             written += len(block)
             if written > limit:
                 raise UploadTooLarge(
-                    f"The bundle member {quoted(info.filename)} is larger than it declares "
-                    "or than the limit. Zip the real model files."
+                    say(
+                        "The bundle member %(member)s is larger than it declares "
+                        "or than the limit. Zip the real model files.",
+                        member=quoted(info.filename),
+                    )
                 )
             dst.write(block)
         dst.flush()
@@ -291,7 +374,7 @@ def unpack_bundle(
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
-        raise InvalidUpload(f"The bundle is not a valid .zip file. {_BUNDLE_RULES}") from None
+        raise InvalidUpload(_not_a_zip()) from None
     try:
         with archive:
             plan = _plan_bundle(archive.infolist(), max_total_bytes, max_files)
@@ -304,10 +387,18 @@ def unpack_bundle(
                     onnx_path = target
     except (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError) as exc:
         _empty_dir(dest)
-        raise InvalidUpload(f"The bundle cannot be unpacked ({exc}). {_BUNDLE_RULES}") from None
+        raise InvalidUpload(
+            say(
+                "The bundle cannot be unpacked (%(error)s). %(rules)s",
+                error=str(exc),
+                rules=_BUNDLE_RULES,
+            )
+        ) from None
     except UnsafePath as exc:
         _empty_dir(dest)
-        raise InvalidUpload(f"{exc.message} {_BUNDLE_RULES}") from None
+        raise InvalidUpload(
+            say("%(problem)s %(rules)s", problem=exc.message, rules=_BUNDLE_RULES)
+        ) from None
     except BaseException:
         _empty_dir(dest)
         raise
@@ -370,8 +461,11 @@ def check_bundle_model(onnx_path: Path, bundle_dir: Path | None = None) -> Bundl
         for path in root.rglob("*")
         if path.is_file() and path.resolve() not in used
     )
-    warnings = [
-        f"The bundle file {name!r} is not used by the model and will not be stored."
+    warnings: list[str] = [
+        say(
+            "The bundle file %(name)s is not used by the model and will not be stored.",
+            name=repr(name),
+        )
         for name in unused
     ]
     return BundleCheck(info=info, unused_files=unused, warnings=warnings)

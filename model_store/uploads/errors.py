@@ -9,6 +9,7 @@ bundle reader raise the same errors without importing each other.
 from __future__ import annotations
 
 from model_store.errors import ModelStoreError
+from model_store.text import say
 
 
 class InvalidUpload(ModelStoreError):
@@ -77,7 +78,7 @@ def human_bytes(count: int) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
             if unit == "bytes":
-                return f"{count} bytes"
+                return say("%(count)s bytes", count=count)
             text = f"{value:.1f}".removesuffix(".0")
             return f"{text} {unit}"
         value /= 1024

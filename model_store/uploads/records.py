@@ -15,6 +15,7 @@ from typing import Any
 
 from model_store.errors import InvalidFileName
 from model_store.names import validate_file_name
+from model_store.text import say
 from model_store.uploads.errors import InvalidUpload, UploadNotFound, quoted
 
 #: Bytes copied at a time, from the request stream to disk and from disk to the hash.
@@ -99,7 +100,10 @@ def check_upload_id(upload_id: object) -> str:
     """
     if not isinstance(upload_id, str) or not ID_PATTERN.fullmatch(upload_id):
         raise UploadNotFound(
-            f"There is no upload {quoted(upload_id)}: upload ids are 32 hex characters."
+            say(
+                "There is no upload %(upload)s: upload ids are 32 hex characters.",
+                upload=quoted(upload_id),
+            )
         )
     return upload_id
 
@@ -113,20 +117,34 @@ def check_upload_filename(filename: object) -> str:
     Raises:
         InvalidUpload: If the name is not a plain ``.onnx`` or ``.zip`` file name.
     """
-    allowed = " or ".join(ALLOWED_EXTENSIONS)
+    first, second = ALLOWED_EXTENSIONS
+    allowed = say("%(first)s or %(second)s", first=first, second=second)
     if not isinstance(filename, str):
-        raise InvalidUpload(f"The file name must be text, not {type(filename).__name__}.")
+        raise InvalidUpload(
+            say(
+                "The file name must be text, not %(type)s.",
+                type=type(filename).__name__,
+            )
+        )
     if not filename:
-        raise InvalidUpload(f"The file name is empty. Upload a {allowed} file.")
+        raise InvalidUpload(
+            say("The file name is empty. Upload a %(allowed)s file.", allowed=allowed)
+        )
     if "/" in filename or "\\" in filename or ".." in filename:
         raise InvalidUpload(
-            f"The file name {quoted(filename)} contains a folder or '..'. "
-            "Send only the file's own name, e.g. 'model.onnx'."
+            say(
+                "The file name %(name)s contains a folder or '..'. "
+                "Send only the file's own name, e.g. 'model.onnx'.",
+                name=quoted(filename),
+            )
         )
     if any(not ch.isprintable() for ch in filename):
         raise InvalidUpload(
-            f"The file name {quoted(filename)} contains NUL, newline or other control "
-            "characters. Rename the file."
+            say(
+                "The file name %(name)s contains NUL, newline or other control "
+                "characters. Rename the file.",
+                name=quoted(filename),
+            )
         )
     try:
         validate_file_name(filename)
@@ -134,7 +152,11 @@ def check_upload_filename(filename: object) -> str:
         raise InvalidUpload(exc.message) from None
     if not filename.lower().endswith(ALLOWED_EXTENSIONS):
         raise InvalidUpload(
-            f"The file {quoted(filename)} is neither an ONNX model nor a bundle. "
-            f"Upload a {allowed} file (a .zip holds one .onnx file and its external data)."
+            say(
+                "The file %(name)s is neither an ONNX model nor a bundle. Upload a "
+                "%(allowed)s file (a .zip holds one .onnx file and its external data).",
+                name=quoted(filename),
+                allowed=allowed,
+            )
         )
     return filename

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 
 from model_store.errors import ModelStoreError
 from model_store.store import atomic_write_text, fsync_dir
+from model_store.text import say
 from model_store.uploads.direct_io import (
     DIRECT_MIN_BYTES,
     IDLE_FLUSH_S,
@@ -139,11 +140,19 @@ class UploadStore:
             meta = json.loads((upload_dir / META_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise UploadNotFound(
-                f"There is no upload {upload_dir.name!r} (it finished, was cancelled or "
-                "expired). Start the upload again."
+                say(
+                    "There is no upload %(upload)s (it finished, was cancelled or "
+                    "expired). Start the upload again.",
+                    upload=repr(upload_dir.name),
+                )
             ) from None
         if not isinstance(meta, dict):
-            raise UploadNotFound(f"The upload {upload_dir.name!r} is damaged. Start it again.")
+            raise UploadNotFound(
+                say(
+                    "The upload %(upload)s is damaged. Start it again.",
+                    upload=repr(upload_dir.name),
+                )
+            )
         return meta
 
     @staticmethod
@@ -176,8 +185,11 @@ class UploadStore:
             fh = (upload_dir / PART_FILE).open("r+b")
         except FileNotFoundError:
             raise UploadNotFound(
-                f"There is no upload {upload_id!r} (it was cancelled or expired). "
-                "Start the upload again."
+                say(
+                    "There is no upload %(upload)s (it was cancelled or expired). "
+                    "Start the upload again.",
+                    upload=repr(upload_id),
+                )
             ) from None
         with fh:
             self._lock(fh, upload_id)
@@ -198,8 +210,11 @@ class UploadStore:
                     raise
             if time.monotonic() >= deadline:
                 raise UploadBusy(
-                    f"Another request is still writing to upload {upload_id!r}. "
-                    "Wait for it to finish, then ask for the upload's status and resume."
+                    say(
+                        "Another request is still writing to upload %(upload)s. "
+                        "Wait for it to finish, then ask for the upload's status and resume.",
+                        upload=repr(upload_id),
+                    )
                 )
             time.sleep(0.05)
 
@@ -222,31 +237,47 @@ class UploadStore:
         """
         filename = check_upload_filename(filename)
         if isinstance(size, bool) or not isinstance(size, int):
-            raise InvalidUpload(f"The file size must be a whole number of bytes, not {size!r}.")
+            raise InvalidUpload(
+                say(
+                    "The file size must be a whole number of bytes, not %(size)s.",
+                    size=repr(size),
+                )
+            )
         if size <= 0:
             raise InvalidUpload(
-                f"The file {filename!r} is an empty file (size {size}). Choose the model file."
+                say(
+                    "The file %(name)s is an empty file (size %(size)s). Choose the model file.",
+                    name=repr(filename),
+                    size=size,
+                )
             )
         if size > self.max_bytes:
             raise UploadTooLarge(
-                f"The file {filename!r} is {human_bytes(size)}; the limit is "
-                f"{human_bytes(self.max_bytes)}. Upload a smaller model, or ask an "
-                "administrator to raise the limit."
+                say(
+                    "The file %(name)s is %(size)s; the limit is %(limit)s. Upload a smaller "
+                    "model, or ask an administrator to raise the limit.",
+                    name=repr(filename),
+                    size=human_bytes(size),
+                    limit=human_bytes(self.max_bytes),
+                )
             )
         if sha256 is not None:
             if not isinstance(sha256, str) or not _SHA256_PATTERN.fullmatch(sha256):
                 raise InvalidUpload(
-                    f"The sha256 {quoted(sha256)} is not 64 hex characters. "
-                    "Send the output of 'sha256sum', or no sha256 at all."
+                    say(
+                        "The sha256 %(sha256)s is not 64 hex characters. "
+                        "Send the output of 'sha256sum', or no sha256 at all.",
+                        sha256=quoted(sha256),
+                    )
                 )
             sha256 = sha256.lower()
         if not isinstance(owner, str) or len(owner) > MAX_OWNER_LENGTH or not owner.isprintable():
             raise InvalidUpload(
-                "The upload owner must be printable text of 150 characters or less."
+                say("The upload owner must be printable text of 150 characters or less.")
             )
         self.uploads_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         self._check_quota(owner, size)
-        self._check_free_space(size, f"the file {filename!r}")
+        self._check_free_space(size, say("the file %(name)s", name=repr(filename)))
         while True:
             upload_id = secrets.token_hex(16)
             upload_dir = self.uploads_dir / upload_id
@@ -285,8 +316,11 @@ class UploadStore:
             received = (upload_dir / PART_FILE).stat().st_size
         except FileNotFoundError:
             raise UploadNotFound(
-                f"There is no upload {upload_id!r} (it was cancelled or expired). "
-                "Start the upload again."
+                say(
+                    "There is no upload %(upload)s (it was cancelled or expired). "
+                    "Start the upload again.",
+                    upload=repr(upload_id),
+                )
             ) from None
         return self._upload(upload_id, meta, received)
 
@@ -326,7 +360,7 @@ class UploadStore:
             received = os.fstat(fh.fileno()).st_size
             _check_chunk(upload_id, meta, received, offset, length)
             # The disk may have filled since the upload started: refuse before a byte lands.
-            self._check_free_space(length, "this chunk")
+            self._check_free_space(length, say("this chunk"))
             direct_fd = None
             if self.direct_io and length >= DIRECT_MIN_BYTES:
                 direct_fd = open_direct(upload_dir / PART_FILE)
@@ -434,8 +468,12 @@ class UploadStore:
             received = os.fstat(fh.fileno()).st_size
             if received != size:
                 raise InvalidUpload(
-                    f"The upload has {received} of {size} bytes. "
-                    f"Send the rest from byte {received}, then finish it."
+                    say(
+                        "The upload has %(received)s of %(size)s bytes. "
+                        "Send the rest from byte %(received)s, then finish it.",
+                        received=received,
+                        size=size,
+                    )
                 )
             if meta.get("state") == STATE_COMPLETE and meta.get("received_sha256"):
                 return FinishedUpload(part, str(meta["received_sha256"]), size, meta["filename"])
@@ -450,8 +488,13 @@ class UploadStore:
             if declared and declared != actual:
                 self._remove_dir(upload_dir)
                 raise UploadCorrupt(
-                    f"The file {meta['filename']!r} arrived damaged: its sha256 is {actual}, "
-                    f"not the declared {declared}. Nothing was kept; upload it again."
+                    say(
+                        "The file %(name)s arrived damaged: its sha256 is %(actual)s, "
+                        "not the declared %(declared)s. Nothing was kept; upload it again.",
+                        name=repr(meta["filename"]),
+                        actual=actual,
+                        declared=declared,
+                    )
                 )
             meta.update(state=STATE_COMPLETE, received_sha256=actual, completed=time.time())
             self._write_meta(upload_dir, meta)
@@ -465,7 +508,9 @@ class UploadStore:
         """
         upload_dir = self._dir(upload_id)
         if not upload_dir.is_dir():
-            raise UploadNotFound(f"There is no upload {upload_id!r}; nothing to cancel.")
+            raise UploadNotFound(
+                say("There is no upload %(upload)s; nothing to cancel.", upload=repr(upload_id))
+            )
         self._remove_dir(upload_dir)
 
     def open_uploads(self, owner: str) -> tuple[int, int]:
@@ -487,14 +532,22 @@ class UploadStore:
         count, declared = self.open_uploads(owner)
         if self.max_open_per_owner is not None and count >= self.max_open_per_owner:
             raise UploadQuotaExceeded(
-                f"You have {count} uploads open; the limit is {self.max_open_per_owner}. "
-                "Finish or cancel one first (abandoned uploads are removed after a while)."
+                say(
+                    "You have %(count)s uploads open; the limit is %(limit)s. Finish or cancel "
+                    "one first (abandoned uploads are removed after a while).",
+                    count=count,
+                    limit=self.max_open_per_owner,
+                )
             )
         limit = self.max_open_bytes_per_owner
         if limit is not None and declared + size > limit:
             raise UploadQuotaExceeded(
-                f"Your open uploads would hold {human_bytes(declared + size)}; the limit is "
-                f"{human_bytes(limit)}. Finish or cancel an upload first."
+                say(
+                    "Your open uploads would hold %(total)s; the limit is %(limit)s. "
+                    "Finish or cancel an upload first.",
+                    total=human_bytes(declared + size),
+                    limit=human_bytes(limit),
+                )
             )
 
     def _check_free_space(self, incoming: int, what: str) -> None:
@@ -503,9 +556,15 @@ class UploadStore:
         free = shutil.disk_usage(self.uploads_dir).free
         if free - incoming < self.min_free_bytes:
             raise InsufficientStorage(
-                f"The store's disk has {human_bytes(free)} free; {what} needs "
-                f"{human_bytes(incoming)} and {human_bytes(self.min_free_bytes)} must stay free. "
-                "Ask an administrator to free space on the store's disk."
+                say(
+                    "The store's disk has %(free)s free; %(what)s needs %(incoming)s and "
+                    "%(floor)s must stay free. Ask an administrator to free space on the "
+                    "store's disk.",
+                    free=human_bytes(free),
+                    what=what,
+                    incoming=human_bytes(incoming),
+                    floor=human_bytes(self.min_free_bytes),
+                )
             )
 
     def list_ids(self) -> list[str]:
@@ -575,7 +634,13 @@ class UploadStore:
 def _check_chunk_numbers(offset: object, length: object) -> None:
     for what, value in (("offset", offset), ("length", length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidUpload(f"The chunk {what} must be a whole number >= 0, not {value!r}.")
+            raise InvalidUpload(
+                say(
+                    "The chunk %(field)s must be a whole number >= 0, not %(value)s.",
+                    field=what,
+                    value=repr(value),
+                )
+            )
 
 
 def _check_chunk(
@@ -583,16 +648,27 @@ def _check_chunk(
 ) -> None:
     """The chunk must continue a receiving upload at its end and stay within its size."""
     if meta.get("state") != STATE_RECEIVING:
-        raise InvalidUpload(f"The upload {upload_id!r} is already complete.")
+        raise InvalidUpload(
+            say("The upload %(upload)s is already complete.", upload=repr(upload_id))
+        )
     if offset != received:
         raise UploadOffsetMismatch(
-            f"The chunk starts at byte {offset}, but {received} bytes have been "
-            f"received. Resume from byte {received}.",
+            say(
+                "The chunk starts at byte %(offset)s, but %(received)s bytes have been "
+                "received. Resume from byte %(received)s.",
+                offset=offset,
+                received=received,
+            ),
             expected=received,
         )
     size = int(meta["size"])
     if offset + length > size:
         raise UploadTooLarge(
-            f"The chunk would end at byte {offset + length}, past the declared size "
-            f"of {size} bytes. Send at most {size - offset} more bytes."
+            say(
+                "The chunk would end at byte %(end)s, past the declared size "
+                "of %(size)s bytes. Send at most %(left)s more bytes.",
+                end=offset + length,
+                size=size,
+                left=size - offset,
+            )
         )
