@@ -22,7 +22,7 @@ Text crosses process boundaries as JSON (a node's host report, a job's stored st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 Translate = Callable[[str], str]
@@ -114,9 +114,26 @@ def say_n(singular: str, plural: str, count: int, /, **params: Any) -> Text:
     return Text(singular, params, plural=plural, count=count)
 
 
-def join(parts: list[Any], separator: str = "; ") -> str:
-    """Join sentences as plain English (a :class:`Text` list rendered for logs and storage)."""
-    return separator.join(str(part) for part in parts)
+def joined(parts: Sequence[str], separator: str = " ") -> str:
+    """Sentences (or clauses) said one after the other, as one translatable text.
+
+    ``separator`` is ``" "`` (sentences), ``"; "`` or ``", "`` (clauses); each is its own
+    template, so a language that joins them differently (Chinese: no space, full-width marks)
+    can. Plain values (names, paths) are data: join those with ``", ".join`` instead.
+    """
+    if not parts:
+        return ""
+    said: str = parts[-1]
+    for part in reversed(parts[:-1]):
+        if separator == "; ":
+            said = say("%(first)s; %(then)s", first=part, then=said)
+        elif separator == ", ":
+            said = say("%(first)s, %(then)s", first=part, then=said)
+        elif separator == " ":
+            said = say("%(first)s %(then)s", first=part, then=said)
+        else:
+            raise ValueError(f"no template joins with {separator!r}")
+    return said
 
 
 def from_json(data: Any) -> Text | str:

@@ -33,11 +33,10 @@ from model_store.diagnostics.context import (
     Check,
     CheckState,
     DiagnosticsContext,
-    joined,
     make_check,
 )
 from model_store.diagnostics.device_checks import npus_present
-from model_store.text import say
+from model_store.text import joined, say
 
 _CANN_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
 

@@ -20,7 +20,7 @@ from model_store.diagnostics.cann_checks import (
     check_cann_env,
     check_npu_ge_backend,
 )
-from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext, joined
+from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext
 from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
 from model_store.diagnostics.triton_checks import (
     check_load_failures,
@@ -28,7 +28,7 @@ from model_store.diagnostics.triton_checks import (
     check_triton_access,
     check_triton_reachable,
 )
-from model_store.text import say, say_n
+from model_store.text import joined, say, say_n
 
 CheckFn = Callable[[DiagnosticsContext], Check]
 

@@ -198,28 +198,6 @@ def said_by(exc: BaseException) -> str:
     return str(exc)
 
 
-def joined(parts: Sequence[str], separator: str = " ") -> str:
-    """Sentences (or clauses) said one after the other, as one translatable text.
-
-    ``separator`` is ``" "`` (sentences), ``"; "`` or ``", "`` (clauses); each pair is its own
-    template, so a language that joins them differently (Chinese: no space, full-width marks)
-    can. Plain values (names, paths) are joined with ``", ".join`` instead: they are data.
-    """
-    if not parts:
-        return ""
-    said: str = parts[-1]
-    for part in reversed(parts[:-1]):
-        if separator == "; ":
-            said = say("%(first)s; %(then)s", first=part, then=said)
-        elif separator == ", ":
-            said = say("%(first)s, %(then)s", first=part, then=said)
-        elif separator == " ":
-            said = say("%(first)s %(then)s", first=part, then=said)
-        else:
-            raise ValueError(f"no template joins with {separator!r}")
-    return said
-
-
 def worst_state(states: Sequence[CheckState]) -> CheckState:
     """The most severe of ``states`` (``ok`` when there are none)."""
     return max(states, key=lambda s: _SEVERITY[s], default="ok")

@@ -17,11 +17,10 @@ from model_store.diagnostics.context import (
     Check,
     CheckState,
     DiagnosticsContext,
-    joined,
     make_check,
     worst_state,
 )
-from model_store.text import say
+from model_store.text import joined, say
 
 #: Device memory use (HBM, or memory on chips without HBM) from which the chip is "near full".
 MEMORY_WARN_PCT = 90.0

@@ -12,14 +12,13 @@ from model_store.diagnostics.context import (
     Check,
     DiagnosticsContext,
     TritonProtocol,
-    joined,
     make_check,
     said_by,
 )
 from model_store.diagnostics.triton_log import GE_ADVICE, classify_ge_message
 from model_store.runtime.access import API_KEY_HEADER, RESTRICTED_APIS, RESTRICTED_OPTIONS
 from model_store.runtime.errors import TritonAccessDenied
-from model_store.text import Text, say
+from model_store.text import Text, joined, say
 
 
 def _ge_log_hits(ctx: DiagnosticsContext, limit: int = 20) -> list[tuple[str, str]]:

@@ -518,7 +518,7 @@ class AclTarget(Target):
             precision=_PRECISION_CLASS.get(mode, "fp16"),
             batch=min(gears) if gears else 1,
             input_shapes=shapes,
-            note="The OM runs through pyACL on the NPU; where pyACL is absent it is not run.",
+            note=say("The OM runs through pyACL on the NPU; where pyACL is absent it is not run."),
         )
 
 

@@ -478,10 +478,11 @@ class NpuGeTarget(Target):
             precision="fp32",
             batch=min(2, mbs) if mbs > 0 else 1,
             input_shapes=resolved.get("input_shapes"),
-            note=(
+            note=say(
                 "The packaged ONNX is compared with the source on this worker's CPU, which "
                 "checks the opset conversion and simplification; GE's own precision "
-                f"({resolved['precision_mode_v2']}) on the NPU is not measured here."
+                "(%(precision)s) on the NPU is not measured here.",
+                precision=resolved["precision_mode_v2"],
             ),
         )
 

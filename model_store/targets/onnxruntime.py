@@ -260,7 +260,7 @@ class OnnxRuntimeTarget(Target):
             precision="fp16" if resolved["fp16"] else "fp32",
             batch=min(2, mbs) if mbs > 0 else 1,
             input_shapes=resolved["input_shapes"],
-            note="Source and built model both run with ONNX Runtime on this worker's CPU.",
+            note=say("Source and built model both run with ONNX Runtime on this worker's CPU."),
         )
 
 

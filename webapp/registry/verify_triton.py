@@ -21,6 +21,7 @@ from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving import TrialLoadFailed, trial_model
 from model_store.targets import get_target
 from model_store.targets.base import VerifyPlan
+from model_store.text import say, texts_of
 from model_store.verify import VIA_TRITON, VerificationReport, verify_with
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
@@ -52,17 +53,18 @@ def verify_through_triton(
     name), ``worker_reason`` (why the worker could not run it), and ``triton_reason`` when
     Triton could not either.
     """
-    fallback = direct.to_dict() | {"worker_reason": direct.reason}
     runtime = get_runtime(timeout=VERIFY_TRIAL_TIMEOUT_S)
     try:
         live = runtime.is_live()
     except TritonRuntimeError:
         live = False
     if not live:
-        return fallback | {
-            "triton_reason": "the serving Triton is not reachable from this worker",
-            "reason": f"{direct.reason} The serving Triton was not reachable to verify it there.",
-        }
+        return _fallback(
+            direct,
+            say("the serving Triton is not reachable from this worker"),
+            say("%(reason)s The serving Triton was not reachable to verify it there.",
+                reason=direct.reason),
+        )  # fmt: skip
     name, number = job.model.name, version.number
     cfg = get_target(job.model.target).make_config(
         name, inspect_onnx(source), version.options, number
@@ -83,13 +85,33 @@ def verify_through_triton(
             )  # fmt: skip
         jobs.log(job, f"{trial} unloaded and removed.")
     except TrialLoadFailed as exc:
-        return fallback | {
-            "triton_reason": exc.message,
-            "reason": f"{direct.reason} The serving Triton could not load it either: {exc.message}",
-        }
+        return _fallback(
+            direct,
+            exc.message,
+            say("%(reason)s The serving Triton could not load it either: %(error)s",
+                reason=direct.reason, error=exc.message),
+        )  # fmt: skip
     except (ModelStoreError, TritonRuntimeError) as exc:
-        return fallback | {
-            "triton_reason": str(exc),
-            "reason": f"{direct.reason} Verifying it through the serving Triton failed: {exc}",
-        }
+        error = exc.message if isinstance(exc, ModelStoreError) else str(exc)
+        return _fallback(
+            direct,
+            error,
+            say("%(reason)s Verifying it through the serving Triton failed: %(error)s",
+                reason=direct.reason, error=error),
+        )  # fmt: skip
     return report.to_dict() | {"trial_model": trial, "worker_reason": direct.reason}
+
+
+def _fallback(direct: VerificationReport, triton_reason: str, reason: str) -> dict[str, Any]:
+    """The worker's own report, with why Triton could not verify it either.
+
+    ``texts`` carries the templates of the sentences that replace the worker's, so the page
+    says the new reason (not the worker's alone) in its reader's language.
+    """
+    data = direct.to_dict() | {
+        "worker_reason": direct.reason,
+        "triton_reason": triton_reason,
+        "reason": reason,
+    }
+    data["texts"] = {**data.get("texts", {}), **texts_of(data)}
+    return data
