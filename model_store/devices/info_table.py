@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from model_store.text import say
+
 __all__ = [
     "HEALTH_VALUES",
     "NpuChip",
@@ -298,7 +300,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
     """
     report = NpuSmiReport()
     if not text or not text.strip():
-        report.warnings.append("npu-smi printed nothing; no NPU table to read.")
+        report.warnings.append(say("npu-smi printed nothing; no NPU table to read."))
         return report
 
     pending: NpuChip | None = None  # row A seen, row B not yet
@@ -311,15 +313,18 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
         if pending is not None:
             report.chips.append(pending)
             report.warnings.append(
-                f"NPU {pending.npu_id} has no chip row (Chip | Bus-Id | AICore); "
-                "its memory figures are unknown."
-            )
+                say("NPU %(npu)s has no chip row (Chip | Bus-Id | AICore); its memory figures "
+                    "are unknown.", npu=pending.npu_id)
+            )  # fmt: skip
             pending = None
 
     def skip(number: int, line: str, why: str) -> None:
         nonlocal unread
         unread += 1
-        report.warnings.append(f"line {number} {why}; skipped: {line!r}")
+        report.warnings.append(
+            say("line %(number)s %(why)s; skipped: %(line)s", number=number, why=why,
+                line=repr(line))
+        )  # fmt: skip
 
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -327,9 +332,12 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
             continue
         if not line.startswith("|"):
             if line.startswith("[WARNING]"):  # npu-smi's own note under the table
-                report.warnings.append(f"npu-smi says: {line}")
+                report.warnings.append(say("npu-smi says: %(line)s", line=line))
             else:
-                report.warnings.append(f"line {number} is not part of the table, skipped: {line!r}")
+                report.warnings.append(
+                    say("line %(number)s is not part of the table, skipped: %(line)s",
+                        number=number, line=repr(line))
+                )  # fmt: skip
             continue
         cells = [c.strip() for c in line.strip("|").split("|")]
 
@@ -341,7 +349,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
             if version:
                 report.version = version.group(1)
                 continue
-            skip(number, line, "could not be read")
+            skip(number, line, say("could not be read"))
             continue
 
         if _is_header(cells):
@@ -366,8 +374,9 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
             flush()
             if chip.health not in HEALTH_VALUES:
                 report.warnings.append(
-                    f"NPU {chip.npu_id} reports an unknown health value {chip.health!r}."
-                )
+                    say("NPU %(npu)s reports an unknown health value %(health)s.",
+                        npu=chip.npu_id, health=repr(chip.health))
+                )  # fmt: skip
             pending = last = chip
             continue
 
@@ -384,9 +393,10 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
                     device_id = ids[1]
                 elif second_id != "Phy-ID":
                     report.warnings.append(
-                        f"line {number}: the chip row has a second id but the title row names "
-                        f"no Device column ({second_id or 'just Chip'!r}); device id left unknown."
-                    )
+                        say("line %(number)s: the chip row has a second id but the title row "
+                            "names no Device column (%(columns)s); device id left unknown.",
+                            number=number, columns=repr(second_id or "just Chip"))
+                    )  # fmt: skip
             if pending is not None:
                 target, pending = pending, None
             elif last is not None:
@@ -402,23 +412,22 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
                     hugepages_total=last.hugepages_total,
                 )
             else:
-                skip(number, line, "is a chip row without an NPU row before it")
+                skip(number, line, say("is a chip row without an NPU row before it"))
                 continue
             _apply_row_b(target, chip_id, device_id, bus, metrics)
             report.chips.append(target)
             continue
 
-        skip(number, line, f"fits no row kind of the npu-smi layouts ({len(cells)} columns)")
+        skip(number, line, say("fits no row kind of the npu-smi layouts (%(count)s columns)",
+                               count=len(cells)))  # fmt: skip
 
     flush()
     if not report.chips:
         report.warnings.append(
-            "no NPU rows were found in the npu-smi output"
-            + (
-                f" ({unread} table line(s) in a layout the hub does not know; "
-                "see docs/npu-smi.md#the-info-table)."
-                if unread
-                else "."
-            )
-        )
+            say("no NPU rows were found in the npu-smi output (%(count)s table line(s) in a "
+                "layout the hub does not know; see docs/npu-smi.md#the-info-table).",
+                count=unread)
+            if unread
+            else say("no NPU rows were found in the npu-smi output.")
+        )  # fmt: skip
     return report

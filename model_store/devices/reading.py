@@ -22,6 +22,7 @@ from model_store.devices.info_table import parse_npu_smi_info
 from model_store.devices.mapping import parse_npu_smi_mapping
 from model_store.devices.memory import device_memory
 from model_store.devices.usages import merge_usages, parse_npu_smi_usages
+from model_store.text import say
 
 __all__ = ["read_devices"]
 
@@ -69,7 +70,7 @@ def read_devices(
     if not path:
         return {
             "available": False,
-            "reason": "no Ascend NPU on this host (npu-smi not found)",
+            "reason": say("no Ascend NPU on this host (npu-smi not found)"),
             "npus": [],
         }
     try:
@@ -83,13 +84,15 @@ def read_devices(
     except subprocess.TimeoutExpired:
         return {
             "available": False,
-            "reason": f"npu-smi info did not answer within {timeout:g} s",
+            "reason": say(
+                "npu-smi info did not answer within %(seconds)s s", seconds=f"{timeout:g}"
+            ),
             "npus": [],
         }
     except OSError as exc:
         return {
             "available": False,
-            "reason": f"npu-smi could not be started: {exc}",
+            "reason": say("npu-smi could not be started: %(error)s", error=str(exc)),
             "npus": [],
         }
     code = getattr(done, "returncode", 1)
@@ -97,9 +100,11 @@ def read_devices(
         detail = _first_line(getattr(done, "stderr", None)) or _first_line(
             getattr(done, "stdout", None)
         )
-        reason = f"npu-smi info failed with exit code {code}"
-        if detail:
-            reason += f": {detail}"
+        reason = (
+            say("npu-smi info failed with exit code %(code)s: %(detail)s", code=code, detail=detail)
+            if detail
+            else say("npu-smi info failed with exit code %(code)s", code=code)
+        )
         return {"available": False, "reason": reason, "npus": []}
     stdout = getattr(done, "stdout", "") or ""
     if isinstance(stdout, bytes):
@@ -135,16 +140,18 @@ def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) ->
     try:
         done = runner(args, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return "", f"did not answer within {timeout:g} s"
+        return "", say("did not answer within %(seconds)s s", seconds=f"{timeout:g}")
     except OSError as exc:
-        return "", f"could not be started: {exc}"
+        return "", say("could not be started: %(error)s", error=str(exc))
     code = getattr(done, "returncode", 1)
     stdout = getattr(done, "stdout", "") or ""
     if isinstance(stdout, bytes):
         stdout = stdout.decode("utf-8", "replace")
     if code != 0:
         detail = _first_line(getattr(done, "stderr", None)) or _first_line(stdout)
-        return "", f"failed with exit code {code}" + (f": {detail}" if detail else "")
+        if detail:
+            return "", say("failed with exit code %(code)s: %(detail)s", code=code, detail=detail)
+        return "", say("failed with exit code %(code)s", code=code)
     return stdout, ""
 
 
@@ -171,7 +178,10 @@ class _MoreCalls:
         """Fill the missing ``device_id`` of each chip from ``npu-smi info -m``."""
         [(shown, stdout, problem)] = self.ask([[self.path, "info", "-m"]])
         if problem:
-            self.warnings.append(f"{shown} {problem}; the device ids are not known.")
+            self.warnings.append(
+                say("%(command)s %(problem)s; the device ids are not known.",
+                    command=shown, problem=problem)
+            )  # fmt: skip
             return
         logical = parse_npu_smi_mapping(stdout)
         missing = []
@@ -182,16 +192,21 @@ class _MoreCalls:
                     missing.append(f"NPU {npu['npu_id']} chip {npu['chip_id']}")
         if missing:
             self.warnings.append(
-                f"{shown} gave no Chip Logic ID for {', '.join(missing)}; "
-                "its device id is not known."
-            )
+                say("%(command)s gave no Chip Logic ID for %(chips)s; its device id is not known.",
+                    command=shown, chips=", ".join(missing))
+            )  # fmt: skip
 
     def add_usages(self, npus: list[dict[str, Any]]) -> None:
         """Run ``-t usages`` for every chip (one npu-smi call each) and merge."""
         answers = self.ask([_usages_command(self.path, npu) for npu in npus])
         for npu, (shown, stdout, problem) in zip(npus, answers, strict=True):
             if problem:
-                self.warnings.append(f"{shown} {problem}; usage rates are not shown.")
+                self.warnings.append(
+                    say("%(command)s %(problem)s; usage rates are not shown.",
+                        command=shown, problem=problem)
+                )  # fmt: skip
                 npu["usages"], npu["usage"] = {}, {}
             elif not merge_usages(npu, parse_npu_smi_usages(stdout)):
-                self.warnings.append(f"{shown} printed no usage figures that the hub knows.")
+                self.warnings.append(
+                    say("%(command)s printed no usage figures that the hub knows.", command=shown)
+                )

@@ -35,6 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from model_store.text import Text, say, with_texts
+
 __all__ = [
     "MIN_GAIN",
     "SUSTAINED",
@@ -73,10 +75,10 @@ class Objective:
         else:
             raise ValueError(f"unknown objective {self.kind!r}; use throughput or latency")
 
-    def describe(self) -> str:
+    def describe(self) -> Text:
         if self.kind == "throughput":
-            return f"highest throughput with p99 <= {self.p99_ms:g} ms"
-        return f"lowest p99 at {self.rate_rps:g} requests/s"
+            return say("highest throughput with p99 <= %(p99)s ms", p99=f"{self.p99_ms:g}")
+        return say("lowest p99 at %(rate)s requests/s", rate=f"{self.rate_rps:g}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "p99_ms": self.p99_ms, "rate_rps": self.rate_rps}
@@ -208,7 +210,7 @@ class Trial:
 
     def to_dict(self) -> dict[str, Any]:
         m = self.measured
-        return {
+        return with_texts({
             "index": self.index,
             "changes": self.changes,
             "label": self.label,
@@ -222,7 +224,7 @@ class Trial:
             "load": m.load if m else None,
             "failed": m.failed if m else None,
             "levels": m.levels if m else [],
-        }
+        })  # fmt: skip
 
 
 @dataclass
@@ -243,7 +245,7 @@ class TuneResult:
 
 def _label(changes: Mapping[str, Any]) -> str:
     if not changes:
-        return "serving config"
+        return say("serving config")
     parts = []
     for key, value in changes.items():
         if key == "preferred_batch_sizes" and not value:
@@ -306,7 +308,7 @@ class _Trials:
                 if trial.score is None:
                     trial.reason = _why_not(self.objective, trial.measured)
             except Exception as exc:
-                trial.state, trial.reason = "failed", str(exc) or type(exc).__name__
+                trial.state, trial.reason = "failed", _said(exc)
             trial.seconds = self.clock() - begin
             self.durations.append(trial.seconds)
         self.tried[_key(options)] = trial
@@ -397,14 +399,29 @@ def grid(
     return _finish(trials.result)
 
 
+def _said(exc: Exception) -> str:
+    """A failed trial's reason: the exception's :class:`Text` when it carries one (kept
+    translatable), else its words, else its type's name."""
+    first = exc.args[0] if len(exc.args) == 1 else None
+    if isinstance(first, Text):
+        return first
+    return str(exc) or type(exc).__name__
+
+
 def _why_not(objective: Objective, measured: Measurement) -> str:
     if measured.failed:
-        return f"{measured.failed} request(s) failed"
+        return say("%(count)s request(s) failed", count=measured.failed)
     if measured.p99_ms is None:
-        return "no request completed"
+        return say("no request completed")
     if objective.kind == "throughput":
-        return f"p99 {measured.p99_ms:.1f} ms over the {objective.p99_ms:g} ms budget at every load"
-    return f"completed {measured.throughput_rps:.1f} of the {objective.rate_rps:g} requests/s asked"
+        return say(
+            "p99 %(p99)s ms over the %(budget)s ms budget at every load",
+            p99=f"{measured.p99_ms:.1f}", budget=f"{objective.p99_ms:g}",
+        )  # fmt: skip
+    return say(
+        "completed %(rps)s of the %(rate)s requests/s asked",
+        rps=f"{measured.throughput_rps:.1f}", rate=f"{objective.rate_rps:g}",
+    )  # fmt: skip
 
 
 def _finish(result: TuneResult) -> TuneResult:

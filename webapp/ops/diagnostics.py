@@ -49,7 +49,7 @@ _ORDER = {cid: index for index, (cid, _) in enumerate(CHECKS)}
 
 #: How the page shows each state: a word (readable without colour) and a badge class.
 STATE_LABELS = {
-    "ok": "OK",
+    "ok": gettext_lazy("OK"),
     "warning": gettext_lazy("WARNING"),
     "failing": gettext_lazy("FAILING"),
     "not_applicable": gettext_lazy("NOT APPLICABLE"),

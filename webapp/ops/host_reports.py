@@ -17,9 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from model_store.host_report import build_host_report
 from model_store.targets import get_target
+from model_store.text import Text, from_json, say
 from webapp.hub_version import hub_version
 from webapp.ops.models import HostReport, Node
 from webapp.ops.triton_files import triton_backends_dir
@@ -64,20 +66,41 @@ def stale_after_s() -> float:
     return 3 * settings.HOST_PROBE_SECONDS + 10
 
 
-def not_reported_reason() -> str:
-    return (
+def not_reported_reason() -> Text:
+    return say(
         "no worker has reported this host yet (a worker probes its host when it starts and "
-        f"every {settings.HOST_PROBE_SECONDS} s)"
+        "every %(seconds)s s)",
+        seconds=settings.HOST_PROBE_SECONDS,
     )
 
 
 def start_a_worker() -> str:
-    """What to do when no worker has reported: where the host probe comes from."""
-    return (
+    """What to do when no worker has reported: where the host probe comes from (said in the
+    request's language: the Diagnostics page and its API show it right away)."""
+    return gettext(
         "no worker has reported from the host yet: start a worker on the host with the NPUs "
         "and CANN (`make run` starts one; in compose, the `worker` service), which probes its "
-        f"host when it starts and every {settings.HOST_PROBE_SECONDS} s"
-    )
+        "host when it starts and every %(seconds)s s"
+    ) % {"seconds": settings.HOST_PROBE_SECONDS}
+
+
+def restore_texts(found: dict[str, Any]) -> dict[str, Any]:
+    """A part of a report (its ``devices``, its ``cann``) with each field kept under ``texts``
+    as the :class:`~model_store.text.Text` it was (a list field: each item), so that pages say
+    it in their language while JSON still shows the English; ``texts`` itself is dropped. Parts
+    from older workers have no ``texts`` and stay as stored."""
+    texts = found.get("texts")
+    out = {key: value for key, value in found.items() if key != "texts"}
+    if not isinstance(texts, dict):
+        return out
+    for key, stored in texts.items():
+        plain = out.get(key)
+        if isinstance(stored, list) and isinstance(plain, list) and len(stored) == len(plain):
+            out[key] = [from_json(item) if isinstance(item, dict) else plain[i]
+                        for i, item in enumerate(stored)]  # fmt: skip
+        elif isinstance(stored, dict) and isinstance(plain, str):
+            out[key] = from_json(stored)
+    return out
 
 
 def age(report: dict[str, Any]) -> dict[str, Any]:
@@ -101,8 +124,8 @@ def cann(node: str = LOCAL_NODE) -> dict[str, Any] | None:
         return None
     found = report.get("cann")
     if not isinstance(found, dict):
-        found = {"available": None, "reason": "the worker's report does not describe CANN"}
-    return {**found, **age(report)}
+        found = {"available": None, "reason": say("the worker's report does not describe CANN")}
+    return {**restore_texts(found), **age(report)}
 
 
 def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
@@ -110,7 +133,7 @@ def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
     report = latest(node)
     if report is None:
         return {"available": False, "reason": not_reported_reason(), "npus": [], "age_s": None}
-    found = dict(report["devices"])
+    found = restore_texts(dict(report["devices"]))
     found.setdefault("reason", "")
     return found | age(report)
 

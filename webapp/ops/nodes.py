@@ -27,11 +27,13 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from model_store.host_report import PROTOCOL
+from model_store.text import Text
 from webapp.accounts import node_scope
 from webapp.errors import HubError
-from webapp.hub_version import incompatibility
+from webapp.hub_version import OTHER_PROTOCOL, incompatibility, refusal_text
 from webapp.ops import host_reports
 from webapp.ops.models import HostReport, Node
+from webapp.text import localize
 
 DOWN_AFTER_INTERVALS = 3
 #: A report is a few KiB (a few NPUs, a dozen checks); 256 KiB leaves room for a big host.
@@ -113,7 +115,8 @@ def summary(node: Node, report: HostReport | None, now: datetime) -> dict[str, A
         "hub_version": node.hub_version or None,
         "last_report_at": report.received.isoformat() if report else None,
         "last_report_age_s": round((now - report.received).total_seconds(), 1) if report else None,
-        "refused_reason": node.refused_reason or None,
+        # A Text when its template is known (pages: ``|translated``); JSON has the English.
+        "refused_reason": refusal_text(node.refused_reason) if node.refused_reason else None,
         "refused_at": node.refused_at.isoformat() if node.refused_at else None,
     }
 
@@ -135,17 +138,14 @@ def soc_of(npus: list[dict[str, Any]]) -> str | None:
 # --------------------------------------------------------------------------- a node's report
 
 
-def refusal(body: dict[str, Any]) -> str | None:
+def refusal(body: dict[str, Any]) -> Text | None:
     """Why the hub cannot work with the node that sent ``body``, or None.
 
     Only well-typed values are judged here; a wrong type is the body check's 400.
     """
     protocol = body.get("protocol")
     if isinstance(protocol, int) and not isinstance(protocol, bool) and protocol != PROTOCOL:
-        return (
-            f"the node speaks report protocol {protocol}, this hub speaks {PROTOCOL}; run the "
-            "same hub code version on the node"
-        )
+        return Text(OTHER_PROTOCOL, {"theirs": protocol, "ours": PROTOCOL})
     about = body.get("node")
     version = about.get("hub_version") if isinstance(about, dict) else None
     if isinstance(version, str):
@@ -156,12 +156,14 @@ def refusal(body: dict[str, Any]) -> str | None:
 def refuse(name: str, reason: str) -> HubError:
     """Record that ``name``'s report was refused (the Nodes page shows it); the 409 to raise."""
     node, _ = Node.objects.get_or_create(name=name)
-    node.refused_reason = reason
+    node.refused_reason = str(reason)
     node.refused_at = timezone.now()
     node.save(update_fields=["refused_reason", "refused_at"])
-    # The reason stays as stored (English): the Nodes page shows the same words.
+    # Stored in English; pages say it in their language (hub_version.refusal_text).
     message = gettext("Node %(name)s refused: %(reason)s.")
-    return HubError(message % {"name": repr(name), "reason": reason}, "node_incompatible", 409)
+    return HubError(
+        message % {"name": repr(name), "reason": localize(reason)}, "node_incompatible", 409
+    )
 
 
 def accept_report(

@@ -146,6 +146,9 @@ class NodeServing(models.Model):
     version = models.PositiveIntegerField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.PLACING)
     error = models.TextField(blank=True)
+    #: ``{"error": <Text as JSON>}``: the error's template, so pages say it in their language
+    #: (``error`` keeps the English; rows written before have no template and show as stored).
+    texts = models.JSONField(default=dict, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -166,9 +169,16 @@ class NodeServing(models.Model):
             "version": self.version,
             "state": self.state,
             "error": self.error or None,
+            "texts": self.texts or {},
             "duration_s": self.duration_s,
             "updated": self.updated.isoformat(),
         }
+
+    @property
+    def error_text(self) -> Any:
+        """``error`` with its template (a Text) when it was kept, else as stored."""
+        stored = (self.texts or {}).get("error")
+        return model_text.from_json(stored) if stored and self.error else self.error
 
 
 class ModelTag(models.Model):
@@ -255,6 +265,15 @@ class Version(models.Model):
         return self.status == self.Status.READY and (
             self.verification_passed or self.verification_override is not None
         )
+
+    @property
+    def error_text(self) -> Any:
+        """``error`` as pages show it (``{{ version.error_text|translated }}``): the error of the
+        compile job that failed it, with its template, when that job kept one; else as stored."""
+        if not self.error:
+            return self.error
+        job = self.jobs.filter(kind=Job.Kind.COMPILE, error=self.error).order_by("-created").first()
+        return job.error_text if job is not None else self.error
 
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -494,9 +513,29 @@ class ReconcileReport(models.Model):
     created = models.DateTimeField(auto_now=True)
     repairs = models.JSONField(default=list, blank=True)
     warnings = models.JSONField(default=list, blank=True)
+    #: ``{"repairs": [...], "warnings": [...]}``: each line's template as JSON (or its plain
+    #: English), in the order of the lists above, which keep the English for older readers.
+    texts = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"reconcile at {self.created:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def repair_texts(self) -> list[Any]:
+        """The repairs as pages show them: ``{{ line|translated }}`` (Texts where kept)."""
+        return self._texts_of("repairs")
+
+    @property
+    def warning_texts(self) -> list[Any]:
+        """The warnings as pages show them: ``{{ line|translated }}`` (Texts where kept)."""
+        return self._texts_of("warnings")
+
+    def _texts_of(self, field: str) -> list[Any]:
+        plain = list(getattr(self, field) or [])
+        kept = (self.texts or {}).get(field)
+        if not isinstance(kept, list) or len(kept) != len(plain):
+            return plain  # written before templates were kept: as stored
+        return [model_text.from_json(item) for item in kept]
 
 
 class TryExample(models.Model):

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from model_store.text import say
+from model_store.text import Text, say
 from webapp.ops import nodes
 from webapp.registry import jobs
 from webapp.registry.models import Job
@@ -51,10 +51,7 @@ def wait_for_answer(
             return answer
         if answer is not None or result.failed():
             raise NodeTaskFailed(
-                say(
-                    "Node %(node)s crashed running the %(what)s: %(error)s",
-                    node=node, what=what, error=str(result.result)[:500],
-                ),
+                _crashed(what, node=node, error=str(result.result)[:500]),
                 f"node_{what}_failed",
             )  # fmt: skip
         if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
@@ -63,23 +60,78 @@ def wait_for_answer(
         if nodes.summary_of(node)["state"] == "down":
             result.revoke()
             raise NodeTaskFailed(
-                say(
-                    "Node %(node)s stopped reporting during the %(what)s (down after "
-                    "%(seconds)s s without a report).",
-                    node=node, what=what, seconds=f"{nodes.down_after_s():.0f}",
-                ),
+                _stopped_reporting(what, node=node, seconds=f"{nodes.down_after_s():.0f}"),
                 "node_down",
             )  # fmt: skip
         waited = time.monotonic() - started
         if waited > limit_s:
             result.revoke()
             raise NodeTaskFailed(
-                say(
-                    "Node %(node)s did not finish the %(what)s within %(seconds)s s.",
-                    node=node, what=what, seconds=f"{limit_s:.0f}",
-                ),
+                _too_slow(what, node=node, seconds=f"{limit_s:.0f}"),
                 "timeout",
             )  # fmt: skip
         if time.monotonic() - last_said >= STILL_WAITING_S:
             last_said = time.monotonic()
             jobs.log(job, f"Still waiting for node {node} ({what}, {waited:.0f} s).")
+
+
+# One whole sentence per task (``what``), so that a translator sees each as it is said.
+
+
+def _crashed(what: str, **values: Any) -> Text:
+    if what == "build":
+        return say("Node %(node)s crashed running the build: %(error)s", **values)
+    if what == "switch":
+        return say("Node %(node)s crashed running the switch: %(error)s", **values)
+    if what == "trial":
+        return say("Node %(node)s crashed running the trial: %(error)s", **values)
+    if what == "unload":
+        return say("Node %(node)s crashed running the unload: %(error)s", **values)
+    return say("Node %(node)s crashed running the %(what)s: %(error)s", what=what, **values)
+
+
+def _stopped_reporting(what: str, **values: Any) -> Text:
+    if what == "build":
+        return say(
+            "Node %(node)s stopped reporting during the build (down after %(seconds)s s "
+            "without a report).",
+            **values,
+        )
+    if what == "switch":
+        return say(
+            "Node %(node)s stopped reporting during the switch (down after %(seconds)s s "
+            "without a report).",
+            **values,
+        )
+    if what == "trial":
+        return say(
+            "Node %(node)s stopped reporting during the trial (down after %(seconds)s s "
+            "without a report).",
+            **values,
+        )
+    if what == "unload":
+        return say(
+            "Node %(node)s stopped reporting during the unload (down after %(seconds)s s "
+            "without a report).",
+            **values,
+        )
+    return say(
+        "Node %(node)s stopped reporting during the %(what)s (down after %(seconds)s s "
+        "without a report).",
+        what=what,
+        **values,
+    )
+
+
+def _too_slow(what: str, **values: Any) -> Text:
+    if what == "build":
+        return say("Node %(node)s did not finish the build within %(seconds)s s.", **values)
+    if what == "switch":
+        return say("Node %(node)s did not finish the switch within %(seconds)s s.", **values)
+    if what == "trial":
+        return say("Node %(node)s did not finish the trial within %(seconds)s s.", **values)
+    if what == "unload":
+        return say("Node %(node)s did not finish the unload within %(seconds)s s.", **values)
+    return say(
+        "Node %(node)s did not finish the %(what)s within %(seconds)s s.", what=what, **values
+    )

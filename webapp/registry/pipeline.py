@@ -661,7 +661,7 @@ def _remove_unfinished_package(store: ModelStore, job: Job, version: Version) ->
         store.remove_version(name, number)
 
 
-def fail_interrupted_compiles() -> list[str]:
+def fail_interrupted_compiles() -> list[Text]:
     """Compile jobs whose step is "running" in a process of this host that is gone (a killed
     or restarted worker): failed with the reason; their scratch files and any half-built
     package are removed. Called by reconcile (each worker start sends one)."""
@@ -700,9 +700,14 @@ def fail_interrupted_compiles() -> list[str]:
             Version.objects.filter(pk=job.version.pk).update(
                 status=Version.Status.FAILED, error=message
             )
-        repairs.append(
-            f"{job.model.name}: marked the interrupted {job.kind} job {job.uuid} failed."
-        )
+        values = {"model": job.model.name, "job": str(job.uuid)}
+        if job.kind == Job.Kind.ADOPT:
+            said = say("%(model)s: marked the interrupted adopt job %(job)s failed.", **values)
+        elif job.kind == Job.Kind.TUNE:
+            said = say("%(model)s: marked the interrupted tune job %(job)s failed.", **values)
+        else:
+            said = say("%(model)s: marked the interrupted compile job %(job)s failed.", **values)
+        repairs.append(said)
     return repairs
 
 

@@ -559,10 +559,10 @@ def reconcile() -> ReconcileReport:
     # Jobs whose worker is gone are failed whether or not Triton answers.
     _fail_interrupted_jobs(repairs)
     if not runtime.is_live():
-        warnings.append("Triton is not reachable; nothing was compared.")
+        warnings.append(say("Triton is not reachable; nothing was compared."))
         return _save_report(repairs, warnings)
     for uuid_text in requeue_stalled_jobs():
-        repairs.append(f"sent the queued job {uuid_text} to the workers again.")
+        repairs.append(say("sent the queued job %(job)s to the workers again.", job=uuid_text))
     known = set()
     for model in Model.objects.all():
         known.add(model.name)
@@ -578,28 +578,37 @@ def reconcile() -> ReconcileReport:
             _reconcile_model(store, runtime, model, repairs, warnings)
             # What is still wrong after the repairs, in the store's own plain words.
             for problem in repository_state(store, runtime, model.name)["problems"]:
-                warnings.append(f"{model.name}: {problem}")
+                warnings.append(say("%(model)s: %(problem)s", model=model.name, problem=problem))
         except Exception as exc:
             log.exception("reconcile of %s failed", model.name)
-            warnings.append(f"{model.name}: could not be checked ({exc}).")
+            warnings.append(
+                say(
+                    "%(model)s: could not be checked (%(error)s).", model=model.name, error=str(exc)
+                )
+            )
         finally:
             release_lock(model, holder)
     for name in _place_on_nodes_that_miss_it():
         repairs.append(
-            f"{name}: a node of its placement does not serve it; a placement job is queued."
-        )
+            say("%(model)s: a node of its placement does not serve it; a placement job is queued.",
+                model=name)
+        )  # fmt: skip
     # A verification's temporary model (model_store.serving.trial) is ours, not drift; one a
     # crashed worker left behind is removed once older than any verification can take.
     from webapp.registry.tuning import remove_abandoned_trials  # it imports this module
 
     repairs.extend(remove_abandoned_trials())
     for trial in remove_stale_trials(store, runtime, older_than_s=TRIAL_STALE_AFTER_S):
-        repairs.append(f"removed the temporary model {trial} a stopped verification left.")
+        repairs.append(
+            say("removed the temporary model %(trial)s a stopped verification left.", trial=trial)
+        )
     for row in runtime.repository_index():
         if is_trial_name(row["name"]):
             continue
         if row["name"] not in known and row.get("state") == "READY":
-            warnings.append(f"Triton serves {row['name']}, which this hub does not know.")
+            warnings.append(
+                say("Triton serves %(model)s, which this hub does not know.", model=row["name"])
+            )
     return _save_report(repairs, warnings)
 
 
@@ -610,7 +619,9 @@ def _keep_off_local(runtime: Any, model: Model, repairs: list[str]) -> None:
     )
     if ready:
         unload_model(runtime, model.name)
-        repairs.append(f"{model.name}: not placed on local; unloaded from its Triton.")
+        repairs.append(
+            say("%(model)s: not placed on local; unloaded from its Triton.", model=model.name)
+        )
 
 
 def _place_on_nodes_that_miss_it() -> list[str]:
@@ -760,7 +771,7 @@ def _fail_interrupted_jobs(repairs: list[str]) -> None:
             say("The worker stopped in the middle of this job; reconcile checked the model."),
             "interrupted",
         )
-        repairs.append(f"{model.name}: marked the interrupted {job.kind} job {job.uuid} as failed.")
+        repairs.append(interrupted_repair(model.name, job.kind, str(job.uuid)))
     # A sweep is capped at a few minutes (workers/tasks/perf.py); one still open long after
     # lost its worker.
     now = timezone.now()
@@ -771,7 +782,10 @@ def _fail_interrupted_jobs(repairs: list[str]) -> None:
         running_too_long | queued_too_long, kind=Job.Kind.SWEEP
     ).select_related("model"):
         jobs.fail(job, say("The worker stopped in the middle of this sweep."), "interrupted")
-        repairs.append(f"{job.model.name}: marked the interrupted sweep {job.uuid} as failed.")
+        repairs.append(
+            say("%(model)s: marked the interrupted sweep %(job)s as failed.",
+                model=job.model.name, job=str(job.uuid))
+        )  # fmt: skip
 
 
 def _reconcile_model(
@@ -780,18 +794,25 @@ def _reconcile_model(
     state = repository_state(store, runtime, model.name)
     for path in state.get("stale_staging", []):
         shutil.rmtree(path, ignore_errors=True)
-        repairs.append(f"{model.name}: removed the stale staging directory {path}.")
+        repairs.append(
+            say("%(model)s: removed the stale staging directory %(path)s.",
+                model=model.name, path=str(path))
+        )  # fmt: skip
     if model.serving_version is None:
         if state.get("ready_versions"):
             warnings.append(
-                f"{model.name}: Triton serves it but the hub records no serving version."
-            )
+                say("%(model)s: Triton serves it but the hub records no serving version.",
+                    model=model.name)
+            )  # fmt: skip
         return
     serving = model.serving_version
     compare = model.compare_version
     if compare is not None and not _passes_gate(model, compare):
         # Never bring back a version the gate refuses: serve the serving one alone.
-        warnings.append(f"{model.name}: v{compare} may not answer; it is no longer loaded beside.")
+        warnings.append(
+            say("%(model)s: v%(version)s may not answer; it is no longer loaded beside.",
+                model=model.name, version=compare)
+        )  # fmt: skip
         compare = None
     expected = sorted({v for v in (serving, compare) if v is not None})
     if state.get("policy_versions") != expected:
@@ -802,18 +823,28 @@ def _reconcile_model(
         if result.ok:
             Model.objects.filter(pk=model.pk).update(compare_version=None)
             repairs.append(
-                f"{model.name}: the repository config disagreed; v{serving} serves again."
-            )
+                say("%(model)s: the repository config disagreed; v%(version)s serves again.",
+                    model=model.name, version=serving)
+            )  # fmt: skip
         else:
-            warnings.append(f"{model.name}: v{serving} could not be restored: {result.reason}")
+            warnings.append(
+                say("%(model)s: v%(version)s could not be restored: %(reason)s",
+                    model=model.name, version=serving, reason=result.reason)
+            )  # fmt: skip
         return
     if serving not in state.get("ready_versions", []):
         ok, reason = load_serving(store, runtime, model.name, timeout_s=SWITCH_TIMEOUT_S)
         if ok:
-            repairs.append(f"{model.name}: Triton had forgotten it; v{serving} is loaded again.")
+            repairs.append(
+                say("%(model)s: Triton had forgotten it; v%(version)s is loaded again.",
+                    model=model.name, version=serving)
+            )  # fmt: skip
             _note_late_reload(model, serving)
         else:
-            warnings.append(f"{model.name}: v{serving} does not load: {reason}")
+            warnings.append(
+                say("%(model)s: v%(version)s does not load: %(reason)s",
+                    model=model.name, version=serving, reason=reason)
+            )  # fmt: skip
 
 
 def _note_late_reload(model: Model, serving: int) -> None:
@@ -830,15 +861,40 @@ def _note_late_reload(model: Model, serving: int) -> None:
     )  # fmt: skip
 
 
+def interrupted_repair(model: str, kind: str, job: str) -> Text:
+    """The repair line for a job whose worker is gone: one whole sentence per job kind."""
+    values = {"model": model, "job": job}
+    if kind == Job.Kind.SERVE:
+        return say("%(model)s: marked the interrupted serve job %(job)s as failed.", **values)
+    if kind == Job.Kind.ROLLBACK:
+        return say("%(model)s: marked the interrupted rollback job %(job)s as failed.", **values)
+    if kind == Job.Kind.LOAD:
+        return say("%(model)s: marked the interrupted load job %(job)s as failed.", **values)
+    if kind == Job.Kind.UNLOAD:
+        return say("%(model)s: marked the interrupted unload job %(job)s as failed.", **values)
+    if kind == Job.Kind.RETIRE:
+        return say("%(model)s: marked the interrupted retire job %(job)s as failed.", **values)
+    return say("%(model)s: marked the interrupted %(kind)s job %(job)s as failed.",
+               kind=str(kind), **values)  # fmt: skip
+
+
+def _line_texts(lines: list[str]) -> list[Any]:
+    """Each line's template as JSON (:meth:`Text.to_json`), or the line itself when it has none."""
+    return [line.to_json() if isinstance(line, Text) else str(line) for line in lines]
+
+
 def _passes_gate(model: Model, number: int) -> bool:
     version = model.versions.filter(number=number).first()
     return version is not None and refusal(version) is None
 
 
 def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:
+    """Keep the lines as plain English (``repairs``, ``warnings``, what the API and older
+    readers show) and, in ``texts``, each line's template so that pages say it translated."""
     report, _ = ReconcileReport.objects.get_or_create(pk=1)
-    report.repairs = repairs
-    report.warnings = warnings
+    report.repairs = [str(line) for line in repairs]
+    report.warnings = [str(line) for line in warnings]
+    report.texts = {"repairs": _line_texts(repairs), "warnings": _line_texts(warnings)}
     report.save()
     if repairs:
         jobs.record_event(

@@ -274,9 +274,12 @@ def _measure_on_node(
             job, run.node, result, limit_s=nominal + NODE_TRIAL_SLACK_S, what="trial"
         )
     except NodeTaskFailed as exc:
-        raise RuntimeError(f"node {run.node}: {exc.message}") from None
+        raise RuntimeError(
+            say("node %(node)s: %(reason)s", node=run.node, reason=exc.message)
+        ) from None
     if answer.get("ok") is not True:
-        raise RuntimeError(f"node {run.node}: {answer.get('reason') or 'the trial failed'}")
+        reason = answer.get("reason") or say("the trial failed")
+        raise RuntimeError(say("node %(node)s: %(reason)s", node=run.node, reason=reason))
     return list(answer.get("levels") or [])
 
 
@@ -300,7 +303,7 @@ def _summary(trials: list[Trial], best: int | None, objective: Objective) -> Tex
     )  # fmt: skip
 
 
-def remove_abandoned_trials() -> list[str]:
+def remove_abandoned_trials() -> list[Text]:
     """Trials whose tuning job is over (a dead worker's, once reconcile failed its job):
     unloaded and removed now rather than after the hour stale trials wait."""
     from webapp.ops.triton import get_runtime
@@ -312,9 +315,9 @@ def remove_abandoned_trials() -> list[str]:
         try:
             if remove_trial(get_store(), runtime, run.active_trial):
                 repairs.append(
-                    f"{run.model.name}: removed the trial model {run.active_trial} a stopped "
-                    "tuning run left loaded."
-                )
+                    say("%(model)s: removed the trial model %(trial)s a stopped tuning run left "
+                        "loaded.", model=run.model.name, trial=run.active_trial)
+                )  # fmt: skip
         finally:
             runtime.close()
         TuningRun.objects.filter(pk=run.pk).update(active_trial="")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from model_store.errors import ModelStoreError
+from model_store.text import joined, say
 
 
 class AtcUnavailable(ModelStoreError):
@@ -45,17 +46,19 @@ ATC_PYTHON_VAR = "ATC_PYTHON"
 CannLayout = Literal["cann", "ascend-toolkit"]
 #: How each layout is described to a person.
 LAYOUT_NAMES: dict[str, str] = {
-    "cann": "the CANN 8.5+ layout (<root>/cann, its own set_env.sh)",
-    "ascend-toolkit": "the pre-8.5 layout (<root>/ascend-toolkit/latest)",
+    "cann": say("the CANN 8.5+ layout (<root>/cann, its own set_env.sh)"),
+    "ascend-toolkit": say("the pre-8.5 layout (<root>/ascend-toolkit/latest)"),
 }
 
 # Places of the atc binary inside a toolkit home: current layouts put it in
 # bin/ (a link into compiler/bin/), older ones (CANN 5.x) in atc/bin/.
 _ATC_IN_TOOLKIT = ("bin/atc", "compiler/bin/atc", "atc/bin/atc")
 
-MISSING_HINT = (
+MISSING_HINT = say(
     "set ATC_PATH to the atc binary or ASCEND_TOOLKIT_HOME to the CANN toolkit, "
-    f"e.g. {DEFAULT_CANN_HOME} (CANN 8.5 and later) or {DEFAULT_TOOLKIT_HOME}"
+    "e.g. %(cann_home)s (CANN 8.5 and later) or %(toolkit_home)s",
+    cann_home=DEFAULT_CANN_HOME,
+    toolkit_home=DEFAULT_TOOLKIT_HOME,
 )
 
 
@@ -184,13 +187,18 @@ def _found(atc: Path, home: Path | None, how: str) -> CannStatus:
     version = _toolkit_version(home)
     layout, script = cann_layout(home)
     ops_version = _toolkit_version(home, "ascend_ops_install.info")
-    shown = f" (CANN {version})" if version else ""
+    reason = (
+        say("ATC found at %(atc)s via %(how)s (CANN %(version)s).",
+            atc=str(atc), how=how, version=version)
+        if version
+        else say("ATC found at %(atc)s via %(how)s.", atc=str(atc), how=how)
+    )  # fmt: skip
     return CannStatus(
         available=True,
         atc_path=str(atc),
         toolkit_home=str(home) if home is not None else None,
         version=version,
-        reason=f"ATC found at {atc} via {how}{shown}.",
+        reason=reason,
         layout=layout,
         set_env=str(script) if script is not None else None,
         ops_version=ops_version,
@@ -221,16 +229,22 @@ def cann_status(
         atc = Path(explicit)
         if not atc.is_file():
             return CannStatus(
-                False, None, None, None, f"ATC_PATH={explicit} does not exist; {MISSING_HINT}."
-            )
+                False, None, None, None,
+                say("ATC_PATH=%(path)s does not exist; %(hint)s.", path=explicit,
+                    hint=MISSING_HINT),
+            )  # fmt: skip
         if not os.access(atc, os.X_OK):
             return CannStatus(
                 False,
                 None,
                 None,
                 None,
-                f"ATC_PATH={explicit} is not executable; make it executable (chmod +x) "
-                f"or {MISSING_HINT}.",
+                say(
+                    "ATC_PATH=%(path)s is not executable; make it executable (chmod +x) or "
+                    "%(hint)s.",
+                    path=explicit,
+                    hint=MISSING_HINT,
+                ),
             )
         home_var = env.get("ASCEND_TOOLKIT_HOME", "").strip()
         home = Path(home_var) if home_var and Path(home_var).is_dir() else _toolkit_home_of(atc)
@@ -246,8 +260,9 @@ def cann_status(
             return _found(hit[0], hit[1], var)
         places = ", ".join(f"{value}/{rel}" for rel in _ATC_IN_TOOLKIT)
         problems.append(
-            f"{var}={value} holds no executable atc (looked at {places} and under latest/)"
-        )
+            say("%(var)s=%(value)s holds no executable atc (looked at %(places)s and under "
+                "latest/)", var=var, value=value, places=places)
+        )  # fmt: skip
 
     on_path = shutil.which("atc", path=env.get("PATH"))
     if on_path:
@@ -263,8 +278,13 @@ def cann_status(
             if _is_executable(home / relative):
                 return _found(home / relative, home, f"the default install {home}")
 
-    found_nothing = "; ".join(problems) if problems else "ATC (CANN toolkit) is not installed here"
-    return CannStatus(False, None, None, None, f"{found_nothing}; {MISSING_HINT}.")
+    found_nothing = (
+        joined(problems, "; ") if problems else say("ATC (CANN toolkit) is not installed here")
+    )
+    return CannStatus(
+        False, None, None, None,
+        say("%(problem)s; %(hint)s.", problem=found_nothing, hint=MISSING_HINT),
+    )  # fmt: skip
 
 
 def require_atc(env: Mapping[str, str] | None = None) -> CannStatus:
