@@ -29,7 +29,7 @@ from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import Text, say
+from model_store.text import Text, joined, say
 from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
 from model_store.verification_inputs import check_samples, sample_to_json
@@ -204,11 +204,9 @@ def run_validate(job: Job) -> None:
     version.save(update_fields=["signature", "onnx_summary", "findings", "options", "updated"])
     if not report.ok:
         errors = [f for f in report.findings if f.level == "error"]
+        problems = [joined([p for p in (f.message, f.advice) if p]) for f in errors[:5]]
         raise StepFailed(
-            say(
-                "The model did not pass validation: %(problems)s",
-                problems=" ".join(f"{f.message} {f.advice}".strip() for f in errors[:5]),
-            ),
+            say("The model did not pass validation: %(problems)s", problems=joined(problems)),
             "invalid_model",
         )
     if version.verification_sample is not None and report.info is not None:
@@ -372,6 +370,8 @@ def run_verify(job: Job) -> None:
 def _record_verification(job: Job, version: Version, note: str, data: dict[str, Any]) -> None:
     if note:
         data["note"] = note
+        if isinstance(note, Text):
+            data["texts"] = {**data.get("texts", {}), "note": note.to_json()}
     version.verification = data
     version.save(update_fields=["verification", "updated"])
     for output in data.get("outputs", []):
@@ -454,10 +454,13 @@ def run_reuse(job: Job) -> None:
     )  # fmt: skip
     verification = dict(original.verification or {"status": "not_run"})
     verification["reused_from"] = number
-    verification["note"] = (
-        f"The artifact is version {number}'s, byte for byte (SHA-256 checked); its "
-        "verification holds. Only config.pbtxt changed."
+    note = say(
+        "The artifact is version %(number)s's, byte for byte (SHA-256 checked); its "
+        "verification holds. Only config.pbtxt changed.",
+        number=number,
     )
+    verification["note"] = note
+    verification["texts"] = {**verification.get("texts", {}), "note": note.to_json()}
     version.verification = verification
     version.cann_version = original.cann_version
     version.cann_ops_version = original.cann_ops_version
