@@ -136,6 +136,15 @@ def joined(parts: Sequence[str], separator: str = " ") -> str:
     return said
 
 
+def said(exc: BaseException) -> str:
+    """What an error says: the :class:`Text` it was raised with (its ``message``, or its one
+    argument), so the sentence stays translatable; else its words; else its type's name."""
+    for candidate in (getattr(exc, "message", None), *exc.args[:1]):
+        if isinstance(candidate, Text) and str(candidate) == str(exc):
+            return candidate
+    return str(exc) or type(exc).__name__
+
+
 def from_json(data: Any) -> Text | str:
     """The :class:`Text` that :meth:`Text.to_json` stored; a plain string stays a string."""
     if isinstance(data, Mapping) and isinstance(data.get("template"), str):

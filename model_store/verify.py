@@ -30,7 +30,7 @@ import numpy as np
 
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
-from model_store.text import say, texts_of
+from model_store.text import joined, say, texts_of
 from model_store.verification_inputs import (
     Sample,
     VerificationInputError,
@@ -359,8 +359,9 @@ def verify_with(
     ]
     failed = [o for o in outputs if not o.passed]
     if failed:
-        details = _clauses(
-            [say("%(name)s: %(problem)s", name=o.name, problem=o.problem) for o in failed[:4]]
+        details = joined(
+            [say("%(name)s: %(problem)s", name=o.name, problem=o.problem) for o in failed[:4]],
+            "; ",
         )
         return report(
             "failed",
@@ -396,14 +397,6 @@ def _unknown_precision(precision: object) -> str:
         precision=repr(precision),
         known=", ".join(TOLERANCES),
     )
-
-
-def _clauses(parts: list[str]) -> str:
-    """Clauses one after the other (``a; b; c``), as one translatable text."""
-    said = parts[-1]
-    for part in reversed(parts[:-1]):
-        said = say("%(first)s; %(then)s", first=part, then=said)
-    return said
 
 
 def _reference_outputs(source: Path, inputs: list[Sample]) -> list[dict[str, np.ndarray]]:

@@ -26,7 +26,7 @@ from typing import Literal
 from model_store.adopt.found import RepositoryScan, ScannedModel
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
-from model_store.text import say
+from model_store.text import joined, say
 
 Action = Literal["adopt", "add_versions", "already_adopted", "clash", "not_adoptable", "not_chosen"]
 #: Actions that copy something.
@@ -278,14 +278,6 @@ def _block_ensembles_missing_parts(
             plan.reasons.append(
                 say(
                     "The ensemble calls models that would not be in the hub: %(missing)s.",
-                    missing=_listed(missing),
+                    missing=joined(missing, ", "),
                 )
             )
-
-
-def _listed(parts: list[str]) -> str:
-    """Names and clauses one after the other, as one translatable text (``a, b, c``)."""
-    said = parts[-1]
-    for part in reversed(parts[:-1]):
-        said = say("%(first)s, %(then)s", first=part, then=said)
-    return said

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from model_store.text import Text, say, with_texts
+from model_store.text import Text, said, say, with_texts
 
 __all__ = [
     "MIN_GAIN",
@@ -308,7 +308,7 @@ class _Trials:
                 if trial.score is None:
                     trial.reason = _why_not(self.objective, trial.measured)
             except Exception as exc:
-                trial.state, trial.reason = "failed", _said(exc)
+                trial.state, trial.reason = "failed", said(exc)
             trial.seconds = self.clock() - begin
             self.durations.append(trial.seconds)
         self.tried[_key(options)] = trial
@@ -397,15 +397,6 @@ def grid(
         if trials.attempt(changes) is None:
             break
     return _finish(trials.result)
-
-
-def _said(exc: Exception) -> str:
-    """A failed trial's reason: the exception's :class:`Text` when it carries one (kept
-    translatable), else its words, else its type's name."""
-    first = exc.args[0] if len(exc.args) == 1 else None
-    if isinstance(first, Text):
-        return first
-    return str(exc) or type(exc).__name__
 
 
 def _why_not(objective: Objective, measured: Measurement) -> str:

@@ -22,8 +22,9 @@ from model_store.compile.atc.environment import LAYOUT_NAMES, cann_status
 from model_store.devices import read_devices
 from model_store.devices.info_table import parse_npu_smi_info
 from model_store.host_report import kept_texts
-from model_store.perf.tune import Measurement, Objective, Trial, _label, _said, _why_not
+from model_store.perf.tune import Measurement, Objective, Trial, _label, _why_not
 from model_store.text import Text, say
+from model_store.text import said as _said
 from webapp import live
 from webapp import text as web_text
 from webapp.hub_version import incompatibility, refusal_text

@@ -29,7 +29,7 @@ from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import Text, joined, say
+from model_store.text import Text, joined, said, say
 from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
 from model_store.verification_inputs import check_samples, sample_to_json
@@ -84,13 +84,6 @@ def _disk_full(store: ModelStore, step: str) -> Text:
         "administrator), then upload the file again.",
         step=step, free=human_bytes(free), floor=human_bytes(settings.STORE_MIN_FREE_BYTES),
     )  # fmt: skip
-
-
-def said(exc: BaseException) -> str:
-    """What an error says: its :class:`~model_store.text.Text` message (kept translatable)
-    when it has one, else its plain English."""
-    message = getattr(exc, "message", None)
-    return message if isinstance(message, Text) else str(exc)
 
 
 def _check_cancel(job: Job) -> None:

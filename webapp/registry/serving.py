@@ -31,7 +31,7 @@ from model_store.serving import (
     switch_version,
     unload_model,
 )
-from model_store.text import Text, say
+from model_store.text import Text, joined, said, say
 from webapp import live
 from webapp.errors import HubError
 from webapp.ops import nodes as ops_nodes
@@ -207,7 +207,7 @@ def run_job(job_id: int) -> None:
             say(
                 "Triton did not answer, so nothing was changed: %(error)s. Ask again once "
                 "Triton is back (the server page shows it).",
-                error=_said(exc),
+                error=said(exc),
             ),
             "triton_unavailable",
         )
@@ -436,8 +436,9 @@ def _run_place(job: Job) -> None:
     if failed:
         _failed(
             job,
-            _joined(
-                [say("node %(node)s: %(reason)s", node=s.node, reason=s.reason) for s in failed]
+            joined(
+                [say("node %(node)s: %(reason)s", node=s.node, reason=s.reason) for s in failed],
+                "; ",
             ),
             "placement_incomplete",
             {"nodes": [s.to_dict() for s in steps]},
@@ -526,20 +527,6 @@ def _failed(job: Job, message: str, code: str, evidence: dict[str, Any] | None =
 
 def _who(job: Job) -> str:
     return job.created_by.get_username() if job.created_by else say("the hub")
-
-
-def _said(exc: BaseException) -> str:
-    """An error's :class:`~model_store.text.Text` message when it has one, else its English."""
-    message = getattr(exc, "message", None)
-    return message if isinstance(message, Text) else str(exc)
-
-
-def _joined(parts: list[Text]) -> Text:
-    """``"a; b; c"`` as one Text, each part still translatable."""
-    said = parts[-1]
-    for part in reversed(parts[:-1]):
-        said = say("%(first)s; %(rest)s", first=part, rest=said)
-    return said
 
 
 # --------------------------------------------------------------------------- reconcile

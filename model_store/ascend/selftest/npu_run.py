@@ -15,7 +15,7 @@ from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.demo import classify
 from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.errors import ModelStoreError
-from model_store.text import Text, say
+from model_store.text import Text, joined, say
 
 PYACL_HINT = say(
     "Source CANN's set_env.sh (or set ASCEND_TOOLKIT_HOME) in this shell or container so that "
@@ -71,7 +71,7 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
     evidence = {"devices": per_device, "om": str(om)}
     if problems:
         return failed(
-            say("%(problems)s.", problems=_joined(problems)),
+            say("%(problems)s.", problems=joined(problems, "; ")),
             PYACL_HINT
             if any("error" in e for e in per_device)
             else say(
@@ -90,11 +90,3 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
         ),
         **evidence,
     )
-
-
-def _joined(parts: list[Text]) -> Text:
-    """``parts`` joined with "; " as one sentence that keeps each part's template."""
-    joined = parts[0]
-    for part in parts[1:]:
-        joined = say("%(first)s; %(then)s", first=joined, then=part)
-    return joined

@@ -27,7 +27,7 @@ from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError
 from model_store.serving.trial import TrialLoadFailed, trial_model
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import Text, say
+from model_store.text import said, say
 
 NPU_GE_MODEL_NAME = "ascend-selftest-npu-ge"
 
@@ -98,7 +98,7 @@ def serve_and_classify(
             evidence["infer_seconds"] = round(time.monotonic() - asked, 3)
     except TritonAccessDenied as exc:
         return failed(
-            _said(exc),
+            said(exc),
             say(
                 "Give this command the same TRITON_API_KEY as Triton (run it in a hub "
                 "container, whose environment has it)."
@@ -120,7 +120,7 @@ def serve_and_classify(
             say(
                 "Triton loaded the demo through %(backend)s but the request failed: %(error)s",
                 backend=backend,
-                error=_said(exc),
+                error=said(exc),
             ),
             _TRITON_HINTS.get(backend, ""),
             **evidence,
@@ -165,15 +165,6 @@ def serve_and_classify(
         ),
         **evidence,
     )
-
-
-def _said(exc: Exception) -> str:
-    """An error's sentence, as the :class:`~model_store.text.Text` it was raised with where it
-    was (so it stays translatable), else ``str(exc)``."""
-    for said in (getattr(exc, "message", None), *exc.args[:1]):
-        if isinstance(said, Text) and str(said) == str(exc):
-            return said
-    return str(exc)
 
 
 def serve_acl(ctx: SelftestContext) -> Outcome:

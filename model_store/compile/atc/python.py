@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from model_store.text import Text, say
+from model_store.text import Text, joined, say
 
 #: The packages CANN's install guides list for every release (distribution, module to import).
 ATC_PYTHON_PACKAGES: tuple[tuple[str, str], ...] = (
@@ -125,14 +125,6 @@ def _release(cann_version: str | None) -> str | None:
     """``"8.5.0"`` / ``"8.5.RC1"`` -> ``"8.5"``; None when unknown."""
     match = re.match(r"([0-9]+)\.([0-9]+)", cann_version or "")
     return f"{match.group(1)}.{match.group(2)}" if match else None
-
-
-def _joined(parts: list[Text]) -> Text:
-    """``"a; b; c"`` as one :class:`~model_store.text.Text` that keeps each part's template."""
-    said = parts[0]
-    for part in parts[1:]:
-        said = say("%(before)s; %(after)s", before=said, after=part)
-    return said
 
 
 def _package_warnings(
@@ -252,7 +244,7 @@ def assess_probe(
     if failing:
         return PythonAssessment(
             "failing",
-            say("%(start)s: %(problems)s.", start=summary_start, problems=_joined(failing)),
+            say("%(start)s: %(problems)s.", start=summary_start, problems=joined(failing, "; ")),
             [*failing, *warnings],
             advice,
             details,
@@ -263,7 +255,7 @@ def assess_probe(
             say(
                 "%(start)s; it has every package ATC needs, but %(problems)s.",
                 start=summary_start,
-                problems=_joined(warnings),
+                problems=joined(warnings, "; "),
             ),
             list(warnings),
             advice,
