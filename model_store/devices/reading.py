@@ -24,6 +24,9 @@ from model_store.devices.memory import device_memory
 from model_store.devices.usages import merge_usages, parse_npu_smi_usages
 from model_store.text import say
 
+#: Why a host without npu-smi has no devices (the diagnostics recognise it by its template).
+NO_NPU_SMI = say("no Ascend NPU on this host (npu-smi not found)")
+
 __all__ = ["read_devices"]
 
 
@@ -70,7 +73,7 @@ def read_devices(
     if not path:
         return {
             "available": False,
-            "reason": say("no Ascend NPU on this host (npu-smi not found)"),
+            "reason": NO_NPU_SMI,
             "npus": [],
         }
     try:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from model_store.devices.reading import NO_NPU_SMI
 from model_store.diagnostics.context import (
     Check,
     CheckState,
@@ -20,7 +21,7 @@ from model_store.diagnostics.context import (
     make_check,
     worst_state,
 )
-from model_store.text import joined, say
+from model_store.text import Text, joined, say
 
 #: Device memory use (HBM, or memory on chips without HBM) from which the chip is "near full".
 MEMORY_WARN_PCT = 90.0
@@ -172,13 +173,13 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
     """npu-smi answers; every chip healthy; HBM (or memory) below 90 %."""
     report = ctx.device_report()
     if not report.get("available"):
-        reason = str(report.get("reason") or "npu-smi gave no answer")
+        reason = report.get("reason") or say("npu-smi gave no answer")
         if "not found" in reason:
-            return make_check(
-                "npu_smi",
-                "not_applicable",
-                say("%(reason)s.", reason=f"{reason[0].upper()}{reason[1:]}"),
-            )
+            if isinstance(reason, Text) and reason.template == NO_NPU_SMI.template:
+                missing = say("No Ascend NPU on this host (npu-smi not found).")
+            else:  # another reader's words, in English: shown as they are, with a capital
+                missing = say("%(reason)s.", reason=f"{reason[0].upper()}{reason[1:]}")
+            return make_check("npu_smi", "not_applicable", missing)
         return make_check(
             "npu_smi",
             "failing",

@@ -50,6 +50,8 @@ KEPT_ENGLISH = {
     # the classifier's top-k and softmax.
     "web", "worker", "beat", "loading", "atol", "rtol", "zip", "ctrl", "enter", "top-1",
     "top-k", "softmax", "h", "d",
+    # Pico CSS styles `nav[aria-label=breadcrumb]`: the label is a hook, kept as Pico names it.
+    "breadcrumb",
     # This journey's names: the user, models, tensors and their dimensions, the host, the
     # example tag of the filter's placeholder.
     "otto", "mlp", "input", "logits", "batch", "x", "y", "local", "vm", "float32", "team",
@@ -104,8 +106,8 @@ def english_left(text: str, names: set[str]) -> list[str]:
         bare = word.strip(".'\u2019/-").lower()
         if bare in kept or DATA_WORD.fullmatch(bare):
             continue
-        if "_" in bare:
-            continue  # an identifier: a setting, a check's id, a tensor or a device file
+        if "_" in bare or "/" in bare.strip("/"):
+            continue  # an identifier or a path: a setting, a check's id, a tensor, a file
         if all(part in kept or part.isdigit() for part in re.split(r"[/_.-]", bare) if part):
             continue
         left.append(word)
