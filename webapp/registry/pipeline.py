@@ -559,7 +559,7 @@ def _serve_now(job: Job, version: Version) -> None:
             model=job.model,
             number=version.number,
             user=job.created_by,
-            reason="serve as soon as packaged (requested with the upload)",
+            reason=say("serve as soon as packaged (requested with the upload)"),
         )
     except HubError as exc:
         jobs.log(job, f"Not served automatically: {exc.message}", "warning")

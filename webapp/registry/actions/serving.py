@@ -161,7 +161,8 @@ def _queue(
     params = {
         "from": model.serving_version,
         "to": version.number if version else model.serving_version,
-        "reason": reason[:500],
+        # The hub's own reasons are Texts (said in the reader's language); a person's, cut.
+        "reason": reason if isinstance(reason, Text) else reason[:500],
         "changes": changes or [],
         **(extra or {}),
     }
