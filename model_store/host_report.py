@@ -59,7 +59,7 @@ def build_host_report(
     targets = {}
     for target in all_targets():
         status = target.status(env)
-        targets[target.name] = {"available": status.available, "reason": status.reason}
+        targets[target.name] = kept_texts({"available": status.available, "reason": status.reason})
     found_devices = devices()
     return {
         "protocol": PROTOCOL,

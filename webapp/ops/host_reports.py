@@ -149,11 +149,15 @@ def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:
         return {"available": True, "reason": target.status({}).reason}
     report = latest(node)
     if report is None:
-        found = {"available": False, "reason": not_reported_reason()}
+        found: dict[str, Any] = {"available": False, "reason": not_reported_reason()}
     elif (status := report["targets"].get(name)) is None:
-        found = {"available": False, "reason": f"The last report does not mention {name}."}
+        found = {
+            "available": False,
+            "reason": say("The last report does not mention %(name)s.", name=name),
+        }
     else:
-        found = {"available": bool(status["available"]), "reason": str(status["reason"])}
+        # The reason as the reporting worker said it (a Text when the report kept its template).
+        found = restore_texts({**status, "available": bool(status["available"])})
     if not found["available"] and node == LOCAL_NODE:
         # Another node may build it (webapp/ops/routing.py sends the build there).
         from webapp.ops.routing import nodes_that_build
@@ -162,7 +166,10 @@ def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:
         if elsewhere:
             return {
                 "available": True,
-                "reason": f"Builds on node {', '.join(elsewhere)} (not on this host: "
-                f"{found['reason']})",
+                "reason": say(
+                    "Builds on node %(nodes)s (not on this host: %(reason)s)",
+                    nodes=", ".join(elsewhere),
+                    reason=found["reason"],
+                ),
             }
     return found
