@@ -58,7 +58,7 @@ def test_a_killed_part_is_restarted_and_the_status_file_says_so(tmp_path: Path) 
     restarted: list[float] = []
     part, child = _process_part(tmp_path, "sleeper", "import time; time.sleep(60)", restarted)
     status = tmp_path / "run" / "stack.json"
-    supervisor = Supervisor([part], FAST, status, say=lambda text: None)
+    supervisor = Supervisor([part], FAST, status, tell=lambda text: None)
     assert part.exit_status() is None and child.proc is not None
     os.kill(child.proc.pid, 9)
     _run_until(supervisor, lambda: part.restarts == 1)
@@ -72,7 +72,7 @@ def test_a_killed_part_is_restarted_and_the_status_file_says_so(tmp_path: Path) 
 def test_a_part_that_crashes_on_every_start_is_given_up_with_its_log(tmp_path: Path) -> None:
     code = "import sys; print('cannot open the model store', flush=True); sys.exit(3)"
     part, _child = _process_part(tmp_path, "broken", code, [])
-    supervisor = Supervisor([part], FAST, tmp_path / "stack.json", say=lambda text: None)
+    supervisor = Supervisor([part], FAST, tmp_path / "stack.json", tell=lambda text: None)
     with pytest.raises(GiveUp) as info:
         _run_until(supervisor, lambda: False)
     message = str(info.value)
