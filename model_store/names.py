@@ -20,6 +20,7 @@ from model_store.errors import (
     InvalidVersion,
     ModelStoreError,
 )
+from model_store.text import Text, say
 
 MAX_MODEL_NAME_LENGTH = 64
 MAX_FILE_NAME_LENGTH = 128
@@ -29,13 +30,15 @@ MAX_VERSION = 2**31 - 1
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _VERSION_TEXT = re.compile(r"[1-9][0-9]*")
-_MODEL_RULES = (
+_MODEL_RULES = say(
     "Use letters, digits, '_', '-' and '.', start with a letter or digit, "
-    f"and keep it to {MAX_MODEL_NAME_LENGTH} characters."
+    "and keep it to %(limit)s characters.",
+    limit=MAX_MODEL_NAME_LENGTH,
 )
-_FILE_RULES = (
+_FILE_RULES = say(
     "Use letters, digits, '_', '-' and '.', start with a letter or digit, "
-    f"and keep it to {MAX_FILE_NAME_LENGTH} characters."
+    "and keep it to %(limit)s characters.",
+    limit=MAX_FILE_NAME_LENGTH,
 )
 
 
@@ -45,39 +48,58 @@ def _shown(value: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _unsafe_reason(value: str, max_length: int) -> str | None:
+def _unsafe_reason(value: str, max_length: int) -> Text | None:
     """Returns why ``value`` cannot be a single path component, or None if it can."""
     if not value:
-        return "it is empty"
+        return say("it is empty")
     if len(value) > max_length:
-        return f"it is {len(value)} characters long (the limit is {max_length})"
+        return say(
+            "it is %(length)s characters long (the limit is %(limit)s)",
+            length=len(value),
+            limit=max_length,
+        )
     if "\x00" in value:
-        return "it contains a NUL character"
+        return say("it contains a NUL character")
     if not value.isascii():
-        return "it contains non-ASCII characters"
+        return say("it contains non-ASCII characters")
     if any(ch.isspace() or not ch.isprintable() for ch in value):
-        return "it contains whitespace or control characters"
+        return say("it contains whitespace or control characters")
     if ".." in value:
-        return "it contains '..'"
+        return say("it contains '..'")
     if "/" in value or "\\" in value:
-        return "it contains a path separator"
+        return say("it contains a path separator")
     if not value[0].isalnum():
-        return "it does not start with a letter or digit"
+        return say("it does not start with a letter or digit")
     if not _SAFE_NAME.fullmatch(value):
         bad = sorted({ch for ch in value if not (ch.isalnum() or ch in "_.-")})
-        return "it contains " + ", ".join(repr(ch) for ch in bad)
+        return say("it contains %(characters)s", characters=", ".join(repr(ch) for ch in bad))
     return None
 
 
 def _check_component(
-    value: object, kind: str, max_length: int, rules: str, error: type[ModelStoreError]
+    value: object, kind: Text, max_length: int, rules: Text, error: type[ModelStoreError]
 ) -> str:
     """Shared body of the name validators: raise ``error`` with a reason and the rules."""
     if not isinstance(value, str):
-        raise error(f"The {kind} must be text, not {type(value).__name__}. {rules}")
+        raise error(
+            say(
+                "The %(kind)s must be text, not %(type)s. %(rules)s",
+                kind=kind,
+                type=type(value).__name__,
+                rules=rules,
+            )
+        )
     reason = _unsafe_reason(value, max_length)
     if reason:
-        raise error(f"The {kind} {_shown(value)} is not allowed: {reason}. {rules}")
+        raise error(
+            say(
+                "The %(kind)s %(value)s is not allowed: %(reason)s. %(rules)s",
+                kind=kind,
+                value=_shown(value),
+                reason=reason,
+                rules=rules,
+            )
+        )
     return value
 
 
@@ -96,7 +118,7 @@ def validate_model_name(name: object) -> str:
             with anything other than a letter or digit.
     """
     return _check_component(
-        name, "model name", MAX_MODEL_NAME_LENGTH, _MODEL_RULES, InvalidModelName
+        name, say("model name"), MAX_MODEL_NAME_LENGTH, _MODEL_RULES, InvalidModelName
     )
 
 
@@ -112,7 +134,9 @@ def validate_file_name(name: object) -> str:
     Raises:
         InvalidFileName: Under the same rules as model names, with a longer limit.
     """
-    return _check_component(name, "file name", MAX_FILE_NAME_LENGTH, _FILE_RULES, InvalidFileName)
+    return _check_component(
+        name, say("file name"), MAX_FILE_NAME_LENGTH, _FILE_RULES, InvalidFileName
+    )
 
 
 def validate_version(version: object) -> int:
@@ -130,15 +154,31 @@ def validate_version(version: object) -> int:
     Raises:
         InvalidVersion: If it is not such a number.
     """
-    rules = f"Versions are whole numbers from 1 to {MAX_VERSION}, without leading zeros."
+    rules = say(
+        "Versions are whole numbers from 1 to %(max)s, without leading zeros.", max=MAX_VERSION
+    )
     if isinstance(version, bool) or not isinstance(version, int | str):
-        raise InvalidVersion(f"The version must be a number, not {type(version).__name__}. {rules}")
+        raise InvalidVersion(
+            say(
+                "The version must be a number, not %(type)s. %(rules)s",
+                type=type(version).__name__,
+                rules=rules,
+            )
+        )
     if isinstance(version, str):
         if not _VERSION_TEXT.fullmatch(version) or len(version) > len(str(MAX_VERSION)):
-            raise InvalidVersion(f"The version {_shown(version)} is not allowed. {rules}")
+            raise InvalidVersion(
+                say(
+                    "The version %(version)s is not allowed. %(rules)s",
+                    version=_shown(version),
+                    rules=rules,
+                )
+            )
         version = int(version)
     if not 1 <= version <= MAX_VERSION:
-        raise InvalidVersion(f"The version {version} is out of range. {rules}")
+        raise InvalidVersion(
+            say("The version %(version)s is out of range. %(rules)s", version=version, rules=rules)
+        )
     return version
 
 
@@ -159,17 +199,27 @@ def validate_tensor_name(name: object) -> str:
         InvalidTensorName: If the name is empty, too long or not printable.
     """
     if not isinstance(name, str):
-        raise InvalidTensorName(f"A tensor name must be text, not {type(name).__name__}.")
+        raise InvalidTensorName(
+            say("A tensor name must be text, not %(type)s.", type=type(name).__name__)
+        )
     if not name:
-        raise InvalidTensorName("A tensor name is empty. Give every input and output a name.")
+        raise InvalidTensorName(say("A tensor name is empty. Give every input and output a name."))
     if len(name) > MAX_TENSOR_NAME_LENGTH:
         raise InvalidTensorName(
-            f"The tensor name {_shown(name)} is {len(name)} characters long "
-            f"(the limit is {MAX_TENSOR_NAME_LENGTH}). Rename it in the model."
+            say(
+                "The tensor name %(name)s is %(length)s characters long "
+                "(the limit is %(limit)s). Rename it in the model.",
+                name=_shown(name),
+                length=len(name),
+                limit=MAX_TENSOR_NAME_LENGTH,
+            )
         )
     if not name.isprintable():
         raise InvalidTensorName(
-            f"The tensor name {_shown(name)} contains NUL, newline or other control "
-            "characters. Rename it in the model before uploading."
+            say(
+                "The tensor name %(name)s contains NUL, newline or other control "
+                "characters. Rename it in the model before uploading.",
+                name=_shown(name),
+            )
         )
     return name

@@ -43,6 +43,7 @@ from model_store.inference.image import (
 from model_store.inference.jsonable import encode_for_json
 from model_store.inference.limits import Budget, Limits
 from model_store.inference.signature import TensorSpec
+from model_store.text import Text, joined, say, say_n
 
 __all__ = [
     "DEFAULT_PREPROCESS",
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 DEFAULT_PREPROCESS = PRESETS["imagenet"]
-FORMS = (
+FORMS = say(
     'a nested list such as [[1, 2], [3, 4]]; {"data": [...], "shape": [...]}; '
     '{"b64": "<base64 of raw little-endian bytes>", "shape": [...]}; '
     '{"npy_b64": "<base64 of a .npy file>"}; or, for image inputs, '
@@ -70,7 +71,7 @@ _FORM_KEYS: dict[str, frozenset[str]] = {
 }
 
 
-def _error(code: str, name: str | None, message: str) -> InferenceInputError:
+def _error(code: str, name: str | None, message: Text) -> InferenceInputError:
     return InferenceInputError(message, code=code, field=name)
 
 
@@ -107,9 +108,12 @@ def decode_inputs(
         raise _error(
             "bad_format",
             None,
-            f"'inputs' must be an object of input name -> value, such as "
-            f"{{{json.dumps(specs[0].name if specs else 'input')}: [[1.0, 2.0]]}}; got "
-            f"{_type_name(payload)}.",
+            say(
+                "'inputs' must be an object of input name -> value, such as "
+                "{%(name)s: [[1.0, 2.0]]}; got %(got)s.",
+                name=json.dumps(specs[0].name if specs else "input"),
+                got=_type_name(payload),
+            ),
         )
     images = images or {}
     _check_names(specs, payload, images)
@@ -129,7 +133,7 @@ def decode_inputs(
                 raise
             # Errors from image/preprocess helpers do not know the input's name.
             raise InferenceInputError(
-                f"Input {spec.name!r}: {exc.message}",
+                say("Input %(input)s: %(problem)s", input=repr(spec.name), problem=exc.message),
                 code=exc.code,
                 field=spec.name,
                 status=exc.status,
@@ -138,9 +142,16 @@ def decode_inputs(
     return arrays
 
 
-def _type_name(value: object) -> str:
-    names = {list: "a list", str: "a string", dict: "an object", type(None): "null"}
-    return names.get(type(value), f"a {type(value).__name__}")
+def _type_name(value: object) -> Text:
+    if type(value) is list:
+        return say("a list")
+    if type(value) is str:
+        return say("a string")
+    if type(value) is dict:
+        return say("an object")
+    if value is None:
+        return say("null")
+    return say("a %(type)s", type=type(value).__name__)
 
 
 def _describe(spec: TensorSpec) -> str:
@@ -156,29 +167,53 @@ def _check_names(
         raise _error(
             "bad_format",
             twice[0],
-            f"Input {twice[0]!r} was sent twice, as a value and as an uploaded image. "
-            "Send it once.",
+            say(
+                "Input %(input)s was sent twice, as a value and as an uploaded image. "
+                "Send it once.",
+                input=repr(twice[0]),
+            ),
         )
     given = [*payload, *images]
     extra = [str(n) for n in given if n not in expected]
     missing = [n for n in expected if n not in given]
     if not extra and not missing:
         return
-    parts = []
+    # The names are shown lower-cased, as the English message always did (it capitalised the
+    # sentence, whose first character is a quote).
+    parts: list[str] = []
     if extra:
-        parts.append(f"{_names(extra)} {'is' if len(extra) == 1 else 'are'} not an input")
+        parts.append(
+            say_n(
+                "%(names)s is not an input",
+                "%(names)s are not an input",
+                len(extra),
+                names=_names([n.lower() for n in extra]),
+            )
+        )
     if missing:
-        parts.append(f"{_names(missing)} {'is' if len(missing) == 1 else 'are'} missing")
-    takes = ", ".join(_describe(s) for s in specs) or "no inputs"
+        parts.append(
+            say_n(
+                "%(names)s is missing",
+                "%(names)s are missing",
+                len(missing),
+                names=_names([n.lower() for n in missing]),
+            )
+        )
+    takes: str = ", ".join(_describe(s) for s in specs) or say("no inputs")
     raise _error(
         "extra_input" if extra else "missing_input",
         (extra or missing)[0],
-        f"{'; '.join(parts).capitalize()}. The model takes: {takes}.",
+        say(
+            "%(problems)s. The model takes: %(takes)s.",
+            problems=joined(parts, "; "),
+            takes=takes,
+        ),
     )
 
 
 def _names(names: list[str]) -> str:
-    return ", ".join(repr(n) for n in names[:10]) + (" and more" if len(names) > 10 else "")
+    shown = ", ".join(repr(n) for n in names[:10])
+    return say("%(names)s and more", names=shown) if len(names) > 10 else shown
 
 
 # The five forms -------------------------------------------------------------------------
@@ -191,22 +226,39 @@ def _decode_value(
         return _from_nested(spec, value, limits, budget)
     if not isinstance(value, Mapping):
         raise _error(
-            "bad_format", spec.name, f"Input {spec.name!r} is {_type_name(value)}. Send {FORMS}."
+            "bad_format",
+            spec.name,
+            say(
+                "Input %(input)s is %(got)s. Send %(forms)s.",
+                input=repr(spec.name),
+                got=_type_name(value),
+                forms=FORMS,
+            ),
         )
     form = next((key for key in _FORM_KEYS if key in value), None)
     if form is None:
         raise _error(
             "bad_format",
             spec.name,
-            f"Input {spec.name!r} is an object with keys {sorted(map(str, value))}. Send {FORMS}.",
+            say(
+                "Input %(input)s is an object with keys %(keys)s. Send %(forms)s.",
+                input=repr(spec.name),
+                keys=str(sorted(map(str, value))),
+                forms=FORMS,
+            ),
         )
     unknown = sorted(str(k) for k in value if k not in _FORM_KEYS[form])
     if unknown:
         raise _error(
             "bad_format",
             spec.name,
-            f"Input {spec.name!r}: the {form!r} form takes only {sorted(_FORM_KEYS[form])}; "
-            f"remove {unknown}.",
+            say(
+                "Input %(input)s: the %(form)s form takes only %(keys)s; remove %(unknown)s.",
+                input=repr(spec.name),
+                form=repr(form),
+                keys=str(sorted(_FORM_KEYS[form])),
+                unknown=str(unknown),
+            ),
         )
     if form == "image_b64":
         if "preprocess" in value:
@@ -238,7 +290,9 @@ def _from_data(
         budget.check(spec.name, count, count * spec.numpy_dtype.itemsize)
     if not isinstance(data, list):
         raise _error(
-            "bad_format", spec.name, f"Input {spec.name!r}: 'data' must be a list of values."
+            "bad_format",
+            spec.name,
+            say("Input %(input)s: 'data' must be a list of values.", input=repr(spec.name)),
         )
     walked, leaves = _walk(spec, data, budget)
     if shape is None:
@@ -247,8 +301,14 @@ def _from_data(
         raise _error(
             "wrong_shape",
             spec.name,
-            f"Input {spec.name!r}: 'data' holds {len(leaves):,} values but 'shape' "
-            f"{list(shape)} needs {math.prod(shape):,}.",
+            say(
+                "Input %(input)s: 'data' holds %(count)s values but 'shape' %(shape)s needs "
+                "%(needed)s.",
+                input=repr(spec.name),
+                count=f"{len(leaves):,}",
+                shape=str(list(shape)),
+                needed=f"{math.prod(shape):,}",
+            ),
         )
     return _leaves_to_array(spec, leaves, shape, limits)
 
@@ -266,13 +326,15 @@ def _walk(spec: TensorSpec, value: object, budget: Budget) -> tuple[tuple[int, .
         if not any(is_list):
             return tuple(shape), level
         if not all(is_list):
-            raise _ragged(spec, len(shape), "mixes lists and single values")
+            raise _ragged(spec, len(shape), say("mixes lists and single values"))
         lengths = {len(item) for item in level}
         if len(lengths) > 1:
             shown = ", ".join(map(str, sorted(lengths)[:5]))
-            raise _ragged(spec, len(shape), f"has lists of lengths {shown}")
+            raise _ragged(spec, len(shape), say("has lists of lengths %(lengths)s", lengths=shown))
         if len(shape) >= MAX_RANK:
-            raise _ragged(spec, len(shape), f"nests deeper than {MAX_RANK} levels")
+            raise _ragged(
+                spec, len(shape), say("nests deeper than %(levels)s levels", levels=MAX_RANK)
+            )
         shape.append(lengths.pop())
         count = math.prod(shape)
         if count > budget.elements_left:
@@ -280,12 +342,18 @@ def _walk(spec: TensorSpec, value: object, budget: Budget) -> tuple[tuple[int, .
         level = [leaf for item in level for leaf in item]
 
 
-def _ragged(spec: TensorSpec, depth: int, what: str) -> InferenceInputError:
+def _ragged(spec: TensorSpec, depth: int, what: Text) -> InferenceInputError:
     return _error(
         "wrong_shape",
         spec.name,
-        f"Input {spec.name!r} is a ragged nested list: level {depth + 1} {what}. Every row "
-        f"must have the same length (the model takes {spec.describe_shape()}).",
+        say(
+            "Input %(input)s is a ragged nested list: level %(level)s %(what)s. Every row "
+            "must have the same length (the model takes %(shape)s).",
+            input=repr(spec.name),
+            level=depth + 1,
+            what=what,
+            shape=spec.describe_shape(),
+        ),
     )
 
 
@@ -303,7 +371,11 @@ def _leaves_to_array(
             raise _error(
                 "wrong_dtype",
                 spec.name,
-                f"Input {spec.name!r} holds values numpy cannot read: {exc}.",
+                say(
+                    "Input %(input)s holds values numpy cannot read: %(error)s.",
+                    input=repr(spec.name),
+                    error=str(exc),
+                ),
             ) from None
     return coerce_dtype(spec, raw.reshape(shape), limits)
 
@@ -316,8 +388,11 @@ def _from_raw(
         raise _error(
             "bad_format",
             spec.name,
-            f"Input {spec.name!r} is TYPE_STRING: raw bytes ('b64') are only for numeric "
-            'inputs. Send a list of strings, e.g. ["some text"].',
+            say(
+                "Input %(input)s is TYPE_STRING: raw bytes ('b64') are only for numeric "
+                'inputs. Send a list of strings, e.g. ["some text"].',
+                input=repr(spec.name),
+            ),
         )
     count = math.prod(shape)
     expected = count * spec.numpy_dtype.itemsize
@@ -329,15 +404,25 @@ def _from_raw(
         raise _error(
             "wrong_shape",
             spec.name,
-            f"Input {spec.name!r}: 'b64' holds {len(data):,} bytes, but shape {list(shape)} "
-            f"of {spec.numpy_dtype.name} needs {expected:,} "
-            f"({count:,} x {spec.numpy_dtype.itemsize}).",
+            say(
+                "Input %(input)s: 'b64' holds %(got)s bytes, but shape %(shape)s of %(dtype)s "
+                "needs %(needed)s (%(count)s x %(itemsize)s).",
+                input=repr(spec.name),
+                got=f"{len(data):,}",
+                shape=str(list(shape)),
+                dtype=spec.numpy_dtype.name,
+                needed=f"{expected:,}",
+                count=f"{count:,}",
+                itemsize=spec.numpy_dtype.itemsize,
+            ),
         )
     if spec.numpy_dtype.kind == "b" and max(data, default=0) > 1:
         raise _error(
             "wrong_dtype",
             spec.name,
-            f"Input {spec.name!r} is BOOL; its raw bytes must each be 0 or 1.",
+            say(
+                "Input %(input)s is BOOL; its raw bytes must each be 0 or 1.", input=repr(spec.name)
+            ),
         )
     little = np.frombuffer(data, dtype=spec.numpy_dtype.newbyteorder("<"))
     return little.astype(spec.numpy_dtype).reshape(shape)
@@ -358,14 +443,23 @@ def _from_npy(spec: TensorSpec, text: object, limits: Limits, budget: Budget) ->
             raise ValueError(f"format version {version} is not supported; use np.save")
     except (ValueError, OSError, SyntaxError, TypeError) as exc:
         raise _error(
-            "bad_npy", spec.name, f"Input {spec.name!r}: 'npy_b64' is not a .npy file ({exc})."
+            "bad_npy",
+            spec.name,
+            say(
+                "Input %(input)s: 'npy_b64' is not a .npy file (%(error)s).",
+                input=repr(spec.name),
+                error=str(exc),
+            ),
         ) from None
     if dtype.hasobject:
         raise _error(
             "bad_npy",
             spec.name,
-            f"Input {spec.name!r}: the .npy file holds Python objects, which would need "
-            "unpickling; that is refused. Save a numeric or string array instead.",
+            say(
+                "Input %(input)s: the .npy file holds Python objects, which would need "
+                "unpickling; that is refused. Save a numeric or string array instead.",
+                input=repr(spec.name),
+            ),
         )
     count = math.prod(shape)
     budget.check(spec.name, count, count * dtype.itemsize)
@@ -373,9 +467,16 @@ def _from_npy(spec: TensorSpec, text: object, limits: Limits, budget: Budget) ->
         raise _error(
             "bad_npy",
             spec.name,
-            f"Input {spec.name!r}: the .npy header says shape {list(shape)} of {dtype} "
-            f"({count * dtype.itemsize:,} bytes) but {len(data) - stream.tell():,} bytes "
-            "follow it; the file is truncated or padded.",
+            say(
+                "Input %(input)s: the .npy header says shape %(shape)s of %(dtype)s "
+                "(%(needed)s bytes) but %(got)s bytes follow it; the file is truncated or "
+                "padded.",
+                input=repr(spec.name),
+                shape=str(list(shape)),
+                dtype=str(dtype),
+                needed=f"{count * dtype.itemsize:,}",
+                got=f"{len(data) - stream.tell():,}",
+            ),
         )
     array = np.load(io.BytesIO(data), allow_pickle=False)
     return coerce_dtype(spec, array, limits)
@@ -392,8 +493,13 @@ def _from_image(
         raise _error(
             "too_large",
             spec.name,
-            f"Input {spec.name!r}: the image file is {len(data):,} bytes; the limit is "
-            f"{limits.max_image_bytes:,}. Send a smaller file.",
+            say(
+                "Input %(input)s: the image file is %(size)s bytes; the limit is %(limit)s. "
+                "Send a smaller file.",
+                input=repr(spec.name),
+                size=f"{len(data):,}",
+                limit=f"{limits.max_image_bytes:,}",
+            ),
         )
     target = max(*shape[1:], preprocess.resize_short)
     image = decode_image(
@@ -408,7 +514,13 @@ def _from_image(
 def _b64(name: str, text: object, max_bytes: int, key: str) -> bytes:
     """Decodes base64 strictly, after dropping a data: URL prefix and line breaks."""
     if not isinstance(text, str):
-        raise _error("bad_format", name, f"Input {name!r}: {key!r} must be a base64 string.")
+        raise _error(
+            "bad_format",
+            name,
+            say(
+                "Input %(input)s: %(key)s must be a base64 string.", input=repr(name), key=repr(key)
+            ),
+        )
     text = text.strip()
     if text.startswith("data:"):
         header, comma, text = text.partition(",")
@@ -416,14 +528,17 @@ def _b64(name: str, text: object, max_bytes: int, key: str) -> bytes:
             raise _error(
                 "bad_base64",
                 name,
-                f"Input {name!r}: a data: URL must be base64, like 'data:image/png;base64,...'.",
+                say(
+                    "Input %(input)s: a data: URL must be base64, like "
+                    "'data:image/png;base64,...'.",
+                    input=repr(name),
+                ),
             )
     if len(text) // 4 * 3 > max_bytes + 2:
         raise _error(
             "too_large",
             name,
-            f"Input {name!r}: {key!r} decodes to about {len(text) // 4 * 3:,} bytes; the limit "
-            f"is {max_bytes:,}.",
+            _too_big(name, key, len(text) // 4 * 3, max_bytes),
         )
     if len(text) % 4 == 0:
         # The common case (what every encoder writes) takes a fast path: the lenient decoder is
@@ -443,8 +558,7 @@ def _b64(name: str, text: object, max_bytes: int, key: str) -> bytes:
         raise _error(
             "too_large",
             name,
-            f"Input {name!r}: {key!r} decodes to about {len(text) // 4 * 3:,} bytes; the limit "
-            f"is {max_bytes:,}.",
+            _too_big(name, key, len(text) // 4 * 3, max_bytes),
         )
     try:
         return base64.b64decode(text, validate=True)
@@ -452,9 +566,23 @@ def _b64(name: str, text: object, max_bytes: int, key: str) -> bytes:
         raise _error(
             "bad_base64",
             name,
-            f"Input {name!r}: {key!r} is not valid base64 (only A-Z, a-z, 0-9, '+', '/' and "
-            "'=' padding). Encode the bytes with standard base64.",
+            say(
+                "Input %(input)s: %(key)s is not valid base64 (only A-Z, a-z, 0-9, '+', '/' and "
+                "'=' padding). Encode the bytes with standard base64.",
+                input=repr(name),
+                key=repr(key),
+            ),
         ) from None
+
+
+def _too_big(name: str, key: str, size: int, max_bytes: int) -> Text:
+    return say(
+        "Input %(input)s: %(key)s decodes to about %(size)s bytes; the limit is %(limit)s.",
+        input=repr(name),
+        key=repr(key),
+        size=f"{size:,}",
+        limit=f"{max_bytes:,}",
+    )
 
 
 def _shape(name: str, value: object, *, required: bool) -> tuple[int, ...] | None:
@@ -468,10 +596,19 @@ def _shape(name: str, value: object, *, required: bool) -> tuple[int, ...] | Non
         raise _error(
             "bad_format",
             name,
-            f"Input {name!r}: 'shape' must be a list of whole numbers such as [1, 3, 224, 224]; "
-            f"got {value!r}."[:300],
+            say(
+                "Input %(input)s: 'shape' must be a list of whole numbers such as "
+                "[1, 3, 224, 224]; got %(got)s.",
+                input=repr(name),
+                got=_cut(repr(value), 200),
+            ),
         )
     return tuple(value)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for a message, marked with "..." when cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_dtype_hint(spec: TensorSpec, hint: object) -> None:
@@ -482,6 +619,12 @@ def _check_dtype_hint(spec: TensorSpec, hint: object) -> None:
         raise _error(
             "wrong_dtype",
             spec.name,
-            f"Input {spec.name!r} is {spec.triton_type} ({spec.numpy_dtype.name}) but 'dtype' "
-            f"says {hint!r}. Send {spec.numpy_dtype.name} data, or leave 'dtype' out.",
+            say(
+                "Input %(input)s is %(dtype)s (%(numpy)s) but 'dtype' says %(hint)s. "
+                "Send %(numpy)s data, or leave 'dtype' out.",
+                input=repr(spec.name),
+                dtype=spec.triton_type,
+                numpy=spec.numpy_dtype.name,
+                hint=repr(hint),
+            ),
         )

@@ -35,6 +35,7 @@ from model_store.inference.signature import (
     image_layout,
     image_size,
 )
+from model_store.text import Text, say
 
 Color = Literal["RGB", "BGR"]
 MAX_SIDE = 4096
@@ -44,7 +45,7 @@ MAX_RESIZED_PIXELS = MAX_SIDE * MAX_SIDE
 # Formats people send as photos. Anything else (EPS runs Ghostscript, exotic formats carry
 # more decoder risk) is refused as not an image.
 ALLOWED_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
-NOT_AN_IMAGE = "The file is not an image Pillow can read (PNG, JPEG, WebP, GIF, BMP, TIFF)."
+NOT_AN_IMAGE = say("The file is not an image Pillow can read (PNG, JPEG, WebP, GIF, BMP, TIFF).")
 _KEYS = ("preset", "resize_short", "crop", "mean", "std", "color", "layout")
 _WHITE = (255, 255, 255, 255)
 
@@ -82,20 +83,32 @@ class Preprocess:
     def __post_init__(self) -> None:
         if not _is_whole(self.resize_short) or not 0 <= self.resize_short <= MAX_SIDE:
             raise _bad(
-                f"preprocess.resize_short must be a whole number from 1 to {MAX_SIDE} (pixels "
-                "of the short side), or 0 to resize straight to the model's size; "
-                f"got {self.resize_short!r}."
+                say(
+                    "preprocess.resize_short must be a whole number from 1 to %(max)s (pixels "
+                    "of the short side), or 0 to resize straight to the model's size; "
+                    "got %(got)s.",
+                    max=MAX_SIDE,
+                    got=repr(self.resize_short),
+                )
             )
         if self.crop is not None and (not _is_whole(self.crop) or not 1 <= self.crop <= MAX_SIDE):
             raise _bad(
-                f"preprocess.crop must be a whole number from 1 to {MAX_SIDE}, or null to use "
-                f"the model's height and width; got {self.crop!r}."
+                say(
+                    "preprocess.crop must be a whole number from 1 to %(max)s, or null to use "
+                    "the model's height and width; got %(got)s.",
+                    max=MAX_SIDE,
+                    got=repr(self.crop),
+                )
             )
         if self.crop is not None and self.resize_short and self.crop > self.resize_short:
             raise _bad(
-                f"preprocess.crop ({self.crop}) is larger than resize_short "
-                f"({self.resize_short}): the centre crop must fit in the resized image. "
-                "Make crop at most resize_short."
+                say(
+                    "preprocess.crop (%(crop)s) is larger than resize_short "
+                    "(%(resize_short)s): the centre crop must fit in the resized image. "
+                    "Make crop at most resize_short.",
+                    crop=self.crop,
+                    resize_short=self.resize_short,
+                )
             )
         for name in ("mean", "std"):
             value = getattr(self, name)
@@ -105,20 +118,31 @@ class Preprocess:
                 and all(_is_real(v) and math.isfinite(v) for v in value)
             ):
                 raise _bad(
-                    f"preprocess.{name} must be three finite numbers (R, G, B, in 0..255 pixel "
-                    f"units) or one number for all three; got {value!r}."
+                    say(
+                        "preprocess.%(key)s must be three finite numbers (R, G, B, in 0..255 "
+                        "pixel units) or one number for all three; got %(got)s.",
+                        key=name,
+                        got=repr(value),
+                    )
                 )
         if any(v == 0 for v in self.std):
             raise _bad(
-                "preprocess.std has a zero; each channel is divided by its std. "
-                "Use 1 to leave a channel unscaled."
+                say(
+                    "preprocess.std has a zero; each channel is divided by its std. "
+                    "Use 1 to leave a channel unscaled."
+                )
             )
         if self.color not in ("RGB", "BGR"):
-            raise _bad(f"preprocess.color must be 'RGB' or 'BGR'; got {self.color!r}.")
+            raise _bad(
+                say("preprocess.color must be 'RGB' or 'BGR'; got %(got)s.", got=repr(self.color))
+            )
         if self.layout is not None and self.layout not in LAYOUTS:
             raise _bad(
-                "preprocess.layout must be 'NCHW', 'NHWC' or null (take it from the model); "
-                f"got {self.layout!r}."
+                say(
+                    "preprocess.layout must be 'NCHW', 'NHWC' or null (take it from the model); "
+                    "got %(got)s.",
+                    got=repr(self.layout),
+                )
             )
 
     @classmethod
@@ -133,17 +157,31 @@ class Preprocess:
         """
         if not isinstance(data, Mapping):
             raise _bad(
-                'preprocess must be an object such as {"preset": "imagenet"} or '
-                '{"resize_short": 256, "crop": 224, "mean": [...], "std": [...]}.'
+                say(
+                    'preprocess must be an object such as {"preset": "imagenet"} or '
+                    '{"resize_short": 256, "crop": 224, "mean": [...], "std": [...]}.'
+                )
             )
         unknown = [str(k) for k in data if k not in _KEYS]
         if unknown:
-            raise _bad(f"preprocess has unknown keys {unknown}; the known ones are {list(_KEYS)}.")
+            raise _bad(
+                say(
+                    "preprocess has unknown keys %(unknown)s; the known ones are %(known)s.",
+                    unknown=str(unknown),
+                    known=str(list(_KEYS)),
+                )
+            )
         base = cls()
         if "preset" in data:
             preset = data["preset"]
             if not isinstance(preset, str) or preset not in PRESETS:
-                raise _bad(f"Unknown preprocess preset {preset!r}; choose one of {list(PRESETS)}.")
+                raise _bad(
+                    say(
+                        "Unknown preprocess preset %(preset)s; choose one of %(presets)s.",
+                        preset=repr(preset),
+                        presets=str(list(PRESETS)),
+                    )
+                )
             base = PRESETS[preset]
         changes: dict[str, Any] = {k: data[k] for k in _KEYS[1:] if k in data}
         for name in ("mean", "std"):
@@ -173,8 +211,12 @@ def _triple(name: str, value: object) -> tuple[float, float, float]:
     if isinstance(value, list | tuple) and len(value) == 3 and all(_is_real(v) for v in value):
         return (float(value[0]), float(value[1]), float(value[2]))
     raise _bad(
-        f"preprocess.{name} must be three numbers (R, G, B, in 0..255 pixel units) or one "
-        f"number for all three; got {value!r}."
+        say(
+            "preprocess.%(key)s must be three numbers (R, G, B, in 0..255 pixel units) or one "
+            "number for all three; got %(got)s.",
+            key=name,
+            got=repr(value),
+        )
     )
 
 
@@ -186,11 +228,12 @@ PRESETS: dict[str, Preprocess] = {
     "unit": Preprocess(256, 224, (0.0, 0.0, 0.0), (255.0, 255.0, 255.0)),
     "raw": Preprocess(256, 224, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
 }
+# Said with say(): the web layer shows them in the reader's language (webapp.text.localize).
 PRESET_LABELS: dict[str, str] = {
-    "efficientnet": "EfficientNet-Lite (pixels scaled to -1..1)",
-    "imagenet": "ImageNet mean/std (torchvision models)",
-    "unit": "Pixels scaled to 0..1",
-    "raw": "Raw pixels 0..255",
+    "efficientnet": say("EfficientNet-Lite (pixels scaled to -1..1)"),
+    "imagenet": say("ImageNet mean/std (torchvision models)"),
+    "unit": say("Pixels scaled to 0..1"),
+    "raw": say("Raw pixels 0..255"),
 }
 
 
@@ -242,14 +285,24 @@ def decode_image(
     except Image.DecompressionBombError:
         # Pillow refuses twice its own MAX_IMAGE_PIXELS while reading the header.
         pillow_cap = 2 * (Image.MAX_IMAGE_PIXELS or 0)
-        raise _too_large(f"over {pillow_cap:,} pixels", max_pixels) from None
+        raise _too_large(
+            say("over %(pixels)s pixels", pixels=f"{pillow_cap:,}"), max_pixels
+        ) from None
     except Exception:
         # Decoders fail on hostile input in many ways (OSError, SyntaxError, struct.error,
         # ValueError...); all of them mean the same thing to the sender.
         raise InferenceInputError(NOT_AN_IMAGE, code="not_an_image") from None
     width, height = image.size
     if width * height > max_pixels:
-        raise _too_large(f"{width}x{height} ({width * height:,} pixels)", max_pixels)
+        raise _too_large(
+            say(
+                "%(width)sx%(height)s (%(pixels)s pixels)",
+                width=width,
+                height=height,
+                pixels=f"{width * height:,}",
+            ),
+            max_pixels,
+        )
     over_budget = max_memory is not None and decoding_memory(image) > max_memory
     if over_budget and target_side and image.format == "JPEG":
         # Only a photo too large to decode whole is decoded at a reduced scale (twice the
@@ -258,16 +311,25 @@ def decode_image(
             image.draft("RGB", (2 * target_side, 2 * target_side))
     if max_memory is not None and decoding_memory(image) > max_memory:
         raise InferenceInputError(
-            f"The image is {width}x{height} in mode {image.mode}; decoding it would take "
-            f"about {decoding_memory(image) >> 20} MiB, over the limit of {max_memory >> 20} "
-            "MiB. Send a smaller image.",
+            say(
+                "The image is %(width)sx%(height)s in mode %(mode)s; decoding it would take "
+                "about %(mib)s MiB, over the limit of %(limit)s MiB. Send a smaller image.",
+                width=width,
+                height=height,
+                mode=image.mode,
+                mib=decoding_memory(image) >> 20,
+                limit=max_memory >> 20,
+            ),
             code="image_too_large",
         )
     try:
         image.load()
     except Exception:
         raise InferenceInputError(
-            f"{NOT_AN_IMAGE} Its pixels could not be decoded; it may be truncated or corrupt.",
+            say(
+                "The file is not an image Pillow can read (PNG, JPEG, WebP, GIF, BMP, TIFF). "
+                "Its pixels could not be decoded; it may be truncated or corrupt."
+            ),
             code="not_an_image",
         ) from None
     # A malformed EXIF block should not cost the whole picture: keep it unrotated.
@@ -276,9 +338,13 @@ def decode_image(
     return _to_rgb(image)
 
 
-def _too_large(size: str, max_pixels: int) -> InferenceInputError:
+def _too_large(size: Text, max_pixels: int) -> InferenceInputError:
     return InferenceInputError(
-        f"The image is {size}; the limit is {max_pixels:,} pixels. Send a smaller image.",
+        say(
+            "The image is %(size)s; the limit is %(limit)s pixels. Send a smaller image.",
+            size=size,
+            limit=f"{max_pixels:,}",
+        ),
         code="image_too_large",
     )
 
@@ -298,8 +364,11 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         return image.convert("RGB")
     except ValueError:
         raise InferenceInputError(
-            f"The image's colour mode {image.mode} cannot be converted to RGB. "
-            "Save it as an ordinary RGB PNG or JPEG.",
+            say(
+                "The image's colour mode %(mode)s cannot be converted to RGB. "
+                "Save it as an ordinary RGB PNG or JPEG.",
+                mode=image.mode,
+            ),
             code="not_an_image",
         ) from None
 
@@ -315,12 +384,18 @@ def _to_8bit_grey(image: Image.Image) -> Image.Image:
 # Tensors -----------------------------------------------------------------------------
 
 
-def _not_image_input(spec: TensorSpec, why: str) -> InferenceInputError:
+def _not_image_input(spec: TensorSpec, why: Text) -> InferenceInputError:
     return InferenceInputError(
-        f"Input {spec.name!r} ({spec.triton_type}, {spec.describe_shape()}) does not take "
-        f"images: {why} Image inputs are rank-4 float tensors with 1 or 3 channels "
-        "([batch, 3, H, W] or [batch, H, W, 3]). Send the tensor itself instead (a nested "
-        'list, {"data", "shape"}, {"b64", "shape"} or {"npy_b64"}).',
+        say(
+            "Input %(input)s (%(dtype)s, %(shape)s) does not take images: %(why)s Image "
+            "inputs are rank-4 float tensors with 1 or 3 channels ([batch, 3, H, W] or "
+            "[batch, H, W, 3]). Send the tensor itself instead (a nested list, "
+            '{"data", "shape"}, {"b64", "shape"} or {"npy_b64"}).',
+            input=repr(spec.name),
+            dtype=spec.triton_type,
+            shape=spec.describe_shape(),
+            why=why,
+        ),
         code="not_an_image_input",
         field=spec.name,
     )
@@ -329,14 +404,21 @@ def _not_image_input(spec: TensorSpec, why: str) -> InferenceInputError:
 def _layout_and_channels(spec: TensorSpec, preprocess: Preprocess) -> tuple[Layout, int]:
     """The layout to use and the channel count, or an error saying why images do not fit."""
     if spec.rank != 4 or spec.numpy_dtype.kind != "f":
-        raise _not_image_input(spec, "it is not a rank-4 float tensor.")
+        raise _not_image_input(spec, say("it is not a rank-4 float tensor."))
     layout = preprocess.layout or image_layout(spec)
     if layout is None:
-        raise _not_image_input(spec, "neither axis 1 nor axis 3 is 1 or 3 channels.")
+        raise _not_image_input(spec, say("neither axis 1 nor axis 3 is 1 or 3 channels."))
     # A dynamic channel axis (only possible with an explicit layout) gets colour.
     channels = spec.dims[CHANNEL_AXIS[layout]] or 3
     if channels not in (1, 3):
-        raise _not_image_input(spec, f"in {layout} it would have {channels} channels.")
+        raise _not_image_input(
+            spec,
+            say(
+                "in %(layout)s it would have %(channels)s channels.",
+                layout=layout,
+                channels=channels,
+            ),
+        )
     return layout, channels
 
 
@@ -361,8 +443,12 @@ def _target_size(spec: TensorSpec, preprocess: Preprocess, layout: Layout) -> tu
     height, width = height or preprocess.crop, width or preprocess.crop
     if height is None or width is None:
         raise InferenceInputError(
-            f"Input {spec.name!r} takes images of any size ({spec.describe_shape()}), so "
-            "preprocess.crop must say which size to send (e.g. 224).",
+            say(
+                "Input %(input)s takes images of any size (%(shape)s), so "
+                "preprocess.crop must say which size to send (e.g. 224).",
+                input=repr(spec.name),
+                shape=spec.describe_shape(),
+            ),
             code="bad_preprocess",
             field=spec.name,
         )
@@ -414,16 +500,30 @@ def _fit(image: Image.Image, preprocess: Preprocess, width: int, height: int) ->
     size = (max(short, round(src_w * scale)), max(short, round(src_h * scale)))
     if size[0] * size[1] > MAX_RESIZED_PIXELS:
         raise InferenceInputError(
-            f"Resizing this {src_w}x{src_h} image to a short side of {short} would make it "
-            f"{size[0]}x{size[1]}, over {MAX_RESIZED_PIXELS:,} pixels. Send a less elongated "
-            "image or use a smaller resize_short.",
+            say(
+                "Resizing this %(width)sx%(height)s image to a short side of %(short)s would "
+                "make it %(new_width)sx%(new_height)s, over %(limit)s pixels. Send a less "
+                "elongated image or use a smaller resize_short.",
+                width=src_w,
+                height=src_h,
+                short=short,
+                new_width=size[0],
+                new_height=size[1],
+                limit=f"{MAX_RESIZED_PIXELS:,}",
+            ),
             code="image_too_large",
         )
     crop_w, crop_h = (preprocess.crop, preprocess.crop) if preprocess.crop else (width, height)
     if crop_w > size[0] or crop_h > size[1]:
         raise _bad(
-            f"The model takes {height}x{width} images but resize_short is {short}, so the "
-            f"centre crop does not fit. Set resize_short to at least {max(crop_w, crop_h)}."
+            say(
+                "The model takes %(height)sx%(width)s images but resize_short is %(short)s, so "
+                "the centre crop does not fit. Set resize_short to at least %(least)s.",
+                height=height,
+                width=width,
+                short=short,
+                least=max(crop_w, crop_h),
+            )
         )
     resized = image.resize(size, bilinear)
     left, top = (size[0] - crop_w) // 2, (size[1] - crop_h) // 2

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from model_store.inference.errors import InferenceInputError
+from model_store.text import say
 
 MIB = 1024 * 1024
 
@@ -62,21 +63,32 @@ class Budget:
         Raises:
             InferenceInputError: ``too_many_elements`` or ``too_large`` (both 413).
         """
-        more = "at least " if at_least else ""
         total = self.elements + elements
         if total > self.limits.max_elements:
+            count = f"{total:,}"
             raise InferenceInputError(
-                f"Input {name!r} brings the request to {more}{total:,} elements; the limit is "
-                f"{self.limits.max_elements:,} per request. Send a smaller batch or tensor.",
+                say(
+                    "Input %(input)s brings the request to %(count)s elements; the limit is "
+                    "%(limit)s per request. Send a smaller batch or tensor.",
+                    input=repr(name),
+                    count=say("at least %(count)s", count=count) if at_least else count,
+                    limit=f"{self.limits.max_elements:,}",
+                ),
                 code="too_many_elements",
                 field=name,
             )
         total = self.nbytes + nbytes
         if total > self.limits.max_bytes:
+            count = f"{total:,}"
             raise InferenceInputError(
-                f"Input {name!r} brings the request to {more}{total:,} bytes of tensor data; "
-                f"the limit is {self.limits.max_bytes:,} bytes "
-                f"({self.limits.max_bytes / MIB:g} MiB). Send a smaller batch or tensor.",
+                say(
+                    "Input %(input)s brings the request to %(count)s bytes of tensor data; "
+                    "the limit is %(limit)s bytes (%(mib)s MiB). Send a smaller batch or tensor.",
+                    input=repr(name),
+                    count=say("at least %(count)s", count=count) if at_least else count,
+                    limit=f"{self.limits.max_bytes:,}",
+                    mib=f"{self.limits.max_bytes / MIB:g}",
+                ),
                 code="too_large",
                 field=name,
             )

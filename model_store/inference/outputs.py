@@ -18,6 +18,7 @@ import numpy as np
 
 from model_store.inference.errors import InferenceInputError
 from model_store.inference.jsonable import encode_for_json
+from model_store.text import Text, say
 
 PROBABILITY_SUM_TOLERANCE = 1e-3
 # Control characters other than tab and line breaks: a sign of a binary file.
@@ -104,7 +105,7 @@ def _top_k(row: np.ndarray, labels: Sequence[str] | None, top_k: int) -> dict[st
 # Labels ---------------------------------------------------------------------------------
 
 
-def _bad(message: str) -> InferenceInputError:
+def _bad(message: Text) -> InferenceInputError:
     return InferenceInputError(message, code="bad_labels")
 
 
@@ -122,16 +123,18 @@ def parse_labels(text: str | bytes, max_labels: int = 100_000, max_len: int = 20
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
-            raise _bad("The labels file is not UTF-8 text.") from None
+            raise _bad(say("The labels file is not UTF-8 text.")) from None
     # Cheap bound before any splitting: every label plus its line break, and some slack.
     if len(text) > max_labels * (max_len + 2) + 4096:
-        raise _bad(f"The labels file is too large ({len(text):,} characters).")
+        raise _bad(
+            say("The labels file is too large (%(count)s characters).", count=f"{len(text):,}")
+        )
     text = text.removeprefix("\ufeff")
     if _CONTROL.search(text):
-        raise _bad("The labels file looks binary; send plain text with one label per line.")
+        raise _bad(say("The labels file looks binary; send plain text with one label per line."))
     stripped = text.strip()
     if not stripped:
-        raise _bad("The labels file is empty; send one label per line.")
+        raise _bad(say("The labels file is empty; send one label per line."))
     labels = _from_json(stripped, max_labels) if stripped[0] in "[{" else None
     if labels is None:
         lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -139,11 +142,22 @@ def parse_labels(text: str | bytes, max_labels: int = 100_000, max_len: int = 20
         while labels and not labels[-1]:
             labels.pop()
     if len(labels) > max_labels:
-        raise _bad(f"The file has {len(labels):,} labels; the limit is {max_labels:,}.")
+        raise _bad(
+            say(
+                "The file has %(count)s labels; the limit is %(limit)s.",
+                count=f"{len(labels):,}",
+                limit=f"{max_labels:,}",
+            )
+        )
     for number, label in enumerate(labels):
         if len(label) > max_len:
             raise _bad(
-                f"Label {number} is {len(label):,} characters; labels are at most {max_len}."
+                say(
+                    "Label %(number)s is %(length)s characters; labels are at most %(limit)s.",
+                    number=number,
+                    length=f"{len(label):,}",
+                    limit=max_len,
+                )
             )
     return labels
 
@@ -156,7 +170,7 @@ def _from_json(text: str, max_labels: int) -> list[str] | None:
         return None
     if isinstance(parsed, list):
         if not all(isinstance(item, str) for item in parsed):
-            raise _bad("A JSON labels list must hold only strings.")
+            raise _bad(say("A JSON labels list must hold only strings."))
         return [item.strip() for item in parsed]
     if isinstance(parsed, dict):
         return _from_index_object(parsed, max_labels)
@@ -170,13 +184,17 @@ def _from_index_object(parsed: dict[str, Any], max_labels: int) -> list[str]:
         # keeps int() away from its digit limit.
         if not (key.isascii() and key.isdigit() and len(key) <= 9) or int(key) >= max_labels:
             raise _bad(
-                f"A JSON labels object must map class indexes (0 to {max_labels - 1}) to "
-                f'labels, like {{"0": "tench"}}; {key[:50]!r} is not one.'
+                say(
+                    "A JSON labels object must map class indexes (0 to %(last)s) to "
+                    'labels, like {"0": "tench"}; %(key)s is not one.',
+                    last=max_labels - 1,
+                    key=repr(key[:50]),
+                )
             )
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             value = value[-1]  # imagenet_class_index.json: {"0": ["n01440764", "tench"]}
         if not isinstance(value, str):
-            raise _bad(f"The label for class {key} is not a string.")
+            raise _bad(say("The label for class %(key)s is not a string.", key=key))
         by_index[int(key)] = value.strip()
     labels = [""] * (max(by_index, default=-1) + 1)
     for index, label in by_index.items():

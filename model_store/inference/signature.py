@@ -24,6 +24,7 @@ import numpy as np
 
 from model_store.dtypes import numpy_to_triton, triton_to_numpy
 from model_store.errors import InvalidConfig, UnsupportedDataType
+from model_store.text import say
 
 Layout = Literal["NCHW", "NHWC"]
 # Axis holding the colour channels in each layout of a rank-4 image batch.
@@ -68,7 +69,7 @@ class TensorSpec:
     def describe_shape(self) -> str:
         """The shape as people read it, e.g. ``"[batch, 3, 224, 224]"`` (``?`` = unnamed)."""
         if not self.rank_known:
-            return "any shape"
+            return say("any shape")
         parts = [
             str(d) if d is not None else (n or UNKNOWN_DIM)
             for d, n in zip(self.dims, self.dim_names, strict=True)
@@ -83,7 +84,7 @@ class TensorSpec:
         if not free:
             return ""
         unique = list(dict.fromkeys(free))
-        return f" ({', '.join(unique)}: any size)"
+        return say(" (%(axes)s: any size)", axes=", ".join(unique))
 
 
 def specs_from_signature(sig: Mapping[str, Any], which: str = "inputs") -> list[TensorSpec]:
@@ -104,13 +105,17 @@ def specs_from_signature(sig: Mapping[str, Any], which: str = "inputs") -> list[
         raise ValueError(f"which must be 'inputs' or 'outputs', not {which!r}")
     tensors = sig.get(which) or []
     if not isinstance(tensors, list):
-        raise InvalidConfig(f"The stored signature's {which!r} is not a list.")
+        raise InvalidConfig(
+            say("The stored signature's %(which)s is not a list.", which=repr(which))
+        )
     return [_spec(entry, which) for entry in tensors]
 
 
 def _spec(entry: object, which: str) -> TensorSpec:
     if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-        raise InvalidConfig(f"An entry of the stored signature's {which!r} has no name.")
+        raise InvalidConfig(
+            say("An entry of the stored signature's %(which)s has no name.", which=repr(which))
+        )
     name: str = entry["name"]
     triton_type = _triton_type(name, entry.get("dtype"), entry.get("numpy"))
     raw_dims = entry.get("dims")
@@ -118,7 +123,10 @@ def _spec(entry: object, which: str) -> TensorSpec:
         return TensorSpec(name, triton_type, triton_to_numpy(triton_type), (), (), False)
     if not isinstance(raw_dims, list):
         raise InvalidConfig(
-            f"Tensor {name!r} in the stored signature has dims that are not a list."
+            say(
+                "Tensor %(name)s in the stored signature has dims that are not a list.",
+                name=repr(name),
+            )
         )
     dims: list[int | None] = []
     names: list[str | None] = []
@@ -132,7 +140,13 @@ def _spec(entry: object, which: str) -> TensorSpec:
             dims.append(None)
             names.append(dim or None)
         else:
-            raise InvalidConfig(f"Tensor {name!r} in the stored signature has a bad dim {dim!r}.")
+            raise InvalidConfig(
+                say(
+                    "Tensor %(name)s in the stored signature has a bad dim %(dim)s.",
+                    name=repr(name),
+                    dim=repr(dim),
+                )
+            )
     return TensorSpec(name, triton_type, triton_to_numpy(triton_type), tuple(dims), tuple(names))
 
 
@@ -147,8 +161,12 @@ def _triton_type(name: str, dtype: object, numpy_name: object) -> str:
         except TypeError:
             pass  # not a numpy dtype name either; reported below
     raise UnsupportedDataType(
-        f"Tensor {name!r} has no Triton data type (it may be a sequence or map, or use a type "
-        "Triton lacks), so it cannot be sent or received. Export the model with a plain tensor."
+        say(
+            "Tensor %(name)s has no Triton data type (it may be a sequence or map, or use a "
+            "type Triton lacks), so it cannot be sent or received. Export the model with a "
+            "plain tensor.",
+            name=repr(name),
+        )
     )
 
 

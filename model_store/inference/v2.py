@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from model_store.inference.errors import InferenceInputError
+from model_store.text import Text, say
 
 #: The protocol's tensor datatypes and the numpy dtype each is carried in.
 DATATYPES: dict[str, str] = {
@@ -48,29 +49,51 @@ def payload_from_v2(inputs: object) -> dict[str, dict[str, Any]]:
             come after, in ``decode_inputs``).
     """
     if not isinstance(inputs, list) or not inputs:
-        raise _bad(None, "'inputs' must be a non-empty list of tensors.")
+        raise _bad(None, say("'inputs' must be a non-empty list of tensors."))
     payload: dict[str, dict[str, Any]] = {}
     for number, entry in enumerate(inputs, start=1):
         if not isinstance(entry, Mapping):
-            raise _bad(None, f"Input {number} must be an object with name, shape, datatype, data.")
+            raise _bad(
+                None,
+                say(
+                    "Input %(number)s must be an object with name, shape, datatype, data.",
+                    number=number,
+                ),
+            )
         name = entry.get("name")
         if not isinstance(name, str) or not name:
-            raise _bad(None, f"Input {number} has no 'name'.")
+            raise _bad(None, say("Input %(number)s has no 'name'.", number=number))
         unknown = sorted(str(k) for k in entry if k not in _INPUT_KEYS)
         if unknown:
-            raise _bad(name, f"Input {name!r}: unknown keys {unknown}.")
+            raise _bad(
+                name,
+                say("Input %(input)s: unknown keys %(keys)s.", input=repr(name), keys=str(unknown)),
+            )
         if name in payload:
-            raise _bad(name, f"Input {name!r} is given twice.")
+            raise _bad(name, say("Input %(input)s is given twice.", input=repr(name)))
         shape, datatype = entry.get("shape"), entry.get("datatype")
         if not isinstance(shape, list) or not all(
             isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
         ):
-            raise _bad(name, f"Input {name!r}: 'shape' must be a list of sizes (0 or more).")
+            raise _bad(
+                name,
+                say(
+                    "Input %(input)s: 'shape' must be a list of sizes (0 or more).",
+                    input=repr(name),
+                ),
+            )
         if datatype not in DATATYPES:
-            raise _bad(name, f"Input {name!r}: 'datatype' must be one of {', '.join(DATATYPES)}.")
+            raise _bad(
+                name,
+                say(
+                    "Input %(input)s: 'datatype' must be one of %(datatypes)s.",
+                    input=repr(name),
+                    datatypes=", ".join(DATATYPES),
+                ),
+            )
         if "data" not in entry:
             # The binary extension puts the bytes after the JSON header instead.
-            raise _bad(name, f"Input {name!r} has no 'data'.")
+            raise _bad(name, say("Input %(input)s has no 'data'.", input=repr(name)))
         data = entry["data"]
         payload[name] = {
             "data": data if isinstance(data, list) else [data],
@@ -92,7 +115,7 @@ def requested_outputs(outputs: object) -> list[str] | None:
     if not isinstance(outputs, list) or not all(
         isinstance(o, Mapping) and isinstance(o.get("name"), str) for o in outputs
     ):
-        raise _bad(None, "'outputs' must be a list of objects with a 'name'.")
+        raise _bad(None, say("'outputs' must be a list of objects with a 'name'."))
     return [str(o["name"]) for o in outputs]
 
 
@@ -126,5 +149,5 @@ def tensor_json(name: str, array: np.ndarray) -> dict[str, Any]:
     return {"name": name, "datatype": datatype or "BYTES", "shape": list(array.shape), "data": data}
 
 
-def _bad(name: str | None, message: str) -> InferenceInputError:
+def _bad(name: str | None, message: Text) -> InferenceInputError:
     return InferenceInputError(message, code="bad_format", field=name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils.translation import gettext
 from ninja import Query, Router
 
 from webapp.api import types
@@ -33,7 +34,8 @@ def metrics(request: HttpRequest, name: str, query: Query[types.MetricsQuery]) -
     model = model_or_404(name)
     if query.range not in RANGES:
         raise HubError(
-            f"'range' must be one of {', '.join(RANGES)}; got {query.range[:20]!r}.",
+            gettext("%(field)s must be one of %(choices)s; got %(got)s.")
+            % {"field": "'range'", "choices": ", ".join(RANGES), "got": repr(query.range[:20])},
             "invalid_field",
         )
     node = nodes.get(query.node).name if query.node is not None else None

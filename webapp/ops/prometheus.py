@@ -44,6 +44,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -298,12 +299,19 @@ def note_triton_scrape(ok: bool, *, at: float | None = None) -> None:
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(HubCollector())
 
-UNAUTHORIZED = (
+# In English (marked for translation): said with gettext when answering, in the request's
+# language (Accept-Language).
+UNAUTHORIZED = gettext_noop(
     "401 Unauthorized: /metrics needs an API token. Send 'Authorization: Token <key>' (or "
     "'Bearer <key>'); create one with 'python manage.py apitoken USERNAME'. Or set "
     "METRICS_PUBLIC=true to let anyone who can reach the dashboard read its metrics.\n"
 )
 NO_ROLE = "403 Forbidden: " + NO_ROLE_MESSAGE + "\n"
+
+
+def _no_role() -> str:
+    """:data:`NO_ROLE` in the request's language (the status words stay as HTTP says them)."""
+    return "403 Forbidden: " + gettext(NO_ROLE_MESSAGE) + "\n"
 
 
 @login_not_required
@@ -316,13 +324,15 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response["Allow"] = "GET, HEAD"
         return response
     if not (request.user.is_authenticated or settings.METRICS_PUBLIC):
-        response = HttpResponse(UNAUTHORIZED, status=401, content_type="text/plain; charset=utf-8")
+        response = HttpResponse(
+            gettext(UNAUTHORIZED), status=401, content_type="text/plain; charset=utf-8"
+        )
         response["WWW-Authenticate"] = 'Token realm="metrics"'
         return response
     # This view is public to the sign-in middleware, so it refuses a user without a role itself
     # (unless the metrics are public anyway).
     if not settings.METRICS_PUBLIC and role_of(request.user) is Role.NONE:
-        return HttpResponse(NO_ROLE, status=403, content_type="text/plain; charset=utf-8")
+        return HttpResponse(_no_role(), status=403, content_type="text/plain; charset=utf-8")
     # Prometheus asks for OpenMetrics in its Accept header; curl and others get text 0.0.4.
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
     return HttpResponse(encoder(REGISTRY), content_type=content_type)

@@ -100,7 +100,7 @@ def _try_page(
     inputs: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
     preprocess = inference.saved_preprocess(model).to_dict()
-    presets = {k: {**p.to_dict(), "label": PRESET_LABELS[k]} for k, p in PRESETS.items()}
+    presets = {k: {**p.to_dict(), "label": localize(PRESET_LABELS[k])} for k, p in PRESETS.items()}
     pp_fields = _preprocess_fields(preprocess, presets)
     if serving is not None:
         specs = inference.input_specs(serving)
@@ -117,7 +117,7 @@ def _try_page(
                     "index": index,
                     "name": spec.name,
                     "dtype": spec.triton_type,
-                    "shape": spec.describe_shape(),
+                    "shape": localize(spec.describe_shape()),
                     "image": is_image,
                     "image_like": detected is not None,
                     "example": json.dumps(example) if example is not None else "",
@@ -196,7 +196,7 @@ def _mark_presets(
             0,
             {
                 "key": try_form.KEEP_SAVED,
-                "label": "This model's saved preprocessing",
+                "label": gettext("This model's saved preprocessing"),
                 "summary": _preprocess_summary(saved),
                 "checked": True,
             },
@@ -211,22 +211,34 @@ def _preprocess_summary(pp: dict[str, Any]) -> str:
     def triple(values: list[float]) -> str:
         return _number(values[0]) if len(set(values)) == 1 else ", ".join(map(_number, values))
 
-    size = (
-        "stretched to the model's size"
-        if not pp["resize_short"]
-        else f"short side {pp['resize_short']}, centre {pp['crop'] or 'model-size'} crop"
-    )
-    layout = f", {pp['layout']}" if pp.get("layout") else ""
-    return f"{size}; mean {triple(pp['mean'])}, std {triple(pp['std'])}; {pp['color']}{layout}"
+    if not pp["resize_short"]:
+        size = gettext("stretched to the model's size")
+    else:
+        size = gettext("short side %(short)s, centre %(crop)s crop") % {
+            "short": pp["resize_short"],
+            "crop": pp["crop"] or gettext("model-size"),
+        }
+    values = {
+        "size": size,
+        "mean": triple(pp["mean"]),
+        "std": triple(pp["std"]),
+        "color": pp["color"],
+        "layout": pp.get("layout"),
+    }
+    if pp.get("layout"):
+        return gettext("%(size)s; mean %(mean)s, std %(std)s; %(color)s, %(layout)s") % values
+    return gettext("%(size)s; mean %(mean)s, std %(std)s; %(color)s") % values
 
 
 def _preprocess_name(pp: Preprocess) -> str:
     """A preset's label (with the layout when one was chosen), else what it does."""
     plain = replace(pp, layout=None)
-    label = next((PRESET_LABELS[k] for k, p in PRESETS.items() if p == plain), None)
+    label = next((localize(PRESET_LABELS[k]) for k, p in PRESETS.items() if p == plain), None)
     if label is None:
         return _preprocess_summary(pp.to_dict())
-    return f"{label}, layout {pp.layout}" if pp.layout else label
+    if pp.layout:
+        return gettext("%(label)s, layout %(layout)s") % {"label": label, "layout": pp.layout}
+    return label
 
 
 @require_POST

@@ -33,6 +33,7 @@ from webapp.registry.models import (
     ModelTag,
     Target,
 )
+from webapp.text import localize
 
 MAX_DESCRIPTION = 2000
 
@@ -41,7 +42,7 @@ def create_model(*, name: str, target: str, description: str, user: User) -> Mod
     try:
         name = validate_model_name(name)
     except ModelStoreError as exc:
-        raise HubError(str(exc), "invalid_name") from exc
+        raise HubError(localize(exc.message), "invalid_name") from exc
     if target not in Target.values:
         raise HubError(
             gettext("Unknown target %(target)s; choose one of %(choices)s.")
