@@ -155,7 +155,10 @@ def _type_name(value: object) -> Text:
 
 
 def _describe(spec: TensorSpec) -> str:
-    return f"{spec.name!r} ({spec.triton_type.removeprefix('TYPE_')} {spec.describe_shape()})"
+    kind = spec.triton_type.removeprefix("TYPE_")
+    if not spec.rank_known:  # "any shape" is words, said with the rest of the description
+        return say("%(name)s (%(type)s any shape)", name=repr(spec.name), type=kind)
+    return f"{spec.name!r} ({kind} {spec.describe_shape()})"
 
 
 def _check_names(
@@ -199,7 +202,12 @@ def _check_names(
                 names=_names([n.lower() for n in missing]),
             )
         )
-    takes: str = ", ".join(_describe(s) for s in specs) or say("no inputs")
+    described = [_describe(s) for s in specs]
+    takes: str = (
+        joined(described, ", ")
+        if any(isinstance(d, Text) for d in described)
+        else ", ".join(described)
+    ) or say("no inputs")
     raise _error(
         "extra_input" if extra else "missing_input",
         (extra or missing)[0],

@@ -85,9 +85,9 @@ def model_try_labels(request: HubRequest, name: str) -> HttpResponse:
                 source=request.POST.get("source", ""),
                 user=request.user,  # type: ignore[arg-type]
             )
-            extra["labels_message"] = (
-                f"{len(model.labels)} class names saved; the next run shows them."
-            )
+            extra["labels_message"] = gettext(
+                "%(count)s class names saved; the next run shows them."
+            ) % {"count": len(model.labels)}
         except HubError as exc:
             extra["labels_error"] = exc.message
             status = exc.status

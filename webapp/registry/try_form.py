@@ -34,6 +34,7 @@ from model_store.inference import (
 from model_store.inference.signature import CHANNEL_AXIS, LAYOUTS, Layout
 from webapp.errors import HubError
 from webapp.registry.inference import MAX_TOP_K
+from webapp.text import localize
 
 #: Inputs a form may name; a signature has a handful, this bounds a hostile form.
 MAX_INPUTS = 64
@@ -218,7 +219,7 @@ def image_marking(post: QueryDict, specs: list[TensorSpec], saved: Preprocess) -
                 "inputs are 4-D float tensors with 1 or 3 channels, [batch, 3, H, W] or "
                 "[batch, H, W, 3]."
             )
-            % {"input": name, "type": spec.triton_type, "shape": spec.describe_shape()},
+            % {"input": name, "type": spec.triton_type, "shape": localize(spec.describe_shape())},
             "not_an_image_input",
         )
     preset = post.get("preset", "")

@@ -363,7 +363,11 @@ def _present_output(out: dict[str, Any]) -> dict[str, Any]:
         rows.append(
             {
                 "index": row["index"],
-                "label": row["label"] if row.get("label") is not None else f"class {row['index']}",
+                "label": (
+                    row["label"]
+                    if row.get("label") is not None
+                    else gettext("class %(index)s") % {"index": row["index"]}
+                ),
                 "pct": pct,
                 "pct_text": f"{pct:.1f}%" if pct >= 10 else f"{pct:.2f}%",
             }
@@ -375,7 +379,11 @@ def _present_output(out: dict[str, Any]) -> dict[str, Any]:
         "shape_text": "[" + ", ".join(str(d) for d in out["shape"]) + "]",
         "rows": rows,
         "values_text": ", ".join(shown),
-        "values_count": f"first {len(values)}" if out.get("truncated") else str(len(values)),
+        "values_count": (
+            gettext("first %(count)s") % {"count": len(values)}
+            if out.get("truncated")
+            else str(len(values))
+        ),
     }
 
 
@@ -483,7 +491,9 @@ def model_try_example_save(request: HubRequest, name: str) -> HttpResponse:
     require_role(request.user, Role.VIEWER)  # as the infer and examples API
     model = _try_model(name)
     label = request.POST.get("example_name", "").strip()[:80]
-    label = label or f"Example {timezone.localtime():%Y-%m-%d %H:%M:%S}"
+    label = label or gettext("Example %(time)s") % {
+        "time": f"{timezone.localtime():%Y-%m-%d %H:%M:%S}"
+    }
     try:
         require_infer_body_within_cap(request)
         inputs = try_form.inputs(request.POST, request.FILES)
