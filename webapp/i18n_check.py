@@ -4,8 +4,9 @@
 :data:`UPDATE_COMMANDS` in a scratch directory that links to the checkout, and compares the
 ``.po`` files it makes with the committed ones (all but the ``POT-Creation-Date`` line, which
 changes on every run). It also compiles each committed ``.po`` and compares its messages with
-the committed ``.mo``. The checkout is never written to. It needs GNU gettext (``xgettext``,
-``msgmerge``, ``msgfmt``), as ``makemessages`` does.
+the committed ``.mo``, and fails on an entry left untranslated or fuzzy (every language is
+complete, or English would show through). The checkout is never written to. It needs GNU
+gettext (``xgettext``, ``msgmerge``, ``msgfmt``), as ``makemessages`` does.
 """
 
 from __future__ import annotations
@@ -112,6 +113,22 @@ def stale_mo_files(base: Path = BASE_DIR) -> list[str]:
     return stale
 
 
+def untranslated_entries(base: Path = BASE_DIR) -> list[str]:
+    """``path: N untranslated, M fuzzy`` for each catalogue with entries nobody translated:
+    a language is complete or English shows through (``msgfmt --statistics`` counts them)."""
+    found = []
+    for po in sorted((base / "locale").glob("*/LC_MESSAGES/*.po")):
+        counts = spawn.run(
+            ["msgfmt", "--statistics", "-o", os.devnull, str(po)],
+            check=True, capture_output=True, text=True, timeout=60,
+        ).stderr  # fmt: skip
+        # "2181 translated messages, 3 fuzzy translations, 2 untranslated messages."
+        missing = [part.strip() for part in counts.strip().rstrip(".").split(",")[1:]]
+        if missing:
+            found.append(f"{po.relative_to(base)}: {', '.join(missing)}")
+    return found
+
+
 def _messages(mo: Path) -> dict[object, object]:
     with mo.open("rb") as fh:
         return dict(gettext.GNUTranslations(fh)._catalog)  # type: ignore[attr-defined]
@@ -122,8 +139,15 @@ def main() -> int:
         print("GNU gettext is needed to check the catalogues (apt-get install gettext).")
         return 2
     stale = stale_po_files() + stale_mo_files()
-    if not stale:
+    incomplete = untranslated_entries()
+    if not stale and not incomplete:
         return 0
+    if incomplete:
+        print("Catalogues with entries left untranslated: " + "; ".join(incomplete))
+    if not stale:
+        print("Translate them (msgstr, and remove each #, fuzzy mark), then compile and commit.")
+        print(f"  {UPDATE_COMMANDS[-1]}")
+        return 1
     print("Translation catalogues are out of date: " + ", ".join(stale))
     print("Run these, translate the new msgstr entries, and commit the .po and .mo files:")
     for command in UPDATE_COMMANDS:

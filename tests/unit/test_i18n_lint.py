@@ -97,3 +97,27 @@ def test_a_newly_marked_string_makes_the_catalogue_stale_until_makemessages_runs
     assert i18n_check.stale_po_files(tmp_path) == []
     page.write_text('{% load i18n %}<h1>{% translate "Hello" %}</h1><p>{% translate "New" %}</p>\n')
     assert i18n_check.stale_po_files(tmp_path) == ["locale/zh_Hans/LC_MESSAGES/django.po"]
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU gettext is not installed")
+def test_an_untranslated_or_fuzzy_entry_is_reported(tmp_path: Path) -> None:
+    folder = tmp_path / "locale" / "zh_Hans" / "LC_MESSAGES"
+    folder.mkdir(parents=True)
+    header = 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+    po = folder / "django.po"
+    po.write_text(header + 'msgid "Models"\nmsgstr "模型"\n', encoding="utf-8")
+    assert i18n_check.untranslated_entries(tmp_path) == []
+    po.write_text(
+        header + 'msgid "Models"\nmsgstr "模型"\n\nmsgid "Jobs"\nmsgstr ""\n\n'
+        '#, fuzzy\nmsgid "Nodes"\nmsgstr "节"\n',
+        encoding="utf-8",
+    )
+    (found,) = i18n_check.untranslated_entries(tmp_path)
+    assert found.startswith("locale/zh_Hans/LC_MESSAGES/django.po: ")
+    assert "1 fuzzy" in found and "1 untranslated" in found
+
+
+def test_the_committed_catalogues_are_complete() -> None:
+    if shutil.which("msgfmt") is None:
+        pytest.skip("GNU gettext is not installed")
+    assert i18n_check.untranslated_entries() == []
