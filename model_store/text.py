@@ -22,6 +22,7 @@ Text crosses process boundaries as JSON (a node's host report, a job's stored st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -148,9 +149,13 @@ def said(exc: BaseException) -> str:
 def from_json(data: Any) -> Text | str:
     """The :class:`Text` that :meth:`Text.to_json` stored; a plain string stays a string."""
     if isinstance(data, Mapping) and isinstance(data.get("template"), str):
-        stored = dict(data.get("params") or {})
-        params = {key: _param_from_json(value) for key, value in stored.items()}
+        stored = data.get("params") or {}
         plural = data.get("plural")
+        templates = [data["template"], plural if isinstance(plural, str) else ""]
+        if not isinstance(stored, Mapping) or any(_WIDE.search(t) for t in templates):
+            # Not what to_json writes (a node's report is outside data): its English only.
+            return str(data.get("text", data["template"]))
+        params = {key: _param_from_json(value) for key, value in stored.items()}
         try:
             return Text(
                 data["template"],
@@ -164,6 +169,16 @@ def from_json(data: Any) -> Text | str:
     if isinstance(data, Mapping):
         return str(data.get("text", ""))
     return "" if data is None else str(data)
+
+
+def field_of(record: Mapping[str, Any], field: str) -> Text | str:
+    """A stored record's field as it was said: the :class:`Text` kept under ``texts`` when
+    there is one, else the plain value (a record from before, or from an older node)."""
+    texts = record.get("texts")
+    if isinstance(texts, Mapping) and field in texts:
+        return from_json(texts[field])
+    value = record.get(field)
+    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def texts_of(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -181,6 +196,11 @@ def with_texts(record: dict[str, Any]) -> dict[str, Any]:
     if found:
         record = {**record, "texts": {**dict(record.get("texts") or {}), **found}}
     return record
+
+
+#: A width, or a precision of 3+ digits, in a placeholder (``%(x)999999999s``): the hub's own
+#: templates have none, and rendering one that came from outside could allocate without bound.
+_WIDE = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|[0-9]+|\.(\*|[0-9]{3,}))")
 
 
 def _fill(template: str, values: Mapping[str, Any]) -> str:

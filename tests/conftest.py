@@ -16,6 +16,8 @@ pytest_plugins = [
 ]
 
 
+from collections.abc import Iterator  # noqa: E402
+
 import pytest  # noqa: E402
 
 HEAVY_MARKERS = ("stress", "faults", "nodes", "stack", "load", "language")
@@ -78,3 +80,15 @@ def _no_client_calls_from_earlier_tests() -> None:
         if metrics_store._timer is not None:
             metrics_store._timer.cancel()
     metrics_store._take_pending()
+
+
+@pytest.fixture(autouse=True)
+def _each_test_starts_in_english() -> Iterator[None]:
+    """Django keeps the language a request activated in its thread after the response (the
+    next request activates its own); a test that asked in Chinese must not leave the next
+    test's plain calls speaking Chinese."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.utils.translation import gettext, ngettext
 
-from model_store.text import Text, from_json
+from model_store.text import Text, field_of, from_json
 
 
 def localize(value: Any) -> str:
@@ -34,15 +34,15 @@ def localized_field(record: Any, field: str) -> str:
     ``record[field]``, which is what older records and outside readers have.
     """
     if isinstance(record, Mapping):
-        stored = (record.get("texts") or {}).get(field)
-        return localize(stored if stored is not None else record.get(field))
+        return localize(field_of(record, field))
     return localize(getattr(record, field, ""))
 
 
 def localized_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``record`` with every field kept under ``texts`` said in the active language
     (for JSON answers that follow ``Accept-Language``); ``texts`` itself is left out."""
-    texts = record.get("texts") or {}
+    texts = record.get("texts")
+    texts = texts if isinstance(texts, Mapping) else {}
     out = {key: value for key, value in record.items() if key != "texts"}
     for key, value in out.items():
         if isinstance(value, Text):

@@ -8,7 +8,7 @@ import pickle
 
 from django.utils import translation
 
-from model_store.text import Text, from_json, say, say_n, with_texts
+from model_store.text import Text, field_of, from_json, say, say_n, with_texts
 from webapp.text import localize, localized_field, localized_record
 
 
@@ -69,3 +69,24 @@ def test_records_keep_english_fields_and_texts_beside_them() -> None:
     with translation.override("en"):
         assert localized_field(json.loads(json.dumps(record)), "found") == "2 devices"
         assert localized_record(record) == {"found": "2 devices", "state": "ok"}
+
+
+def test_odd_stored_data_from_a_node_is_shown_as_its_english_never_a_crash() -> None:
+    assert from_json({"template": "a %(x)s", "params": [1, 2], "text": "as sent"}) == "as sent"
+    assert from_json({"template": "%(x)999999999s", "params": {"x": 1}, "text": "t"}) == "t"
+    assert localized_field({"found": "plain", "texts": ["not", "a", "mapping"]}, "found") == "plain"
+    assert localized_record({"found": "plain", "texts": "odd"}) == {"found": "plain"}
+
+
+def test_a_precision_in_the_hubs_own_templates_still_round_trips() -> None:
+    back = from_json(say("%(ms).1f ms", ms=2.25).to_json())
+    assert isinstance(back, Text)
+    assert back == "2.2 ms"
+
+
+def test_field_of_prefers_the_kept_template_and_keeps_live_texts() -> None:
+    live = say("%(n)s devices", n=2)
+    assert field_of({"found": live}, "found") is live
+    stored = json.loads(json.dumps(with_texts({"found": live})))
+    assert isinstance(field_of(stored, "found"), Text)
+    assert field_of({"found": None}, "found") == ""

@@ -272,7 +272,11 @@ class Version(models.Model):
         compile job that failed it, with its template, when that job kept one; else as stored."""
         if not self.error:
             return self.error
-        job = self.jobs.filter(kind=Job.Kind.COMPILE, error=self.error).order_by("-created").first()
+        job = (
+            self.jobs.filter(kind__in=(Job.Kind.COMPILE, Job.Kind.ADOPT), error=self.error)
+            .order_by("-created")
+            .first()
+        )
         return job.error_text if job is not None else self.error
 
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:

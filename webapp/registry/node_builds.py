@@ -168,7 +168,8 @@ def _list(value: object) -> list[Any]:
 def _checked_verification(report: object, node: str) -> dict[str, Any]:
     """The node's verification report, as the version page shows one, said to be from it."""
     if not isinstance(report, dict) or report.get("status") not in ("passed", "failed", "not_run"):
-        return {"status": "not_run", "reason": f"node {node} sent no verification report"}
+        reason = say("node %(node)s sent no verification report", node=node)
+        return {"status": "not_run", "reason": reason, "texts": {"reason": reason.to_json()}}
     return {**report, "node": node}
 
 

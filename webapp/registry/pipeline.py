@@ -29,7 +29,7 @@ from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import Text, joined, said, say
+from model_store.text import Text, field_of, joined, said, say
 from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
 from model_store.verification_inputs import check_samples, sample_to_json
@@ -379,7 +379,7 @@ def _record_verification(job: Job, version: Version, note: str, data: dict[str, 
     elif status == "not_run":
         jobs.log(job, f"Not verified: {data.get('reason')}", "warning")
         jobs.finish_step(
-            job, "verify", say("not run: %(reason)s", reason=data.get("reason", "")), "warning"
+            job, "verify", say("not run: %(reason)s", reason=field_of(data, "reason")), "warning"
         )
     else:
         jobs.log(

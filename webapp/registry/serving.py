@@ -492,7 +492,7 @@ def _run_compare(job: Job) -> None:
         else say("%(who)s stopped comparing: only v%(serving)s of %(model)s is loaded.", **values)
     )
     jobs.record_event(model=model, job=job, kind="compare", actor=job.created_by, message=message)
-    jobs.finish_step(job, job.kind, "READY")
+    jobs.finish_step(job, job.kind, say("READY"))
     jobs.succeed(job)
 
 
@@ -514,7 +514,7 @@ def _run_load(job: Job) -> None:
                     version=model.serving_version),
         data={"reason": job.params.get("reason", "")},
     )  # fmt: skip
-    jobs.finish_step(job, job.kind, "READY")
+    jobs.finish_step(job, job.kind, say("READY"))
     jobs.succeed(job)
 
 
@@ -875,6 +875,13 @@ def _passes_gate(model: Model, number: int) -> bool:
     return version is not None and refusal(version) is None
 
 
+def _repairs_said(repairs: list[str]) -> str:
+    """The repairs one after the other, translatable; a very long list cut as plain English
+    (an event's message stays short)."""
+    plain = " ".join(repairs)
+    return joined(repairs) if len(plain) <= 900 else plain[:900]
+
+
 def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:
     """Keep the lines as plain English (``repairs``, ``warnings``, what the API and older
     readers show) and, in ``texts``, each line's template so that pages say it translated."""
@@ -886,7 +893,7 @@ def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:
     if repairs:
         jobs.record_event(
             kind="reconcile",
-            message=say("Reconcile repaired: %(repairs)s", repairs=" ".join(repairs)[:900]),
+            message=say("Reconcile repaired: %(repairs)s", repairs=_repairs_said(repairs)),
             data={"repairs": repairs, "warnings": warnings},
         )
     live.publish("server", {"reconciled": True})

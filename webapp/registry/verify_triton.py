@@ -99,7 +99,9 @@ def verify_through_triton(
             say("%(reason)s Verifying it through the serving Triton failed: %(error)s",
                 reason=direct.reason, error=error),
         )  # fmt: skip
-    return report.to_dict() | {"trial_model": trial, "worker_reason": direct.reason}
+    data = report.to_dict() | {"trial_model": trial, "worker_reason": direct.reason}
+    data["texts"] = {**data.get("texts", {}), **texts_of(data)}
+    return data
 
 
 def _fallback(direct: VerificationReport, triton_reason: str, reason: str) -> dict[str, Any]:

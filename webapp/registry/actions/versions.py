@@ -34,6 +34,7 @@ from webapp.registry.serving import (
     release_lock,
 )
 from webapp.registry.storage import get_store, get_uploads
+from webapp.text import localize
 
 SOURCE_NAMES = {".onnx": "model.onnx", ".zip": "bundle.zip"}
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def parse_options(model: Model, raw: object) -> dict[str, Any]:
     try:
         return get_target(model.target).parse_options(raw)
     except ModelStoreError as exc:
-        raise HubError(str(exc), getattr(exc, "code", "invalid_options")) from exc
+        raise HubError(localize(exc.message), getattr(exc, "code", "invalid_options")) from exc
 
 
 def find_duplicate(model: Model, sha256: str) -> Version | None:

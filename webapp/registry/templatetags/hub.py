@@ -102,6 +102,29 @@ def state_label(value: object) -> str:
     return said.upper() if code.isupper() else said
 
 
+#: A job's kind as a word in a sentence ("compile job"): English is the code itself.
+KIND_WORDS = {
+    "compile": _("compile"),
+    "serve": _("serve"),
+    "rollback": _("rollback"),
+    "unload": _("unload"),
+    "load": _("load"),
+    "sweep": _("sweep"),
+    "retire": _("retire"),
+    "adopt": _("adopt"),
+    "place": _("place"),
+    "tune": _("tune"),
+}
+
+
+@register.filter
+def kind_word(value: object) -> str:
+    """``{{ job.kind|kind_word }}``: a job kind in the page's language; unknown as it is."""
+    code = "" if value is None else str(value)
+    word = KIND_WORDS.get(code)
+    return code if word is None else str(word)
+
+
 @register.filter
 def role_label(value: object) -> str:
     """``{{ token.scope|role_label }}``: a role code (viewer, operator, admin) in the page's
