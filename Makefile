@@ -5,15 +5,31 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 PYTEST_ARGS ?=
+# The suite runs in parallel (pytest-xdist, docs/testing.md): four processes measured best on
+# two cores, since most integration tests wait on servers rather than compute. Groups keep
+# what must not overlap apart (tests/fixtures/suites.py). PYTEST_ARGS only adds to this:
+# `PYTEST_ARGS=-n0` runs in one process, `PYTEST_ARGS=--lf` reruns what failed last time.
+PYTEST_PARALLEL ?= -n 4 --dist loadgroup
+PYTEST := $(PY) -m pytest $(PYTEST_PARALLEL)
 
-.PHONY: run node test test-unit test-integration lint typecheck check clean-var help
+# Some machines tell Python never to write bytecode (PYTHONDONTWRITEBYTECODE); every process
+# then compiles Django, NumPy and the tests from source each time it starts: about 0.5 s per
+# worker or stack process and 9 s of pytest's assertion rewriting per run. The bytecode is
+# kept under .venv instead, out of the source tree.
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
+
+.PHONY: run node test test-unit test-integration test-fast lint lint-fast typecheck check \
+	clean-var help
 
 help:
 	@echo "make run              start the whole stack at http://127.0.0.1:8080/ (Ctrl-C stops it)"
 	@echo "make node NAME=b      another node (its own Triton and worker) for the running hub"
-	@echo "make test             run every test (unit, integration, browser)"
+	@echo "make test             run every test (unit, integration, browser, heavy suites)"
+	@echo "make test-fast        before a commit: lint (no translations), types, unit tests"
 	@echo "make test-unit        only the fast unit tests"
 	@echo "make test-integration only tests that start real services (Triton, Redis, browser)"
+	@echo "                      (PYTEST_ARGS=... adds pytest options, e.g. --lf, -k NAME, -n0)"
 	@echo "make lint / typecheck ruff (lint + format check), import layers, djLint, translations / mypy"
 
 # Packages are installed with uv when it can be had (about a second from a warm cache; pip took
@@ -64,19 +80,26 @@ node: $(RUN_STAMP)
 	exec $(PY) -m workers.node.launch "$(NAME)"
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -m "not integration and not browser" $(PYTEST_ARGS)
+	$(PYTEST) -m "not integration and not browser" $(PYTEST_ARGS)
 
 test-integration: $(STAMP)
-	$(PY) -m pytest -m "integration or browser" $(PYTEST_ARGS)
+	$(PYTEST) -m "integration or browser" $(PYTEST_ARGS)
 
-lint: $(STAMP)
+# What a contributor runs before a commit (about 2 minutes on two cores, docs/testing.md):
+# lint without the translation checks, types, then the unit tests, last run's failures first.
+test-fast: lint-fast typecheck
+	$(PYTEST) -m "not integration and not browser" --failed-first $(PYTEST_ARGS)
+
+lint-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/djlint templates --lint
+
+lint: lint-fast
 	@# Translations (docs/i18n.md): catalogues up to date with the marked strings (needs GNU
 	@# gettext), and no unmarked text in the templates that are already translated.
 	$(PY) -m webapp.i18n_check

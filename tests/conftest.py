@@ -1,9 +1,10 @@
 """Shared pytest configuration for the whole suite.
 
 Markers: ``integration`` (starts real services), ``browser`` (headless Chromium). Unit tests
-carry neither: ``make test-unit`` runs only them. Heavy suites (``stress``) also carry one of
-the heavy markers; ``--skip-heavy`` leaves them out, so that CI runs them once, not in both
-database runs.
+carry neither: ``make test-unit`` runs only them. Heavy suites also carry one of the heavy
+markers (tests/fixtures/parallel.py); ``--skip-heavy`` leaves them out, so that CI runs them
+once, not in both database runs. docs/testing.md has the suites, their budgets and which run
+where.
 """
 
 pytest_plugins = [
@@ -13,31 +14,15 @@ pytest_plugins = [
     # Every /api/v1/ answer the suite sees is checked against the served OpenAPI document.
     "tests.fixtures.openapi",
     "tests.fixtures.api",
+    # The suites: heavy ones skipped on request, workers of a parallel run kept apart, heavy
+    # tests grouped, each suite's time reported.
+    "tests.fixtures.suites",
 ]
 
 
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
-
-HEAVY_MARKERS = ("stress", "faults", "nodes", "stack", "load", "language")
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--skip-heavy",
-        action="store_true",
-        help=f"leave out the heavy suites (tests marked {', '.join(HEAVY_MARKERS)})",
-    )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--skip-heavy"):
-        return
-    heavy = [i for i in items if any(i.get_closest_marker(m) for m in HEAVY_MARKERS)]
-    if heavy:
-        config.hook.pytest_deselected(items=heavy)
-        items[:] = [i for i in items if i not in heavy]
 
 
 @pytest.fixture(autouse=True)

@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from model_store.runtime.client import TritonRuntime
-from model_store.runtime.embedded import EmbeddedTriton, free_port, free_ports
+from model_store.runtime.embedded import EmbeddedTriton
 from model_store.runtime.errors import (
     TritonRequestError,
     TritonStartError,
     TritonUnavailable,
 )
+from tests.fixtures.ports import free_ports
 from tests.fixtures.triton import (
     TritonHandle,
     mlp_config_pbtxt,
@@ -65,7 +66,7 @@ def test_server_health_and_metadata(embedded_triton: TritonHandle) -> None:
 
 
 def test_unreachable_server_is_reported_not_raised_from_health() -> None:
-    port = free_port()
+    (port,) = free_ports(1)
     runtime = TritonRuntime(
         f"127.0.0.1:{port}",
         grpc_url=f"127.0.0.1:{port}",

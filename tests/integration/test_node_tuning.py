@@ -46,7 +46,8 @@ def _wait_job(hub: Hub, job_id: str, timeout: float) -> dict[str, Any]:
 
 
 def test_trials_run_on_the_node_the_operator_picks(tmp_path: Path) -> None:
-    env = fresh_machine_env(tmp_path / "var")
+    # Each load level measured for 1 s, not 2: where the trials run is under test here.
+    env = fresh_machine_env(tmp_path / "var") | {"TUNE_STEP_SECONDS": "1"}
     var = Path(env["HUB_VAR_DIR"])
     stack_log = tmp_path / "stack.log"
     stack = spawn.start(

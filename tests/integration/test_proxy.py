@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import threading
@@ -54,6 +53,7 @@ from cryptography.x509.oid import NameOID
 from websockets.sync.client import connect
 
 from model_store import spawn
+from tests.fixtures.ports import free_ports
 from tests.fixtures.waiting import wait_until
 from webapp.env import env_bytes
 
@@ -79,9 +79,7 @@ def caddy_binary() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 # --- the upstream: uvicorn with an app that reports what reaches it ---------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from model_store import spawn
+from tests.fixtures.ports import free_ports
 from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack]
@@ -82,12 +83,6 @@ def hung_triton() -> Iterator[int]:
     server.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def web(tmp_path: Path, hung_triton: int, redis_url: str) -> Iterator[tuple[int, list[str]]]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MODEL_STORE_ROOT")} | {
@@ -105,7 +100,7 @@ def web(tmp_path: Path, hung_triton: int, redis_url: str) -> Iterator[tuple[int,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     keys = done.stdout.split("KEYS ", 1)[1].split()
-    port = _free_port()
+    (port,) = free_ports(1)
     log = (tmp_path / "web.log").open("wb")
     proc = spawn.start(
         [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port),

@@ -21,7 +21,8 @@ from tritonclient.utils import InferenceServerException
 
 from model_store.runtime import errors
 from model_store.runtime.client import TritonRuntime
-from model_store.runtime.embedded import EmbeddedTriton, free_ports
+from model_store.runtime.embedded import EmbeddedTriton
+from tests.fixtures.ports import free_ports
 from tests.fixtures.triton import (
     TritonHandle,
     mlp_config_pbtxt,

@@ -20,7 +20,7 @@ import uvicorn
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.pipeline import add_version, create_model, mlp_payload
-from tests.fixtures.services import _free_port
+from tests.fixtures.ports import free_ports
 from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
 from webapp import gateway_fast
@@ -35,7 +35,7 @@ def web(celery_worker, settings) -> Iterator[str]:  # type: ignore[no-untyped-de
     """``host:port`` of uvicorn serving ``webapp.asgi:application``, as ``make run`` does."""
     from webapp.asgi import application, v2_fast_path
 
-    port = _free_port()
+    (port,) = free_ports(1)
     config = uvicorn.Config(
         application, host="127.0.0.1", port=port, http="httptools", lifespan="off",
         log_level="warning",

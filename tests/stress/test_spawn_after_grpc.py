@@ -25,7 +25,8 @@ import tritonclient.grpc as grpcclient
 
 from model_store import spawn
 from model_store.compile.atc.running import run_atc
-from model_store.runtime.embedded import EmbeddedTriton, free_ports
+from model_store.runtime.embedded import EmbeddedTriton
+from tests.fixtures.ports import free_ports
 from tests.fixtures.triton import TritonHandle
 from webapp.stack.process import ManagedProcess
 
