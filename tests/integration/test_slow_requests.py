@@ -26,6 +26,7 @@ import pytest
 
 from model_store import spawn
 from tests.fixtures.ports import free_ports
+from tests.fixtures.services import spare_redis_url
 from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.stack]
@@ -87,7 +88,7 @@ def hung_triton() -> Iterator[int]:
 def web(tmp_path: Path, hung_triton: int, redis_url: str) -> Iterator[tuple[int, list[str]]]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MODEL_STORE_ROOT")} | {
         "HUB_VAR_DIR": str(tmp_path / "var"),
-        "REDIS_URL": redis_url.rsplit("/", 1)[0] + "/14",
+        "REDIS_URL": spare_redis_url(redis_url),
         "TRITON_URL": f"127.0.0.1:{hung_triton}",
         "TRITON_GRPC_URL": f"127.0.0.1:{hung_triton}",
         "INFER_TIMEOUT_SECONDS": "8",
