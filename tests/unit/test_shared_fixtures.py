@@ -90,5 +90,5 @@ def test_the_suite_line_names_each_suites_time_and_budget() -> None:
     from tests.fixtures.suites import BUDGETS, suite_line
 
     line = suite_line({"unit": 100.0, "nodes": BUDGETS["nodes"] + 1.0}, {"unit": 3, "nodes": 1})
-    assert line.startswith("suite times (summed test time / budget): unit 100 s/150 s (3 tests)")
+    assert line.startswith("suite times (summed test time / budget): unit 100 s/330 s (3 tests)")
     assert f"nodes {BUDGETS['nodes'] + 1} s/{BUDGETS['nodes']} s (1 tests) OVER BUDGET" in line
