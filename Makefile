@@ -15,9 +15,10 @@ PYTEST := $(PY) -m pytest $(PYTEST_PARALLEL)
 # Some machines tell Python never to write bytecode (PYTHONDONTWRITEBYTECODE); every process
 # then compiles Django, NumPy and the tests from source each time it starts: about 0.5 s per
 # worker or stack process and 9 s of pytest's assertion rewriting per run. The bytecode is
-# kept under .venv instead, out of the source tree.
+# kept in this user's cache instead (out of the source tree, shared by every clone; Python
+# checks each file against its source, so a stale one is never used).
 export PYTHONDONTWRITEBYTECODE :=
-export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
+export PYTHONPYCACHEPREFIX ?= $(HOME)/.cache/triton-model-hub/pycache
 
 .PHONY: run node test test-unit test-integration test-fast lint lint-fast typecheck check \
 	clean-var help
