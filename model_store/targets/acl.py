@@ -21,6 +21,7 @@ from typing import Any
 
 from model_store.compile.atc import (
     INPUT_FORMATS,
+    SOC_PATTERN,
     AtcUnavailable,
     cann_status,
     gear_problems,
@@ -65,23 +66,36 @@ INPUT_FORMAT_CHOICES: list[tuple[str, str]] = [
     ("NCDHW", "NCDHW"),
 ]
 
-# "Ascend" + the Name column of `npu-smi info` (docs/atc.md#soc-versions).
+# Suggestions for "Ascend" + the Name column of `npu-smi info` (docs/atc.md#soc-versions): the
+# option takes any name of that form (SOC_PATTERN), such as a host's Ascend910B4-1 or a newer
+# chip; ATC decides whether it has the platform file for it.
 SOC_CHOICES: list[tuple[str, str]] = [
     ("Ascend310P3", "Ascend310P3 (Atlas 300I Pro / Duo)"),
     ("Ascend310P1", "Ascend310P1"),
-    ("Ascend310B1", "Ascend310B1 (Atlas 200I / 500 A2)"),
-    ("Ascend310", "Ascend310"),
+    ("Ascend310P5", "Ascend310P5"),
+    ("Ascend310P7", "Ascend310P7"),
+    ("Ascend310B1", "Ascend310B1 (Atlas 200I / 500 A2; compose does not cover this board)"),
+    ("Ascend310B2", "Ascend310B2"),
+    ("Ascend310B3", "Ascend310B3"),
+    ("Ascend310B4", "Ascend310B4"),
+    ("Ascend310", "Ascend310 (Atlas 300I; CANN up to 8.2)"),
     ("Ascend910B1", "Ascend910B1"),
     ("Ascend910B2", "Ascend910B2"),
+    ("Ascend910B2C", "Ascend910B2C"),
     ("Ascend910B3", "Ascend910B3"),
     ("Ascend910B4", "Ascend910B4"),
+    ("Ascend910B4-1", "Ascend910B4-1 (single die, 64 GB)"),
     ("Ascend910A", "Ascend910A"),
+    ("Ascend910ProA", "Ascend910ProA"),
+    ("Ascend910ProB", "Ascend910ProB"),
+    ("Ascend910PremiumA", "Ascend910PremiumA"),
     ("Ascend910_9391", "Ascend910_9391 (A3)"),
     ("Ascend910_9392", "Ascend910_9392 (A3)"),
     ("Ascend910_9381", "Ascend910_9381 (A3)"),
     ("Ascend910_9382", "Ascend910_9382 (A3)"),
     ("Ascend910_9372", "Ascend910_9372 (A3)"),
     ("Ascend910_9362", "Ascend910_9362 (A3)"),
+    ("Ascend910_9363", "Ascend910_9363 (A3)"),
 ]
 PRECISION_MODES: list[tuple[str, str]] = [
     ("force_fp16", say("force_fp16 (ATC default: float32 operators run in float16)")),
@@ -135,15 +149,17 @@ class AclTarget(Target):
         return [
             OptionSpec(
                 "soc_version",
-                "choice",
+                "str",
                 None,
                 say("Ascend SoC"),
                 say(
                     "The chip the OM runs on: 'Ascend' + the Name column of npu-smi info "
-                    "(e.g. 310P3 -> Ascend310P3). An OM only runs on the SoC it was built for."
+                    "(e.g. 310P3 -> Ascend310P3, 910B4-1 -> Ascend910B4-1). An OM only runs on "
+                    "the SoC it was built for."
                 ),
                 choices=SOC_CHOICES,
                 required=True,
+                pattern=SOC_PATTERN,
             ),
             OptionSpec(
                 "input_shape",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from model_store.compile import optimise
-from model_store.compile.atc import cann_status
+from model_store.compile.atc import SOC_PATTERN, cann_status
 from model_store.config import ModelConfig
 from model_store.names import validate_model_name, validate_version
 from model_store.onnx_info import OnnxInfo, inspect_onnx
@@ -225,7 +225,7 @@ class NpuGeTarget(Target):
             ),
             OptionSpec(
                 "soc_version",
-                "choice",
+                "str",
                 None,
                 say("Ascend SoC (pre-flight)"),
                 say(
@@ -233,6 +233,7 @@ class NpuGeTarget(Target):
                     "of npu-smi info). GE itself detects the chip at load."
                 ),
                 choices=acl_target.SOC_CHOICES,
+                pattern=SOC_PATTERN,
             ),
         ]
 

@@ -56,7 +56,8 @@ class OptionSpec:
             "not set" or, where the help says so, "automatic from the model".
         label: Short form label.
         help: One or two sentences: what it does and when to change it.
-        choices: ``(value, label)`` pairs for ``choice`` options.
+        choices: ``(value, label)`` pairs: the only values of a ``choice`` option, the
+            suggestions of a ``str`` option (which takes any value matching ``pattern``).
         minimum: Inclusive lower bound (numbers, and each item of int lists).
         maximum: Inclusive upper bound.
         advanced: Hidden behind "advanced" in the form.
@@ -99,6 +100,8 @@ class OptionSpec:
             schema["maxLength"] = MAX_TEXT_OPTION_LENGTH
             if self.pattern:
                 schema["pattern"] = f"^(?:{self.pattern})$"
+            if self.choices:
+                schema["examples"] = [value for value, _ in self.choices]
         elif self.kind == "int_list":
             items: dict[str, Any] = {"type": "integer"}
             _bounds(items, self.minimum, self.maximum, "minimum", "maximum")

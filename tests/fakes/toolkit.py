@@ -15,6 +15,7 @@ later; docs/cann.md#install-layouts)::
         opp/  compiler/  lib64/
         <arch>-linux/ascend_toolkit_install.info    version=<version>
         <arch>-linux/ascend_ops_install.info        (cann layout: the ops package, same version)
+        <arch>-linux/data/platform_config/<SoC>.ini one per SoC ATC builds for
         python/site-packages/acl -> tests/fakes/acl  (where CANN installs pyACL)
     <root>/driver/tools/npu-smi                 runs tests/fakes/npu-smi (the driver's tool)
 
@@ -39,6 +40,17 @@ FAKE_NPU_SMI = FAKES_DIR / "npu-smi"
 #: The fake pyACL package.
 FAKE_ACL = FAKES_DIR / "acl"
 FAKE_CANN_VERSION = "8.0.RC3"
+
+#: The SoC names a real toolkit ships a platform file for (<arch>-linux/data/platform_config/
+#: <name>.ini; hicann/runtime's platform files, docs/atc.md#soc-versions). ATC knows a SoC by
+#: its file; the fake atc reads the same folder.
+PLATFORM_SOCS = frozenset(
+    {"Ascend310", "Ascend310P1", "Ascend310P3", "Ascend310P5", "Ascend310P7", "Ascend310B1",
+     "Ascend310B2", "Ascend310B3", "Ascend310B4", "Ascend910A", "Ascend910ProA", "Ascend910ProB",
+     "Ascend910PremiumA", "Ascend910B", "Ascend910B1", "Ascend910B2", "Ascend910B2C",
+     "Ascend910B3", "Ascend910B4", "Ascend910B4-1", "Ascend910_9391", "Ascend910_9392",
+     "Ascend910_9381", "Ascend910_9382", "Ascend910_9372", "Ascend910_9362", "Ascend910_9363"}
+)  # fmt: skip
 
 Layout = Literal["cann", "ascend-toolkit"]
 #: Where the fake npu-smi goes, relative to the root (the real one ships with the driver).
@@ -111,6 +123,10 @@ def _version_files(home: Path, layout: Layout, version: str) -> None:
         (info_dir / "ascend_ops_install.info").write_text(
             f"package_name=Ascend-cann-ops\nversion={version}\narch={arch}\n"
         )
+    platforms = info_dir / "data" / "platform_config"
+    platforms.mkdir(parents=True, exist_ok=True)
+    for soc in PLATFORM_SOCS:
+        (platforms / f"{soc}.ini").write_text(f"[version]\nSoC_version={soc}\n")
 
 
 def make_fake_toolkit(

@@ -29,6 +29,12 @@ FAKES = Path(__file__).resolve().parents[1] / "fakes"
 SAMPLES = FAKES / "npu_smi_samples"
 FAKE_NPU_SMI = FAKES / "npu-smi"
 
+#: The 910B4-1 host's bus ids and HBM in use, NPU by NPU.
+B4_1_ROWS = [
+    ("0000:C1:00.0", 12566), ("0000:C2:00.0", 59719), ("0000:81:00.0", 3448),
+    ("0000:82:00.0", 3447), ("0000:01:00.0", 3444), ("0000:02:00.0", 3445),
+    ("0000:41:00.0", 7952), ("0000:42:00.0", 17937),
+]  # fmt: skip
 #: (npu id, chip id, device id, name, health, bus id, memory used, total, hbm used, total)
 EXPECTED: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     "310_atlas300i_npu-smi-21.0.4.txt": (
@@ -59,6 +65,30 @@ EXPECTED: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
         # HBM layout: no Device column, memory pair printed as 0 / 0
         [(0, 0, None, "910B4", "OK", "0000:82:00.0", 0, 0, 2773, 32768)],
     ),
+    "910b4-1_x8_npu-smi-25.2.0.txt": (
+        "25.2.0",
+        # Eight single-die 910B4-1 of 64 GB: a SoC name with a suffix (Ascend910B4-1).
+        [
+            (npu, 0, None, "910B4-1", "OK", bus, 0, 0, hbm, 65536)
+            for npu, (bus, hbm) in enumerate(B4_1_ROWS)
+        ],
+    ),
+}
+#: (npu id, chip id, pid, name, memory) of the samples that list processes.
+EXPECTED_PROCESSES: dict[str, list[tuple[int, int, int, str, int]]] = {
+    "910b4-1_x8_npu-smi-25.2.0.txt": [
+        (0, 0, 2340, "llama-box-rpc-s", 111),
+        (1, 0, 2357, "llama-box-rpc-s", 111),
+        (1, 0, 2394858, "VLLMEngineCor", 56313),
+        (2, 0, 2339, "llama-box-rpc-s", 111),
+        (3, 0, 2337, "llama-box-rpc-s", 111),
+        (4, 0, 2362, "llama-box-rpc-s", 111),
+        (5, 0, 2367, "llama-box-rpc-s", 112),
+        (6, 0, 2343, "llama-box-rpc-s", 111),
+        (7, 0, 5284, "llama-box-rpc-s", 111),
+        (7, 0, 2395206, "python", 13162),
+        (7, 0, 2395167, "python", 1429),
+    ],
 }
 
 
@@ -93,7 +123,8 @@ def test_real_sample_gives_exactly_its_chips(name: str) -> None:
     assert report.warnings == []
     assert report.version == version
     assert [_fields(c) for c in report.chips] == chips
-    assert report.processes == []
+    processes = [(p.npu_id, p.chip_id, p.pid, p.name, p.memory_mb) for p in report.processes]
+    assert processes == EXPECTED_PROCESSES.get(name, [])
 
 
 def test_310_row_a_with_a_numeric_name_is_not_a_chip_row() -> None:
@@ -219,7 +250,7 @@ def test_fake_npu_smi_prints_the_sample_and_usages_that_fit_it(name: str) -> Non
     assert result["warnings"] == []
     expected = EXPECTED[name][1]
     if name.startswith("910b4"):  # no Device column: the id comes from the fake's -m
-        expected = [(*chip[:2], 0, *chip[3:]) for chip in expected]
+        expected = [(*chip[:2], logical, *chip[3:]) for logical, chip in enumerate(expected)]
     assert [_fields(n) for n in result["npus"]] == expected
     for npu in result["npus"]:
         assert npu["usage"]  # the made-up report has the chip kind's keys

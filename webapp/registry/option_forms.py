@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -25,6 +26,23 @@ def _int_list(text: str) -> list[int]:
 
 
 AUTO_BOOL = [("", _("Automatic")), ("true", _("Yes")), ("false", _("No"))]
+
+
+class SuggestingInput(forms.TextInput):
+    """A text box with a list of suggestions (``<datalist>``): the person may pick one or type
+    another value of the same form (a SoC name the list does not have yet)."""
+
+    def __init__(self, suggestions: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suggestions = suggestions
+
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> str:
+        list_id = f"{(attrs or {}).get('id') or 'id_' + name}-suggestions"
+        box = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = format_html_join(
+            "", '<option value="{}">{}</option>', ((v, lbl) for v, lbl in self.suggestions)
+        )
+        return format_html('{}<datalist id="{}">{}</datalist>', box, list_id, options)
 
 
 def _field(spec: OptionSpec) -> forms.Field:
@@ -56,6 +74,11 @@ def _field(spec: OptionSpec) -> forms.Field:
         initial = ",".join(str(v) for v in spec.default or [])
         return forms.CharField(initial=initial, max_length=200, **common)
     initial = spec.default if isinstance(spec.default, str) else ""
+    if spec.choices:
+        suggestions = [(value, localize(label)) for value, label in spec.choices]
+        return forms.CharField(
+            initial=initial, max_length=500, widget=SuggestingInput(suggestions), **common
+        )
     return forms.CharField(initial=initial, max_length=500, **common)
 
 

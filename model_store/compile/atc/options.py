@@ -23,27 +23,44 @@ class InvalidAtcOptions(ModelStoreError):
     code = "invalid_atc_options"
 
 
-#: soc_version values seen in CANN's own sources (docs/atc.md#soc-versions); for UI suggestions.
+#: soc_version values CANN ships a platform file for (``<toolkit>/<arch>-linux/data/
+#: platform_config/<name>.ini``) and its runtime reports (docs/atc.md#soc-versions); for the
+#: suggestions and the self-test. Any other name of the same form is accepted: ATC, which looks
+#: for that name's platform file, is the judge.
 KNOWN_SOC_VERSIONS = (
     "Ascend310",
     "Ascend310P1",
     "Ascend310P3",
+    "Ascend310P5",
+    "Ascend310P7",
     "Ascend310B1",
+    "Ascend310B2",
+    "Ascend310B3",
+    "Ascend310B4",
     "Ascend910A",
+    "Ascend910ProA",
+    "Ascend910ProB",
+    "Ascend910PremiumA",
+    "Ascend910B",
     "Ascend910B1",
     "Ascend910B2",
+    "Ascend910B2C",
     "Ascend910B3",
     "Ascend910B4",
+    "Ascend910B4-1",
     "Ascend910_9391",
     "Ascend910_9392",
     "Ascend910_9381",
     "Ascend910_9382",
     "Ascend910_9372",
     "Ascend910_9362",
+    "Ascend910_9363",
 )
-# "Ascend" + the chip Name from npu-smi (310P3, 910B4, 910ProB) or, on A3,
-# Chip Name_NPU Name (910_9391).
-_SOC_PATTERN = re.compile(r"Ascend[0-9]{3}[A-Za-z0-9]{0,10}(?:_[0-9]{4})?")
+#: "Ascend" + three digits + the chip's letters and digits (310P3, 910B2C, 910ProB), then an
+#: optional "-<n>" variant (910B4-1) and an optional "_<4 or 5>" product suffix (910_9391 on A3,
+#: the 950 family's _957b): what the runtime's rtGetSocVersion and npu-smi name.
+SOC_PATTERN = r"Ascend[0-9]{3}[A-Za-z0-9]{0,12}(?:-[0-9]{1,2})?(?:_[0-9A-Za-z]{4,5})?"
+_SOC_PATTERN = re.compile(SOC_PATTERN)
 
 #: --input_format values ATC takes for an ONNX model; anything else, NHWC included, is E10001
 #: (docs/atc.md#options).
