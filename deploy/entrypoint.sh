@@ -52,6 +52,36 @@ if [[ -n "${ASCEND_ROOT:-}" ]]; then
     done
 fi
 
+# The NPU's device nodes, where compose mapped them into this container (the Ascend worker;
+# web and beat get none): a stock driver makes all four kinds crw-rw---- for its running group
+# (HwHiAiUser by default), and this image's user is uid 10001. Without that group pyACL, the
+# self-test and npu-smi all fail later with obscure driver errors, so stop now and say how to
+# fix it (docs/cann.md#device-permissions). A host without mapped nodes needs nothing.
+dev_dir=${HUB_DEV_DIR:-/dev}
+npu_nodes=()
+for node in "${dev_dir}"/davinci_manager "${dev_dir}"/devmm_svm "${dev_dir}"/hisi_hdc \
+    "${dev_dir}"/davinci[0-9]*; do
+    [[ -e "${node}" ]] && npu_nodes+=("${node}")
+done
+if [[ ${#npu_nodes[@]} -gt 0 ]]; then
+    closed=()
+    for node in "${npu_nodes[@]}"; do
+        [[ -r "${node}" && -w "${node}" ]] || closed+=("${node}")
+    done
+    if [[ ${#closed[@]} -gt 0 ]]; then
+        echo "hub-entrypoint: ERROR: this container's user (uid $(id -u), groups $(id -G))" \
+            "cannot open the NPU device nodes:" >&2
+        for node in "${closed[@]}"; do
+            echo "hub-entrypoint:   $(stat -c '%n %A owner %u:%g' "${node}")" >&2
+        done
+        echo "hub-entrypoint: set ASCEND_DRIVER_GID in .env to the driver's group id, found on" \
+            "the host with:  stat -c %g /dev/davinci_manager" >&2
+        echo "hub-entrypoint: (compose adds it to this service with group_add; see" \
+            "docs/cann.md#device-permissions)" >&2
+        exit 78
+    fi
+fi
+
 if [[ $# -eq 0 ]]; then
     echo "hub-entrypoint: no command given" >&2
     exit 64

@@ -9,6 +9,7 @@ host has NPUs at all, so that a missing Ascend component is a problem only where
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,15 @@ def _davinci_nodes(ctx: DiagnosticsContext) -> list[Path]:
 
 
 _CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+
+
+def node_mode(path: Path) -> str:
+    """``/dev/davinci0 crw-rw---- 1000:1000``: what ``ls -ln`` says of a device node."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"{path} ({exc.strerror})"
+    return f"{path} {stat.filemode(info.st_mode)} {info.st_uid}:{info.st_gid}"
 
 
 def check_davinci_devices(ctx: DiagnosticsContext) -> Check:
@@ -124,18 +134,29 @@ def check_davinci_devices(ctx: DiagnosticsContext) -> Check:
             ),
             listed,
         )
-    unusable = [str(p) for p in [*nodes] if not os.access(p, os.R_OK | os.W_OK)]
+    # All four kinds, control nodes first: ACL opens davinci_manager, devmm_svm and hisi_hdc
+    # before any davinciN, and a stock driver makes every one crw-rw---- for its running group
+    # (docs/cann.md#device-permissions).
+    checked = [ctx.dev_dir / n for n in present] + nodes
+    unusable = [p for p in checked if not os.access(p, os.R_OK | os.W_OK)]
     if unusable:
         return make_check(
             "davinci_devices",
-            "warning",
+            "failing",
             say(
-                "The device nodes exist, but this process's user cannot open %(nodes)s.",
-                nodes=", ".join(unusable),
+                "The device nodes exist, but this process (uid %(uid)s, groups %(groups)s) "
+                "cannot open %(nodes)s: %(modes)s.",
+                uid=os.getuid(),
+                groups=",".join(str(g) for g in sorted(set(os.getgroups()))) or "none",
+                nodes=", ".join(str(p) for p in unusable),
+                modes="; ".join(node_mode(p) for p in unusable),
             ),
             say(
-                "Run the worker and Triton as a user allowed to open the NPU devices "
-                "(check the nodes' group and permissions)."
+                "Give the process the driver's group: find its id with `stat -c %%g "
+                "%(manager)s` on the host, set ASCEND_DRIVER_GID to it (compose adds it with "
+                "group_add), or add the user to that group (usermod -a -G HwHiAiUser USER)."
+                " pyACL, the self-test and npu-smi fail until then.",
+                manager=str(ctx.dev_dir / "davinci_manager"),
             ),
             listed,
         )

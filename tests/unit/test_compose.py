@@ -623,7 +623,29 @@ def test_the_ascend_override_touches_only_worker_and_triton() -> None:
     override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
     assert set(override["services"]) == {"worker", "triton"}
     for service in override["services"].values():
-        assert set(service) <= {"devices", "volumes", "environment"}
+        assert set(service) <= {"devices", "volumes", "environment", "group_add"}
+
+
+def test_the_ascend_worker_requires_the_drivers_group(services: dict[str, Any]) -> None:
+    """The device nodes are crw-rw---- for the driver's group (docs/cann.md#device-permissions):
+    with the nodes mapped, the group's id is a required setting; the CPU stack needs none."""
+    override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
+    (entry,) = override["services"]["worker"]["group_add"]
+    assert entry.startswith("${ASCEND_DRIVER_GID:?") and "stat -c %g /dev/davinci_manager" in entry
+    assert hub_with_ascend(env={"ASCEND_DRIVER_GID": "1990"})["worker"]["group_add"] == ["1990"]
+    assert "group_add" not in override["services"]["triton"]  # Triton runs as root
+    assert not any("group_add" in service for service in services.values())
+
+
+def test_npu_smi_is_mounted_where_the_host_has_it() -> None:
+    for env, path in (
+        ({}, "/usr/local/bin/npu-smi"),
+        ({"NPU_SMI_PATH": "/usr/local/sbin/npu-smi"}, "/usr/local/sbin/npu-smi"),
+    ):
+        for service in hub_with_ascend(env=env).values():
+            if service.get("devices"):
+                bind = _binds(service)[path]
+                assert normalise(bind["source"]) == path and bind["read_only"]
 
 
 def test_ascend_devices_are_mapped(ascend_services: dict[str, dict[str, Any]]) -> None:

@@ -89,6 +89,13 @@ def test_a_node_holds_no_database_settings(node_text: str) -> None:
             assert word.lower() not in text.lower(), f"{path.name} mentions {word}"
 
 
+def test_the_node_worker_requires_the_drivers_group(node_text: str) -> None:
+    (entry,) = yaml.safe_load(node_text)["services"]["node-worker"]["group_add"]
+    assert entry.startswith("${ASCEND_DRIVER_GID:?") and "stat -c %g /dev/davinci_manager" in entry
+    services = interpolate(yaml.safe_load(node_text), env=NODE_ENV | {"ASCEND_DRIVER_GID": "7"})
+    assert services["services"]["node-worker"]["group_add"] == ["7"]
+
+
 def test_the_node_has_triton_and_its_worker(node_services: dict[str, Any]) -> None:
     assert {"triton", "node-worker"} <= set(node_services)
     assert node_services["node-worker"]["build"]["context"] == "../.."
