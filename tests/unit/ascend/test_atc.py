@@ -831,3 +831,26 @@ def test_atc_python_puts_its_interpreter_first_for_atc(
     assert lines == [f"ATC's Python: {old} (ATC_PYTHON), first on ATC's PATH."]
     result = run_atc(argv, env=env, cwd=tmp_path, on_line=lambda _: None)
     assert [m.code for m in result.errors] == ["E40002"]
+
+
+def test_the_toolkit_release_comes_from_version_cfg_never_from_an_inner_version(
+    tmp_path: Path,
+) -> None:
+    """No install-info file: the release after the colon of version.cfg, else version_dir=,
+    never a component's inner Version= (docs/cann.md#toolkit-version-files)."""
+    from model_store.compile.atc.environment import _toolkit_version, release_in_version_cfg
+
+    home = tmp_path / "latest"
+    (home / "compiler").mkdir(parents=True)
+    (home / "compiler" / "version.info").write_text("Version=7.6.0.1.220\nversion_dir=8.0.0\n")
+    assert _toolkit_version(home) == "8.0.0"
+    (home / "version.cfg").write_text(
+        "# version: 1.0\nruntime_running_version=[7.6.0.1.220:8.0.RC9]\n"
+        "toolkit_running_version=[7.6.0.1.220:8.0.0]\ntoolkit_upgrade_version=[7.5.0:8.0.RC3]\n"
+    )
+    assert _toolkit_version(home) == "8.0.0"
+    (home / "compiler" / "version.info").write_text("Version=7.6.0.1.220\n")
+    (home / "version.cfg").unlink()
+    assert _toolkit_version(home) is None
+    assert release_in_version_cfg("toolkit_running_version=[8.3.RC2]") == "8.3.RC2"
+    assert release_in_version_cfg("no such line") is None
