@@ -164,8 +164,10 @@ class RequestError(ValueError):
     """Inputs that this OM cannot run; the caller's mistake, not the device's."""
 
 
-#: Where CANN installs pyACL, relative to a toolkit home (set_env.sh puts it on PYTHONPATH).
-_PYACL_DIR = ("python", "site-packages")
+#: Where CANN installs pyACL, relative to a toolkit home (set_env.sh puts it on PYTHONPATH):
+#: ``python/site-packages``, and ``pyACL/python/site-packages`` in the releases before 8.0 that
+#: Atlas 300I (Ascend 310) hosts run (docs/cann.md#install-layouts).
+_PYACL_DIRS = (("python", "site-packages"), ("pyACL", "python", "site-packages"))
 #: The default install root; a non-root install uses ``$HOME/Ascend`` instead.
 #: This repeats model_store.compile.atc.environment (DEFAULT_ASCEND_ROOT, default_toolkit_homes)
 #: on purpose: Triton's stub loads this file alone, where model_store cannot be imported.
@@ -204,7 +206,7 @@ def _pyacl_search_path() -> list[str]:
     if os.environ.get("HOME"):
         roots.append(Path(os.environ["HOME"], "Ascend"))
     homes += [home for root in roots for home in _layouts_under(root)]
-    candidates += [str(home.joinpath(*_PYACL_DIR)) for home in homes]
+    candidates += [str(home.joinpath(*where)) for home in homes for where in _PYACL_DIRS]
     return [c for c in dict.fromkeys(candidates) if c not in sys.path and Path(c).is_dir()]
 
 

@@ -16,17 +16,19 @@ file or changes the device; pyACL is initialised and finalised in this stub proc
 
 from __future__ import annotations
 
-import glob
+import contextlib
 import json
 import os
 import platform
 import shutil
 import stat
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-import triton_python_backend_utils as pb_utils  # type: ignore[import-not-found]
+import triton_python_backend_utils as pb_utils
 
 #: Bytes kept of any one file or command output (version files are a few hundred bytes; an
 #: npu-smi table of eight chips about 5 KB).
@@ -34,115 +36,139 @@ MAX_TEXT = 64 * 1024
 NPU_SMI_SECONDS = 15.0
 DEFAULT_BACKENDS = "/opt/tritonserver/backends"
 CANN_HOMES = ("/usr/local/Ascend/cann", "/usr/local/Ascend/ascend-toolkit/latest")
+CANN_FILES = (
+    "version.cfg",
+    "*-linux/ascend_toolkit_install.info",
+    "*-linux/ascend_ops_install.info",
+    "compiler/version.info",
+)
 DEVICE_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 
 
-def _read(path, limit=MAX_TEXT):
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _read(path: str | Path, limit: int = MAX_TEXT) -> str | None:
     try:
-        with open(path, "rb") as handle:
+        with Path(path).open("rb") as handle:
             return handle.read(limit).decode("utf-8", "replace")
     except OSError:
         return None
 
 
-def _parent(pid):
-    text = _read("/proc/%d/stat" % pid, 4096)
-    if not text:
-        return None
+def _parent(pid: int) -> int | None:
+    text = _read(f"/proc/{pid}/stat", 4096)
     try:
-        return int(text.rsplit(")", 1)[1].split()[1])
+        return int((text or "").rsplit(")", 1)[1].split()[1])
     except (IndexError, ValueError):
         return None
 
 
-def _tritonserver_argv():
+def _tritonserver_argv() -> list[str]:
     """tritonserver's command line: the stub's parent (or a parent of it)."""
-    pid = os.getppid()
+    pid: int | None = os.getppid()
     for _ in range(6):
         if not pid or pid <= 1:
             break
-        raw = _read("/proc/%d/cmdline" % pid)
-        argv = [a for a in (raw or "").split("\0") if a]
-        if argv and os.path.basename(argv[0]).startswith("tritonserver"):
+        argv = [a for a in (_read(f"/proc/{pid}/cmdline") or "").split("\0") if a]
+        if argv and Path(argv[0]).name.startswith("tritonserver"):
             return argv
         pid = _parent(pid)
     return []
 
 
-def _backend_dir(argv):
+def _backend_dir(argv: list[str]) -> str:
     for index, arg in enumerate(argv):
         if arg.startswith("--backend-directory="):
             return arg.split("=", 1)[1]
         if arg == "--backend-directory" and index + 1 < len(argv):
             return argv[index + 1]
     home = os.environ.get("TRITON_HOME_PATH")
-    return os.path.join(home, "backends") if home else DEFAULT_BACKENDS
+    return str(Path(home) / "backends") if home else DEFAULT_BACKENDS
 
 
-def _backends(directory):
+def _backends(directory: str) -> dict[str, str]:
     """Each backend folder and what makes it one: a library, or a Python-based model.py."""
     found = {}
     try:
-        names = sorted(os.listdir(directory))
+        folders = sorted(p for p in Path(directory).iterdir() if p.is_dir())
     except OSError as exc:
         return {"error": str(exc)}
-    for name in names:
-        folder = os.path.join(directory, name)
-        if not os.path.isdir(folder):
-            continue
-        if os.path.isfile(os.path.join(folder, "libtriton_%s.so" % name)):
-            found[name] = "library"
-        elif os.path.isfile(os.path.join(folder, "model.py")):
-            found[name] = "python"
+    for folder in folders:
+        if (folder / f"libtriton_{folder.name}.so").is_file():
+            found[folder.name] = "library"
+        elif (folder / "model.py").is_file():
+            found[folder.name] = "python"
         else:
-            found[name] = "folder"
+            found[folder.name] = "folder"
     return found
 
 
-def _cann():
+def _cann() -> list[dict[str, object]]:
     """The version files of the CANN homes this process would use, first the one it was given."""
-    homes = []
-    for home in (os.environ.get("ASCEND_TOOLKIT_HOME"), os.environ.get("ASCEND_HOME_PATH"),
-                 *CANN_HOMES):  # fmt: skip
-        if home and home not in homes and os.path.isdir(home):
+    homes: list[str] = []
+    given = (os.environ.get("ASCEND_TOOLKIT_HOME"), os.environ.get("ASCEND_HOME_PATH"))
+    for home in (*given, *CANN_HOMES):
+        if home and home not in homes and Path(home).is_dir():
             homes.append(home)
-    found = []
+    found: list[dict[str, object]] = []
     for home in homes:
-        files = {}
-        patterns = ("version.cfg", "*-linux/ascend_toolkit_install.info",
-                    "*-linux/ascend_ops_install.info", "compiler/version.info")  # fmt: skip
-        for pattern in patterns:
-            for path in sorted(glob.glob(os.path.join(home, pattern))):
+        files: dict[str, str] = {}
+        for pattern in CANN_FILES:
+            for path in sorted(Path(home).glob(pattern)):
                 text = _read(path, 8192)
                 if text is not None:
-                    files[os.path.relpath(path, home)] = text
+                    files[str(path.relative_to(home))] = text
         found.append({"home": home, "files": files})
     return found
 
 
-def _pyacl():
+def _pyacl_places() -> list[str]:
+    """Where pyACL may be when ``import acl`` fails: the stub's interpreter is isolated (it
+    ignores PYTHONPATH, observed in the Triton the hub embeds), so the hub's acl backend reads
+    PYTHONPATH and the toolkit homes by hand; the probe looks where that backend looks, plus
+    the pre-8.0 layout ``<home>/pyACL/python/site-packages``."""
+    places = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for home in [h.get("home") for h in _cann()] + [
+        str(Path(os.environ.get("HOME", "/nonexistent"), "Ascend", layout))
+        for layout in ("cann", "ascend-toolkit/latest")
+    ]:
+        for relative in ("python/site-packages", "pyACL/python/site-packages"):
+            places.append(str(Path(str(home), relative)))
+    return [p for p in dict.fromkeys(places) if p not in sys.path and Path(p).is_dir()]
+
+
+def _pyacl() -> dict[str, object]:
     """pyACL as this stub sees it: importable, then init, SoC and device count, finalize."""
+    facts: dict[str, object] = {}
     try:
-        import acl  # type: ignore[import-not-found]
+        import acl
+    except ImportError:
+        places = _pyacl_places()
+        sys.path.extend(places)
+        try:
+            import acl
+        except Exception as exc:
+            return {"importable": False, "error": _error(exc), "looked_in": places}
+        facts["found_by_search"] = True
     except Exception as exc:
-        return {"importable": False, "error": "%s: %s" % (type(exc).__name__, exc)}
-    facts = {"importable": True, "file": getattr(acl, "__file__", None)}
+        return {"importable": False, "error": _error(exc)}
+    facts.update(importable=True, file=getattr(acl, "__file__", None))  # 3.8: no |=
     try:
         facts["init"] = acl.init()
         facts["soc"] = acl.get_soc_name()
         count, ret = acl.rt.get_device_count()
         facts["device_count"], facts["device_count_ret"] = count, ret
     except Exception as exc:
-        facts["error"] = "%s: %s" % (type(exc).__name__, exc)
+        facts["error"] = _error(exc)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # nothing to add about a finalize after a failure
             acl.finalize()
-        except Exception:  # noqa: S110 - nothing to report about a finalize after a failure
-            pass
     return facts
 
 
-def _npu_smi():
+def _npu_smi() -> dict[str, object]:
     program = shutil.which("npu-smi")
     for candidate in ("/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi"):
         if program is None and os.access(candidate, os.X_OK):
@@ -150,11 +176,11 @@ def _npu_smi():
     if program is None:
         return {"path": None}
     try:
-        done = subprocess.run(  # noqa: S603 - a fixed argument list
+        done = subprocess.run(
             [program, "info"], capture_output=True, timeout=NPU_SMI_SECONDS, check=False
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"path": program, "error": "%s: %s" % (type(exc).__name__, exc)}
+        return {"path": program, "error": _error(exc)}
     return {
         "path": program,
         "returncode": done.returncode,
@@ -163,19 +189,18 @@ def _npu_smi():
     }
 
 
-def _device_nodes():
+def _device_nodes() -> list[dict[str, object]]:
+    dev = Path("/dev")
+    paths = [dev / name for name in DEVICE_NODES]
+    paths += sorted(p for p in dev.glob("davinci*") if p.name[len("davinci") :].isdigit())
     nodes = []
-    names = list(DEVICE_NODES) + sorted(
-        os.path.basename(p) for p in glob.glob("/dev/davinci[0-9]*")
-    )
-    for name in names:
-        path = os.path.join("/dev", name)
+    for path in paths:
         try:
-            info = os.stat(path)
+            info = path.stat()
         except OSError:
             continue
         nodes.append({
-            "path": path,
+            "path": str(path),
             "mode": stat.filemode(info.st_mode),
             "uid": info.st_uid,
             "gid": info.st_gid,
@@ -184,7 +209,7 @@ def _device_nodes():
     return nodes
 
 
-def collect():
+def collect() -> dict[str, object]:
     argv = _tritonserver_argv()
     backend_dir = _backend_dir(argv)
     return {
@@ -203,23 +228,25 @@ def collect():
         "device_nodes": _device_nodes(),
         "ld_library_path": os.environ.get("LD_LIBRARY_PATH", ""),
         "visible_devices": os.environ.get("ASCEND_RT_VISIBLE_DEVICES"),
+        # An isolated stub ignores PYTHONPATH and other PYTHON* variables.
+        "isolated": bool(sys.flags.isolated or sys.flags.ignore_environment),
     }
 
 
 class TritonPythonModel:
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         try:
             facts = collect()
         except Exception as exc:  # the answer says what broke instead of failing the load
-            facts = {"probe": 1, "error": "%s: %s" % (type(exc).__name__, exc)}
+            facts = {"probe": 1, "error": _error(exc)}
         self.answer = json.dumps(facts, sort_keys=True).encode("utf-8")
 
-    def execute(self, requests):
+    def execute(self, requests: list[object]) -> list[object]:
         out = np.array([self.answer], dtype=np.object_)
         return [
             pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("FACTS", out)])
             for _ in requests
         ]
 
-    def finalize(self):
+    def finalize(self) -> None:
         pass

@@ -184,3 +184,16 @@ def test_acl_answers_from_the_fake_machine(fake_host, monkeypatch: pytest.Monkey
     assert acl.rt.reset_device(1) == 0
     assert acl.finalize() == 0
     acl._fake.reset()
+
+
+def test_the_pre_8_0_pyacl_folder_is_searched_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CANN before 8.0, which Atlas 300I (Ascend 310) hosts run, put pyACL in
+    <home>/pyACL/python/site-packages (public set_env scripts; docs/cann.md#install-layouts)."""
+    home = tmp_path / "ascend-toolkit" / "latest"
+    old = home / "pyACL" / "python" / "site-packages"
+    old.mkdir(parents=True)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(home))
+    assert str(old) in _pyacl_search_path()

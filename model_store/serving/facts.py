@@ -1,0 +1,200 @@
+"""What the Triton that serves can see: asked from inside it (docs/ascend.md#the-serving-side).
+
+In a compose deployment the worker and Triton are different containers with different
+software: Triton's image has its own CANN, its own backends and its own Python, and runs as
+root where the worker runs as uid 10001. Facts read on the worker's disk say nothing about
+where models load. So the hub asks Triton itself: :func:`ask_serving_side` loads a small
+Python-backend model (``facts_probe/model.py``) under a temporary trial name, reads the raw
+evidence it gathered inside Triton's process (backends, CANN version files, pyACL's SoC and
+device count, ``npu-smi info`` as that container's user, device node modes, the stub's Python),
+unloads it and removes it. :func:`summarise` turns that evidence into the ``serving`` part of
+a host report with the hub's own parsers.
+
+The probe uses only Triton's Python backend, never ``npu_ge``: a load into the GE backend can
+wedge the serving Triton (docs/ge-backend.md#statistics-and-reload-caveats).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model_store.cann_versions import parse_cann_version
+from model_store.compile.atc.environment import (
+    release_in_version_cfg,
+    version_dir_in_info,
+    version_in_info_text,
+)
+from model_store.config import ModelConfig, TensorSpec
+from model_store.devices import parse_npu_smi_info
+from model_store.errors import ModelStoreError
+from model_store.runtime.errors import TritonRuntimeError
+from model_store.serving.trial import trial_model
+from model_store.serving.triton_index import ServingRuntime
+from model_store.store import ModelStore
+from model_store.text import Text, said, say
+
+#: The model file loaded into Triton (run there by the Python backend's stub).
+PROBE_MODEL = Path(__file__).resolve().parent / "facts_probe" / "model.py"
+#: The acl backend's model.py needs this Python in the stub (``zip(strict=True)``).
+ACL_BACKEND_PYTHON = (3, 10)
+
+
+def probe_config() -> ModelConfig:
+    return ModelConfig(
+        name="serving-facts",
+        backend="python",
+        max_batch_size=0,
+        inputs=[TensorSpec("ASK", "TYPE_STRING", [1])],
+        outputs=[TensorSpec("FACTS", "TYPE_STRING", [1])],
+    )
+
+
+def ask_serving_side(
+    store: ModelStore,
+    runtime: ServingRuntime,
+    *,
+    timeout_s: float = 90.0,
+    now: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """The serving side's facts (:func:`summarise`), or ``{"available": False, "reason"}``."""
+    try:
+        with trial_model(
+            store, runtime, probe_config(), [PROBE_MODEL], timeout_s=timeout_s
+        ) as name:
+            answer = runtime.infer(  # type: ignore[attr-defined]
+                name, {"ASK": np.array([b"facts"], dtype=np.object_)}, outputs=["FACTS"]
+            )
+        raw = json.loads(bytes(answer["FACTS"].reshape(-1)[0]).decode("utf-8"))
+    except (ModelStoreError, TritonRuntimeError, OSError, ValueError, KeyError) as exc:
+        return unavailable(
+            say(
+                "The Triton that serves could not be asked what it has: %(reason)s",
+                reason=said(exc),
+            ),
+            now(),
+        )
+    if not isinstance(raw, dict) or raw.get("error"):
+        reason = raw.get("error") if isinstance(raw, dict) else repr(raw)[:200]
+        return unavailable(
+            say("The facts probe failed inside Triton: %(reason)s", reason=str(reason)), now()
+        )
+    return summarise(raw, asked_at=now())
+
+
+def unavailable(reason: Text, asked_at: float) -> dict[str, Any]:
+    return {"available": False, "reason": reason, "asked_at": asked_at}
+
+
+def summarise(raw: Mapping[str, Any], *, asked_at: float) -> dict[str, Any]:
+    """The probe's evidence as the ``serving`` part of a host report.
+
+    ``{"available": True, "asked_at", "python", "python_ok", "uid", "groups", "backend_dir",
+    "backends": {name: "library"|"python"|"folder"}, "npu_ge": bool, "cann": {...},
+    "pyacl": {...}, "npus": {...}, "device_nodes": [...]}``. Unknown keys of a newer probe are
+    ignored; missing ones read as unknown.
+    """
+    found = raw.get("backends")
+    backends: dict[str, Any] = found if isinstance(found, dict) else {}
+    python = str(raw.get("python") or "")
+    return {
+        "available": True,
+        "asked_at": asked_at,
+        "python": python,
+        "python_ok": _python_at_least(python, ACL_BACKEND_PYTHON),
+        "isolated": raw.get("isolated"),
+        "uid": raw.get("uid"),
+        "groups": raw.get("groups") or [],
+        "backend_dir": raw.get("backend_dir"),
+        "backends": {str(k): str(v) for k, v in backends.items() if k != "error"},
+        "npu_ge": backends.get("npu_ge") == "library",
+        "cann": serving_cann(raw.get("cann") or []),
+        "pyacl": _pyacl(raw.get("pyacl") or {}),
+        "npus": _npus(raw.get("npu_smi") or {}),
+        "device_nodes": list(raw.get("device_nodes") or []),
+    }
+
+
+def _python_at_least(version: str, needed: tuple[int, int]) -> bool | None:
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return None
+    return (major, minor) >= needed
+
+
+def serving_cann(homes: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The CANN beside Triton: the first home whose files name a release.
+
+    The same order as on the worker (docs/cann.md#toolkit-version-files): the install-info
+    file's ``version=``, then ``version.cfg``'s release, then ``version_dir=``.
+    """
+    for home in homes:
+        files: Mapping[str, str] = home.get("files") or {}
+        infos = [text for name, text in files.items() if name.endswith("toolkit_install.info")]
+        version = next((v for v in map(version_in_info_text, infos) if v), None)
+        version = version or release_in_version_cfg(files.get("version.cfg"))
+        version = version or version_dir_in_info(files.get("compiler/version.info"))
+        if version:
+            return {
+                "available": True,
+                "version": version,
+                "parsed": parse_cann_version(version) is not None,
+                "home": home.get("home"),
+            }
+    where = ", ".join(str(h.get("home")) for h in homes) or "no CANN folder"
+    return {
+        "available": False,
+        "version": None,
+        "home": None,
+        "reason": say("No CANN version file beside Triton (looked in %(where)s).", where=where),
+    }
+
+
+def _pyacl(raw: Mapping[str, Any]) -> dict[str, Any]:
+    count = raw.get("device_count")
+    counted = isinstance(count, int) and raw.get("device_count_ret") == 0
+    ok = raw.get("importable") is True and not raw.get("error") and raw.get("init") in (0, 100002)
+    return {
+        "importable": raw.get("importable") is True,
+        "found_by_search": bool(raw.get("found_by_search")),
+        "soc": raw.get("soc") or None,
+        "device_count": count if counted else None,
+        "working": ok,
+        "error": raw.get("error") or (None if ok else _init_failure(raw)),
+    }
+
+
+def _init_failure(raw: Mapping[str, Any]) -> str | None:
+    if raw.get("importable") is True and raw.get("init") not in (None, 0, 100002):
+        return f"acl.init returned {raw.get('init')}"
+    return None
+
+
+def _npus(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """npu-smi inside Triton's container: its chips, or why there is no table."""
+    if not raw.get("path"):
+        return {"available": False, "reason": say("npu-smi not found beside Triton.")}
+    if raw.get("error") or raw.get("returncode") != 0:
+        detail = raw.get("error") or (raw.get("stderr") or raw.get("stdout") or "")[-300:]
+        return {
+            "available": False,
+            "path": raw["path"],
+            "reason": say(
+                "npu-smi beside Triton failed: %(detail)s", detail=str(detail).strip() or "?"
+            ),
+        }
+    report = parse_npu_smi_info(str(raw.get("stdout") or ""))
+    return {
+        "available": True,
+        "path": raw["path"],
+        "chips": [
+            {"npu_id": c.npu_id, "chip_id": c.chip_id, "name": c.name, "health": c.health}
+            for c in report.chips
+        ],
+    }
