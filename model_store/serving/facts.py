@@ -16,7 +16,9 @@ wedge the serving Triton (docs/ge-backend.md#statistics-and-reload-caveats).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -198,3 +200,39 @@ def _npus(raw: Mapping[str, Any]) -> dict[str, Any]:
             for c in report.chips
         ],
     }
+
+
+#: How long a good answer is kept before the serving side is asked again, and a failed one.
+ASK_EVERY_S = 600.0
+RETRY_FAILED_AFTER_S = 60.0
+_CACHE_FILE = ".serving-facts.json"
+
+
+def remembered_serving_facts(
+    store: ModelStore,
+    runtime: ServingRuntime,
+    *,
+    every_s: float = ASK_EVERY_S,
+    now: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """The serving side's facts, asked again only when the last answer is older than
+    ``every_s`` (a failed one after a minute): the probe starts a stub process in the serving
+    Triton, which a host report every 30 s need not do. Kept as JSON beside the repository, so
+    every worker process of the host shares it."""
+    path = store.root / _CACHE_FILE
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict):
+        age = now() - float(kept.get("asked_at") or 0)
+        fresh = every_s if kept.get("available") else min(every_s, RETRY_FAILED_AFTER_S)
+        if 0 <= age < fresh:
+            return kept
+    facts = ask_serving_side(store, runtime, now=now)
+    with contextlib.suppress(OSError):  # a read-only or full store: the next report asks again
+        store.root.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(facts, default=str), encoding="utf-8")
+        scratch.replace(path)
+    return json.loads(json.dumps(facts, default=str))
