@@ -72,6 +72,24 @@ def build_host_report(
     }
 
 
+def ascend_matters(report: dict[str, Any]) -> bool:
+    """Whether this host has anything Ascend: CANN for its workers, or NPUs npu-smi lists."""
+    devices = report.get("devices") or {}
+    return bool((report.get("cann") or {}).get("available")) or bool(
+        devices.get("available") and devices.get("npus")
+    )
+
+
+def add_serving_side(report: dict[str, Any], ask: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``report`` with ``serving``: what the Triton that serves has, asked from inside it
+    (:func:`model_store.serving.facts.remembered_serving_facts`), on hosts where Ascend
+    matters; its CANN, pyACL and backends are what the version gate, the device checks and
+    the self-test compare with (docs/ascend.md#the-serving-side). Elsewhere nothing is asked."""
+    if ascend_matters(report):
+        report["serving"] = kept_texts(ask())
+    return report
+
+
 def kept_texts(part: dict[str, Any]) -> dict[str, Any]:
     """``part`` of the report with the templates of its sentences under ``texts`` (a field that
     is a :class:`~model_store.text.Text`, and each item of its ``warnings``), beside the English

@@ -315,6 +315,9 @@ SERVER_STATE_PUSH_SECONDS = env_int("SERVER_STATE_PUSH_SECONDS", default=5, mini
 # How often a worker probes its host (npu-smi, CANN, ATC) and records the report that the
 # Server page, the devices API and the targets' availability show (webapp/ops/host_reports.py).
 HOST_PROBE_SECONDS = env_int("HOST_PROBE_SECONDS", default=30, minimum=5)
+# How long the serving Triton's own facts (its CANN, pyACL, backends; asked from inside it) are
+# kept before an Ascend host's report asks again (docs/ascend.md#the-serving-side).
+SERVING_FACTS_SECONDS = env_int("SERVING_FACTS_SECONDS", default=600, minimum=30)
 # GET /metrics (Prometheus) without a token: for scrapers on a trusted network only.
 METRICS_PUBLIC = env_bool("METRICS_PUBLIC", default=False)
 # How often beat scrapes Triton's Prometheus endpoint into the metrics time series.

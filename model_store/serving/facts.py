@@ -11,7 +11,7 @@ unloads it and removes it. :func:`summarise` turns that evidence into the ``serv
 a host report with the hub's own parsers.
 
 The probe uses only Triton's Python backend, never ``npu_ge``: a load into the GE backend can
-wedge the serving Triton (docs/ge-backend.md#statistics-and-reload-caveats).
+wedge the serving Triton (docs/ge-backend.md#statistics-reload-and-unload).
 """
 
 from __future__ import annotations

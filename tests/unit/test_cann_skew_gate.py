@@ -48,8 +48,26 @@ def test_an_om_built_with_a_newer_cann_is_refused_with_what_to_do(om_model, oper
     assert info.value.message == (
         "Version 1 cannot serve: built with CANN 8.0.0, the serving host runs 8.0.RC3; an OM "
         "must not run on an older CANN: rebuild on a host with CANN <= 8.0.RC3 or upgrade the "
-        "serving host."
+        "serving host (compared with the worker's toolkit: the CANN beside the serving Triton "
+        "has not been reported)."
     )
+
+
+def test_the_cann_beside_the_serving_triton_is_compared_not_the_workers(om_model, operator) -> None:
+    """The compose shape (docs/ascend.md#the-serving-side): the worker compiles with the host's
+    CANN 8.5.0, the Triton image loads OMs with its own 8.3.RC2. Comparing the host's toolkit
+    with itself said "ok"; the OM must not run there."""
+    _version(om_model, "8.5.0")
+    host_reports.record({
+        "made_at": time.time(), "host": "npu-host",
+        "cann": {"available": True, "version": "8.5.0", "reason": ""},
+        "serving": {"available": True, "cann": {"available": True, "version": "8.3.RC2"}},
+    })  # fmt: skip
+    with pytest.raises(HubError) as info:
+        serving_actions.request_switch(model=om_model, number=1, user=operator)
+    assert info.value.code == "cann_version_skew"
+    assert "built with CANN 8.5.0, the serving host runs 8.3.RC2" in info.value.message
+    assert "worker's toolkit" not in info.value.message
 
 
 def test_the_api_answers_409_with_the_code(om_model, operator) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext
 
-from model_store.host_report import build_host_report
+from model_store.host_report import add_serving_side, build_host_report
 from model_store.targets import get_target
 from model_store.text import Text, from_json, say
 from webapp.hub_version import hub_version
@@ -36,6 +36,7 @@ def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
     The stack's worker is the ``local`` node: its Triton is the one this hub's settings name.
     """
     report = build_host_report(dict(os.environ), backends_dir=triton_backends_dir())
+    add_serving_side(report, _ask_serving_side)
     record(report, node=node)
     triton = {
         "http": settings.TRITON_URL,
@@ -44,6 +45,22 @@ def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
     }
     Node.objects.filter(name=node).update(triton=triton, hub_version=hub_version())
     return report
+
+
+def _ask_serving_side() -> dict[str, Any]:
+    """The local Triton's own facts (docs/ascend.md#the-serving-side), at most every
+    ``SERVING_FACTS_SECONDS``."""
+    from model_store.serving.facts import remembered_serving_facts
+    from webapp.ops.triton import get_runtime
+    from webapp.registry.storage import get_store
+
+    runtime = get_runtime(timeout=30)
+    try:
+        return remembered_serving_facts(
+            get_store(), runtime, every_s=float(settings.SERVING_FACTS_SECONDS)
+        )
+    finally:
+        runtime.close()
 
 
 def record(report: dict[str, Any], *, node: str = LOCAL_NODE) -> None:
@@ -126,6 +143,17 @@ def cann(node: str = LOCAL_NODE) -> dict[str, Any] | None:
     if not isinstance(found, dict):
         found = {"available": None, "reason": say("the worker's report does not describe CANN")}
     return {**restore_texts(found), **age(report)}
+
+
+def serving(node: str = LOCAL_NODE) -> dict[str, Any] | None:
+    """What the node's serving Triton said of itself (its CANN, pyACL, backends; asked from
+    inside it, docs/ascend.md#the-serving-side), with the report's age; None when the newest
+    report has no such part (not an Ascend host, or a worker older than it)."""
+    report = latest(node)
+    found = None if report is None else report.get("serving")
+    if not isinstance(found, dict):
+        return None
+    return {**restore_texts(found), **age(report)}  # type: ignore[arg-type]
 
 
 def devices(node: str = LOCAL_NODE) -> dict[str, Any]:

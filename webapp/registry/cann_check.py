@@ -1,10 +1,13 @@
-"""Before an OM answers: is the serving host's CANN at least as new as the CANN that built it?
+"""Before an OM answers: is the serving side's CANN at least as new as the CANN that built it?
 
 An OM must not run on an older runtime CANN than the one that built it
 (docs/cann.md#version-compatibility). The building toolkit's version is recorded on the version
-by the compile step; the serving side's comes from the newest host report (the worker on the
-serving host probes it, webapp/ops/host_reports.py). Only artifacts compiled ahead of time (OMs)
-are concerned: an ``npu_ge`` version ships ONNX that the serving host's own CANN compiles at load.
+by the compile step. The serving side's is the CANN *beside the Triton that loads the OM*, which
+in compose is the Triton image's own, not the worker's: the newest host report carries it as
+its ``serving`` part, asked from inside that Triton (docs/ascend.md#the-serving-side). Where no
+report has it yet, the worker's toolkit stands in, and the gate says so. Only artifacts compiled
+ahead of time (OMs) are concerned: an ``npu_ge`` version ships ONNX that the serving side's own
+CANN compiles at load.
 """
 
 from __future__ import annotations
@@ -26,15 +29,21 @@ def builds_an_om(version: Version) -> bool:
 
 
 def serving_cann(node: str = host_reports.LOCAL_NODE) -> dict[str, Any]:
-    """A serving node's CANN from its newest host report (``{}`` when never reported).
+    """A serving node's CANN from its newest host report (``{}`` when never reported), with
+    ``source``: ``"serving"`` (beside its Triton) or ``"worker"`` (the worker's toolkit, when
+    the Triton's own was not reported).
 
-    Read defensively: reports from older workers have no ``cann`` key.
+    Read defensively: reports from older workers have no ``serving`` or ``cann`` key.
     """
     try:
+        side = host_reports.serving(node) or {}
+        beside = side.get("cann") if side.get("available") else None
+        if isinstance(beside, dict) and beside.get("available"):
+            return {**beside, "source": "serving"}
         found = host_reports.cann(node)
     except Exception:  # a report of an unexpected shape must not block serving
         return {}
-    return found if isinstance(found, dict) else {}
+    return {**found, "source": "worker"} if isinstance(found, dict) else {}
 
 
 def cann_skew(version: Version) -> Skew | None:
@@ -60,6 +69,15 @@ def _skew_on(version: Version, node: str, say_which: bool) -> Skew:
     serving = serving_cann(node)
     serving_version = serving.get("version") if serving.get("available") is not False else None
     found = skew(version.cann_version or None, serving_version or None)
+    if serving and serving.get("source") == "worker":
+        found = replace(
+            found,
+            message=say(
+                "%(message)s (compared with the worker's toolkit: the CANN beside the serving "
+                "Triton has not been reported)",
+                message=found.message,
+            ),
+        )
     if say_which:
         found = replace(
             found, message=say("Node %(node)s: %(message)s", node=node, message=found.message)

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -36,7 +37,7 @@ class SuggestingInput(forms.TextInput):
         super().__init__(**kwargs)
         self.suggestions = suggestions
 
-    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> str:
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
         list_id = f"{(attrs or {}).get('id') or 'id_' + name}-suggestions"
         box = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
         options = format_html_join(

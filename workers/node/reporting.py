@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from model_store.host_report import build_host_report
+from model_store.host_report import add_serving_side, build_host_report
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.errors import TritonRuntimeError
 from workers.node.hub_client import HubClient, HubError, ReportAnswer
@@ -36,6 +36,7 @@ def hub_version() -> str:
 def node_report(settings: NodeSettings) -> dict[str, Any]:
     """The body of ``POST /api/v1/nodes/{name}/reports``."""
     report = build_host_report(settings.env, backends_dir=_backends_dir(settings))
+    add_serving_side(report, lambda: serving_side(settings))
     served = triton_models(settings)
     if served is not None:
         report["triton_models"] = served
@@ -50,6 +51,21 @@ def node_report(settings: NodeSettings) -> dict[str, Any]:
         "labels": dict(settings.labels),
     }
     return report
+
+
+def serving_side(settings: NodeSettings) -> dict[str, Any]:
+    """This node's Triton's own facts (docs/ascend.md#the-serving-side), remembered a while."""
+    from model_store.serving.facts import ASK_EVERY_S, remembered_serving_facts
+    from model_store.store import ModelStore
+
+    runtime = TritonRuntime(
+        http_url=settings.triton_http, api_key=settings.triton_api_key, timeout=30.0
+    )
+    try:
+        every = float(settings.env.get("SERVING_FACTS_SECONDS") or ASK_EVERY_S)
+        return remembered_serving_facts(ModelStore(settings.store_root), runtime, every_s=every)
+    finally:
+        runtime.close()
 
 
 def triton_models(settings: NodeSettings) -> dict[str, list[int]] | None:

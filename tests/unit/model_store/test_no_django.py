@@ -10,7 +10,11 @@ from model_store import spawn
 
 PACKAGE = Path(__file__).resolve().parents[3] / "model_store"
 #: Triton's Python backend loads these alone, with its own `triton_python_backend_utils`.
-LOADED_BY_TRITON = {"model_store.backends.onnxruntime.model", "model_store.backends.acl.model"}
+LOADED_BY_TRITON = {
+    "model_store.backends.onnxruntime.model",
+    "model_store.backends.acl.model",
+    "model_store.serving.facts_probe.model",
+}
 
 
 def _every_module() -> list[str]:
