@@ -40,8 +40,15 @@ else
 fi
 
 # --- libraries: host driver (bind-mounted), onnxruntime used by npu_ge to read ONNX I/O -------
+# The driver's three folders, as CANN's own set_env.sh puts them first (hicann/runtime
+# scripts/package/runtime/set_env.sh; the worker's entrypoint adds the same): images whose
+# set_env.sh lacks them, as the GE backend's Dockerfile adds only lib64/driver, would miss
+# lib64/common.
 prepend_path_var LD_LIBRARY_PATH /opt/onnxruntime/lib
-prepend_path_var LD_LIBRARY_PATH /usr/local/Ascend/driver/lib64/driver
+driver_root=${ASCEND_DRIVER_HOME:-/usr/local/Ascend/driver}
+for driver_dir in "$driver_root/lib64" "$driver_root/lib64/common" "$driver_root/lib64/driver"; do
+    prepend_path_var LD_LIBRARY_PATH "$driver_dir"
+done
 
 # --- the Python that the Python backend stub embeds -------------------------------------------
 # Our `acl` and `onnxruntime` backends are Python-based; the stub finds its site-packages

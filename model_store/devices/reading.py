@@ -13,7 +13,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,10 +41,25 @@ def _first_line(text: str | bytes | None) -> str:
     return ""
 
 
+def probe_timeout(env: Mapping[str, str] | None = None) -> float:
+    """Seconds one probe command (npu-smi, ``atc --help``, ldd) may take:
+    ``HOST_PROBE_TIMEOUT_SECONDS``, default 15. Upstream's own tools give npu-smi 5 to 10 s
+    (hicann/ge ``examples/dflow/tools/create_numa_config.py``: 10; mind-cluster's fault
+    diagnosis: 5); a host with many cards, or ATC's first start on aarch64, can take longer,
+    and a timeout reads as "npu-smi did not answer"."""
+    import os
+
+    raw = (env if env is not None else os.environ).get("HOST_PROBE_TIMEOUT_SECONDS") or ""
+    try:
+        return max(1.0, float(raw)) if raw.strip() else 15.0
+    except ValueError:
+        return 15.0
+
+
 def read_devices(
     runner: Callable[..., Any] = spawn.run,
     which: Callable[[str], str | None] = shutil.which,
-    timeout: float = 5,
+    timeout: float | None = None,
     *,
     usages: bool = True,
     mapping: bool = True,
@@ -55,7 +69,7 @@ def read_devices(
     Args:
         runner: Function with the signature of :func:`subprocess.run` (replaced in tests).
         which: Function with the signature of :func:`shutil.which`.
-        timeout: Seconds to wait for npu-smi.
+        timeout: Seconds to wait for each npu-smi call (None: :func:`probe_timeout`).
         usages: Also run ``npu-smi info -t usages -i N -c C`` per chip (in parallel) and
             merge it (:func:`merge_usages`); a failure there is a warning, not an error.
         mapping: When the table prints no device id for some chip (the HBM layout of 910
@@ -69,6 +83,7 @@ def read_devices(
         Each chip dict also has ``device_memory`` (:func:`device_memory`) and, with
         ``usages``, ``usages`` (raw) and ``usage`` (known figures by short name).
     """
+    timeout = probe_timeout() if timeout is None else timeout
     path = which("npu-smi")
     if not path:
         return {
@@ -168,14 +183,13 @@ class _MoreCalls:
     warnings: list[str]
 
     def ask(self, commands: list[list[str]]) -> list[tuple[str, str, str]]:
-        """``(command as shown, stdout, problem)`` per command, in order. The calls run in
-        parallel (one thread each, at most 8): a ``-t usages`` call answers for one chip."""
-        with ThreadPoolExecutor(max_workers=min(8, len(commands))) as pool:
-            results = pool.map(lambda args: _run_npu_smi(self.runner, args, self.timeout), commands)
-            return [
-                (" ".join(["npu-smi", *args[1:]]), stdout, problem)
-                for args, (stdout, problem) in zip(commands, results, strict=True)
-            ]
+        """``(command as shown, stdout, problem)`` per command, in order. The calls run one
+        after another: Huawei's npu-smi reference says npu-smi must not be run several times
+        at once (docs/npu-smi.md#where-it-runs); a ``-t usages`` call answers for one chip."""
+        return [
+            (" ".join(["npu-smi", *args[1:]]), *_run_npu_smi(self.runner, args, self.timeout))
+            for args in commands
+        ]
 
     def add_device_ids(self, npus: list[dict[str, Any]]) -> None:
         """Fill the missing ``device_id`` of each chip from ``npu-smi info -m``."""

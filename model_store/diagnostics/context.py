@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from model_store import spawn
 from model_store.devices import read_devices
+from model_store.devices.reading import probe_timeout
 from model_store.diagnostics.triton_log import read_log_tail
 from model_store.text import Text, say, with_texts
 
@@ -30,8 +31,8 @@ TritonProtocol = Literal["http", "grpc"]
 STATES: tuple[CheckState, ...] = ("ok", "warning", "failing", "not_applicable")
 _SEVERITY = {"ok": 0, "not_applicable": 0, "warning": 1, "failing": 2}
 
-#: Seconds any one subprocess (npu-smi, atc, ldd) may take.
-COMMAND_TIMEOUT = 5.0
+#: Seconds any one subprocess (npu-smi, atc, ldd) may take (HOST_PROBE_TIMEOUT_SECONDS, 15 s).
+COMMAND_TIMEOUT = probe_timeout()
 
 
 @dataclass

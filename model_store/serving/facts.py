@@ -65,6 +65,9 @@ def ask_serving_side(
     now: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
     """The serving side's facts (:func:`summarise`), or ``{"available": False, "reason"}``."""
+    if not runtime.is_live():  # type: ignore[attr-defined]
+        # Asked again with the next report (a failed answer is kept a minute only).
+        return unavailable(say("The Triton that serves is not live."), now())
     try:
         with trial_model(
             store, runtime, probe_config(), [PROBE_MODEL], timeout_s=timeout_s
@@ -114,7 +117,7 @@ def summarise(raw: Mapping[str, Any], *, asked_at: float) -> dict[str, Any]:
         "groups": raw.get("groups") or [],
         "backend_dir": raw.get("backend_dir"),
         "backends": {str(k): str(v) for k, v in backends.items() if k != "error"},
-        "npu_ge": backends.get("npu_ge") == "library",
+        "npu_ge": backends.get("npu_ge") in ("library", "python"),
         "cann": serving_cann(raw.get("cann") or []),
         "pyacl": _pyacl(raw.get("pyacl") or {}),
         "npus": _npus(raw.get("npu_smi") or {}),

@@ -24,6 +24,7 @@ from model_store.compile.atc import (
     format_command,
     run_atc,
 )
+from model_store.compile.atc.slots import build_slot
 from model_store.targets.base import BuildCancelled, BuildContext, TargetStatus
 from model_store.targets.options import InvalidOptions
 from model_store.text import Text, say
@@ -115,14 +116,20 @@ def compile_with_atc(
     ctx.log(command)
     before_run()
     ctx.check_cancelled()
-    result = run_atc(
-        argv,
-        env=atc_environment(status, dict(ctx.env), log=ctx.log),
-        cwd=cwd,
-        on_line=ctx.log,
-        cancelled=ctx.cancelled,
-        timeout=ATC_TIMEOUT_S,
-    )
+    try:
+        with build_slot(ctx.env, log=ctx.log, cancelled=ctx.cancelled):
+            result = run_atc(
+                argv,
+                env=atc_environment(status, dict(ctx.env), log=ctx.log),
+                cwd=cwd,
+                on_line=ctx.log,
+                cancelled=ctx.cancelled,
+                timeout=ATC_TIMEOUT_S,
+            )
+    except InterruptedError:
+        raise BuildCancelled(
+            "The build was cancelled while it waited for ATC; nothing was kept."
+        ) from None
     if result.cancelled:
         raise BuildCancelled("The build was cancelled while ATC was running; nothing was kept.")
     if result.timed_out:

@@ -159,15 +159,20 @@ def test_every_stage_passes_on_the_fake_host_and_nothing_is_left_behind(
         "atc_python": "passed",
         "npus": "passed",
         "soc": "passed",
+        "serving_side": "passed",
         "atc_compile": "passed",
         "pyacl": "passed",
         "triton_acl": "passed",
-        "triton_npu_ge": "skipped",  # no libtriton_npu_ge.so in this Triton
+        "triton_npu_ge": "skipped",  # the serving Triton says it has no npu_ge
         "same_top1": "passed",
     }, done.stdout
     stages = {stage["id"]: stage for stage in report["stages"]}
     assert stages["triton_npu_ge"]["blocked_by"] is None
-    assert "Not applicable" in stages["triton_npu_ge"]["summary"]
+    assert "has no npu_ge backend" in stages["triton_npu_ge"]["summary"]
+    # Asked from inside the Triton that serves, not read off the worker's disk.
+    serving = stages["serving_side"]["evidence"]["serving"]
+    assert serving["cann"]["version"] == "8.0.RC3" and serving["pyacl"]["soc"] == "Ascend310P3"
+    assert serving["pyacl"]["device_count"] == 2 and "acl" in serving["backends"]
 
     # What an operator attaches to a bug: versions, SoC, ATC's command, the top-5 per path.
     assert report["verdict"] == "passed" and report["exit_status"] == 0
@@ -277,3 +282,30 @@ def test_npu_smi_and_pyacl_disagreeing_about_the_chip_is_refused(tmp_path: Path)
         in (soc["summary"])
     )
     assert next(s for s in report["stages"] if s["id"] == "atc_compile")["blocked_by"] == "soc"
+
+
+def test_a_triton_with_an_older_cann_than_the_worker_fails_the_serving_stage(
+    host: SelftestHost, tmp_path: Path
+) -> None:
+    """The compose shape (docs/ascend.md#the-serving-side): the worker builds with CANN 8.0.RC3,
+    the Triton that loads the OMs has its own 8.0.RC1 beside it."""
+    older = make_fake_toolkit(tmp_path / "triton-Ascend", version="8.0.RC1")
+    key = new_api_key()
+    store = tmp_path / "store"
+    with started_triton(
+        tmp_path / "triton", store / "repository", store / "backends", api_key=key,
+        env={"ASCEND_TOOLKIT_HOME": older["ASCEND_TOOLKIT_HOME"]},
+    ) as triton:  # fmt: skip
+        env = _host_env(host) | {
+            "TRITON_URL": f"127.0.0.1:{triton.http_port}",
+            "TRITON_GRPC_URL": f"127.0.0.1:{triton.grpc_port}",
+            "TRITON_METRICS_URL": f"127.0.0.1:{triton.metrics_port}",
+            "TRITON_API_KEY": key,
+            "MODEL_STORE_ROOT": str(store),
+            "TRITON_HOME_PATH": str(store),
+        }
+        done, report = _run(tmp_path / "run", env, "--device", "0")
+    assert done.returncode == 1 and report is not None
+    stage = next(s for s in report["stages"] if s["id"] == "serving_side")
+    assert stage["verdict"] == "failed", stage
+    assert "builds with CANN 8.0.RC3 but Triton loads with CANN 8.0.RC1" in stage["summary"]

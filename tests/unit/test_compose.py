@@ -801,19 +801,24 @@ def fake_backends(tmp_path: Path) -> Path:
 
 
 def run_triton_entrypoint(
-    tmp_path: Path, backends: Path, cwd: Path, *extra: str
+    tmp_path: Path,
+    backends: Path,
+    cwd: Path,
+    *extra: str,
+    run: tuple[str, ...] = ("echo", "started"),
+    **env_: str,
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HUB_REQUIRED_BACKENDS": "npu_ge acl onnxruntime",
         "ASCEND_SET_ENV": str(tmp_path / "absent-set_env.sh"),
         "TRITON_PYTHON_ENV": str(tmp_path / "absent-python"),
+        **env_,
     }
     command = [
         "bash",
         str(TRITON_ENTRYPOINT),
-        "echo",
-        "started",
+        *run,
         f"--backend-directory={backends}",
         f"--model-repository={tmp_path / 'repo'}",
         *extra,
@@ -824,6 +829,25 @@ def run_triton_entrypoint(
 
 
 requires_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+@requires_bash
+def test_triton_entrypoint_puts_the_drivers_three_library_folders_first(
+    tmp_path: Path, fake_backends: Path
+) -> None:
+    """As CANN's set_env.sh does (hicann/runtime): lib64, lib64/common, lib64/driver, so that
+    an image whose set_env.sh adds only lib64/driver still finds lib64/common."""
+    driver = tmp_path / "driver"
+    for sub in ("lib64", "lib64/common", "lib64/driver"):
+        (driver / sub).mkdir(parents=True, exist_ok=True)
+    result = run_triton_entrypoint(
+        tmp_path, fake_backends, tmp_path / "work",
+        run=("sh", "-c", 'echo "$LD_LIBRARY_PATH"', "sh"), ASCEND_DRIVER_HOME=str(driver),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    folders = result.stdout.strip().split(":")
+    expected = [str(driver / sub) for sub in ("lib64", "lib64/common", "lib64/driver")]
+    assert set(expected) <= set(folders), folders
 
 
 @requires_bash

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -291,7 +292,7 @@ def test_read_devices_success() -> None:
     assert len(runner.calls) == 1
     args, kwargs = runner.calls[0]
     assert args == ["/usr/local/bin/npu-smi", "info"]
-    assert kwargs["timeout"] == 5
+    assert kwargs["timeout"] == 15  # HOST_PROBE_TIMEOUT_SECONDS, unset here
     assert kwargs["check"] is False
     assert result["available"] is True
     assert result["version"] == "24.1.rc2"
@@ -308,3 +309,34 @@ def test_read_devices_success() -> None:
             "pid_in_container": 87,
         }
     ]
+
+
+def test_the_probe_timeout_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from model_store.devices.reading import probe_timeout
+
+    assert probe_timeout({}) == 15.0
+    assert probe_timeout({"HOST_PROBE_TIMEOUT_SECONDS": "40"}) == 40.0
+    assert probe_timeout({"HOST_PROBE_TIMEOUT_SECONDS": "x"}) == 15.0
+
+
+def test_the_further_npu_smi_calls_run_one_after_another() -> None:
+    """Huawei's npu-smi reference: npu-smi must not run several times at once."""
+    import threading
+
+    running, most = 0, 0
+    lock = threading.Lock()
+    samples = Path(__file__).resolve().parents[1] / "fakes" / "npu_smi_samples"
+    table = (samples / "310p3_duo_npu-smi-25.2.0.txt").read_text()
+
+    def runner(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.02)
+        with lock:
+            running -= 1
+        return subprocess.CompletedProcess(argv, 0, stdout=table if argv[1:] == ["info"] else "")
+
+    read_devices(runner=runner, which=lambda _: "/usr/local/sbin/npu-smi")
+    assert most == 1

@@ -55,6 +55,8 @@ class Facts:
         classifications: Where the photo was classified (``"pyACL, NPU 0"``, ``"Triton acl"``)
             and what came out.
         triton_version: Triton's version, once a Triton stage reached it.
+        serving: What the Triton that serves said of itself (``serving_side`` stage;
+            :func:`~model_store.serving.facts.summarise`), or None when not asked.
     """
 
     cann: CannStatus | None = None
@@ -70,6 +72,7 @@ class Facts:
     acl_config: ModelConfig | None = None
     classifications: dict[str, Classification] = field(default_factory=dict)
     triton_version: str | None = None
+    serving: dict[str, Any] | None = None
 
 
 @dataclass
@@ -87,6 +90,8 @@ class SelftestContext:
         device: ``--device N``, or None for every NPU.
         ascend_root: Where CANN and the driver are installed by default.
         load_timeout_s: How long a Triton load may take.
+        npu_ge_in_serving_triton: Let the npu_ge stage load its trial into the Triton that
+            serves (off by default: a failed GE load wedges every later one there).
         facts: Filled by the stages as they run.
     """
 
@@ -99,6 +104,7 @@ class SelftestContext:
     device: int | None = None
     ascend_root: Path = DEFAULT_ASCEND_ROOT
     load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S
+    npu_ge_in_serving_triton: bool = False
     facts: Facts = field(default_factory=Facts)
     _diagnostics: DiagnosticsContext | None = field(default=None, init=False, repr=False)
 

@@ -17,6 +17,7 @@ from model_store.ascend.selftest.context import InvalidDevice, SelftestContext
 from model_store.ascend.selftest.hardware import check_npus, detect_soc
 from model_store.ascend.selftest.npu_run import run_on_npus
 from model_store.ascend.selftest.serving import same_top1, serve_acl, serve_npu_ge
+from model_store.ascend.selftest.serving_side import check_serving_side
 from model_store.ascend.selftest.stage import Stage, StageSpec
 from model_store.ascend.selftest.toolchain import check_atc_interpreter, check_cann
 from model_store.text import say
@@ -25,8 +26,10 @@ from model_store.text import say
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("cann", say("CANN environment and version"), (), check_cann),
     StageSpec("atc_python", say("ATC's Python and packages"), ("cann",), check_atc_interpreter),
-    StageSpec("npus", say("NPUs (npu-smi)"), ("cann",), check_npus),
+    # npu-smi needs only the driver: with a broken CANN the report keeps the hardware evidence.
+    StageSpec("npus", say("NPUs (npu-smi)"), (), check_npus),
     StageSpec("soc", say("SoC"), ("npus",), detect_soc),
+    StageSpec("serving_side", say("The Triton that serves"), (), check_serving_side),
     StageSpec("atc_compile", say("ATC compiles the demo model"), ("cann", "soc"), compile_demo),
     StageSpec("pyacl", say("pyACL runs it on each NPU"), ("atc_compile",), run_on_npus),
     StageSpec("triton_acl", say("Triton serves it (acl)"), ("atc_compile",), serve_acl),

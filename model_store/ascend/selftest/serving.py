@@ -174,14 +174,58 @@ def serve_acl(ctx: SelftestContext) -> Outcome:
     return serve_and_classify(ctx, "acl", cfg, [om])
 
 
+def _npu_ge_applies(ctx: SelftestContext) -> Outcome | None:
+    """None when the Triton that serves has the GE backend and the stage may load into it;
+    otherwise why not. The serving Triton's own answer decides (the ``serving_side`` stage;
+    docs/ascend.md#the-serving-side); only without one is Triton's backend directory looked
+    at from here (the embedded Triton's, which this process shares)."""
+    serving = ctx.facts.serving or {}
+    if serving.get("available"):
+        evidence: dict[str, Any] = {"serving_backends": serving.get("backends")}
+        if not serving.get("npu_ge"):
+            return not_applicable(
+                say(
+                    "Not applicable: the Triton that serves (%(url)s) has no npu_ge backend "
+                    "(its backends: %(backends)s).",
+                    url=ctx.triton_url(),
+                    backends=", ".join(sorted(serving.get("backends") or {})) or "-",
+                ),
+                **evidence,
+            )
+    else:
+        check = check_npu_ge_backend(ctx.diagnostics())
+        evidence = {"backend_check": check.to_dict()}
+        if check.state == "failing":
+            return failed(check.found, check.advice, **evidence)
+        if check.state != "ok":
+            return not_applicable(say("Not applicable: %(reason)s", reason=check.found), **evidence)
+    if not ctx.npu_ge_in_serving_triton:
+        # The GE backend never frees a session, and one failed initialisation blocks every
+        # later npu_ge load in that Triton until it restarts
+        # (docs/ge-backend.md#statistics-reload-and-unload): no trial goes there unasked.
+        return failed(
+            say(
+                "Not run: the Triton that serves (%(url)s) has the npu_ge backend, and the "
+                "self-test does not load a trial into it unasked; a failed GE load would block "
+                "every later npu_ge load there until Triton restarts.",
+                url=ctx.triton_url(),
+            ),
+            say(
+                "Run the self-test again with --npu-ge-in-serving-triton against a Triton that "
+                "serves nothing yet (a fresh node), or restart Triton afterwards "
+                "(docs/selftest.md)."
+            ),
+            **evidence,
+        )
+    return None
+
+
 def serve_npu_ge(ctx: SelftestContext) -> Outcome:
-    """Where ``libtriton_npu_ge.so`` is installed: the npu_ge target's build, through Triton."""
-    check = check_npu_ge_backend(ctx.diagnostics())
-    evidence = {"backend_check": check.to_dict()}
-    if check.state == "failing":
-        return failed(check.found, check.advice, **evidence)
-    if check.state != "ok":
-        return not_applicable(say("Not applicable: %(reason)s", reason=check.found), **evidence)
+    """Where the serving Triton has the GE backend: the npu_ge target's build, through it."""
+    refused = _npu_ge_applies(ctx)
+    if refused is not None:
+        return refused
+    evidence: dict[str, Any] = {"serving_backends": (ctx.facts.serving or {}).get("backends")}
     info = ctx.facts.info or inspect_onnx(ctx.demo.model)
     ctx.facts.info = info
     target = get_target("npu_ge")

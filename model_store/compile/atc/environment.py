@@ -455,9 +455,80 @@ def atc_environment(
             env[key] = os.pathsep.join(merged)
         elif key in env:
             env[key] = ""
+    devlib = stub_driver_dir(status, env)
+    if devlib is not None:
+        # Appended, as CANN's set_env.sh does: never in front of a real driver's libraries.
+        libraries = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*libraries, str(devlib)]))
+    env.setdefault("TE_PARALLEL_COMPILER", str(parallel_compilers(env)))
     if log is not None:
         log(_python_note(interpreter, hub_dirs, env.get("PATH", "")))
+        if devlib is not None:
+            log(f"No NPU driver on this host: ATC gets the toolkit's stub libraries ({devlib}).")
     return env
+
+
+#: The driver's HAL, whose presence tells a host with the NPU driver from one without.
+_DRIVER_HAL = "libascend_hal.so"
+
+
+def has_npu_driver(env: Mapping[str, str], ascend_root: Path | None = None) -> bool:
+    """Whether this host has the NPU driver's libraries, tested as CANN's ``set_env.sh`` tests
+    it (hicann/runtime ``scripts/package/runtime/set_env.sh``): ``libascend_hal.so`` in a
+    driver folder on ``LD_LIBRARY_PATH``, under ``<root>/driver/lib64`` (the root
+    ``/etc/ascend_install.info`` names, or ``ASCEND_ROOT``), or in the linker's cache."""
+    folders = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if "driver" in p]
+    roots = [ascend_root or Path(env.get("ASCEND_ROOT") or "/usr/local/Ascend")]
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/ascend_install.info").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip().lower() == "driver_install_path_param" and value.strip():
+                roots.append(Path(value.strip()))
+    folders += [str(root / "driver" / "lib64" / sub) for root in roots for sub in ("", "driver")]
+    if any(Path(folder, _DRIVER_HAL).is_file() for folder in folders):
+        return True
+    with contextlib.suppress(OSError, ValueError):
+        cache = Path("/etc/ld.so.cache").read_bytes()
+        return _DRIVER_HAL.encode() in cache
+    return False
+
+
+def stub_driver_dir(status: CannStatus, env: Mapping[str, str]) -> Path | None:
+    """``<toolkit>/<arch>-linux/devlib`` for a compile-only host, else None.
+
+    On a machine without the NPU driver, ATC needs the toolkit's stub driver libraries on
+    ``LD_LIBRARY_PATH`` (hicann/ge ``environment_setup.md``); on a host with the driver they
+    must stay off it, since the stub ``libascend_hal.so`` would shadow the real one and pyACL
+    would fail to initialise. Only the ATC environment gets it, never pyACL's or Triton's."""
+    if not status.toolkit_home or has_npu_driver(env):
+        return None
+    home = Path(status.toolkit_home)
+    for candidate in (home / f"{platform.machine()}-linux" / "devlib", home / "devlib"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+#: The ATC option upstream caps at 32 (hicann/ge environment_setup.md).
+MAX_PARALLEL_COMPILERS = 32
+
+
+def parallel_compilers(env: Mapping[str, str], cores: int | None = None) -> int:
+    """``TE_PARALLEL_COMPILER`` for one ATC run: upstream's advice, CPU cores x 80 % / NPUs
+    (hicann/ge ``environment_setup.md``; default 8, 1 to 32), divided further by the builds
+    one host runs at once (``ATC_MAX_PARALLEL_BUILDS``), so that several ATC runs together
+    stay within the cores. An explicit ``TE_PARALLEL_COMPILER`` in the environment wins."""
+    cores = cores or os.cpu_count() or 1
+    npus = max(1, _int(env.get("ASCEND_NPU_COUNT"), 1))
+    builds = max(1, _int(env.get("ATC_MAX_PARALLEL_BUILDS"), 1))
+    return max(1, min(MAX_PARALLEL_COMPILERS, int(cores * 0.8 / npus / builds)))
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        return default
 
 
 def _python_note(interpreter: Path | None, hub_dirs: list[str], path: str) -> str:

@@ -394,8 +394,69 @@ def test_environment_follows_set_env_and_keeps_the_base(fake_cann: dict[str, str
 
 def test_environment_without_a_toolkit_home_only_adds_the_atc_directory() -> None:
     status = CannStatus(True, "/opt/x/atc", None, None, "")
-    env = atc_environment(status, {"PATH": "/bin"})
-    assert env == {"PATH": f"/opt/x{os.pathsep}/bin"}
+    env = atc_environment(status, {"PATH": "/bin", "TE_PARALLEL_COMPILER": "4"})
+    assert env == {"PATH": f"/opt/x{os.pathsep}/bin", "TE_PARALLEL_COMPILER": "4"}
+
+
+def test_parallel_compilers_follow_upstreams_advice_and_the_builds_at_once() -> None:
+    """CPU cores x 80 % / NPUs (hicann/ge environment_setup.md), divided by the builds one host
+    runs at once, within 1..32; an explicit TE_PARALLEL_COMPILER wins."""
+    from model_store.compile.atc.environment import parallel_compilers
+
+    assert parallel_compilers({}, cores=16) == 12
+    assert parallel_compilers({"ASCEND_NPU_COUNT": "8"}, cores=16) == 1
+    assert parallel_compilers({"ATC_MAX_PARALLEL_BUILDS": "2"}, cores=16) == 6
+    assert parallel_compilers({}, cores=1) == 1
+    assert parallel_compilers({}, cores=192) == 32
+    status = CannStatus(True, "/opt/x/atc", None, None, "")
+    assert atc_environment(status, {"PATH": "/bin"})["TE_PARALLEL_COMPILER"].isdigit()
+
+
+def test_a_host_without_the_driver_gets_the_toolkits_stub_libraries_last(tmp_path: Path) -> None:
+    """hicann/ge environment_setup.md: on a machine without the NPU driver ATC needs
+    <toolkit>/<arch>-linux/devlib; with the driver it must stay off (its stub libascend_hal
+    would shadow the real one). Appended, as set_env.sh does."""
+    import platform
+
+    from model_store.compile.atc.environment import stub_driver_dir
+
+    home = tmp_path / "cann"
+    devlib = home / f"{platform.machine()}-linux" / "devlib"
+    devlib.mkdir(parents=True)
+    status = CannStatus(True, str(home / "bin" / "atc"), str(home), None, "")
+    no_driver = {"PATH": "/bin", "ASCEND_ROOT": str(tmp_path / "none")}
+    assert stub_driver_dir(status, no_driver) == devlib
+    env = atc_environment(status, no_driver)
+    assert env["LD_LIBRARY_PATH"].split(os.pathsep)[-1] == str(devlib)
+    driver = tmp_path / "Ascend" / "driver" / "lib64" / "driver"
+    driver.mkdir(parents=True)
+    (driver / "libascend_hal.so").write_bytes(b"")
+    with_driver = {"PATH": "/bin", "ASCEND_ROOT": str(tmp_path / "Ascend")}
+    assert stub_driver_dir(status, with_driver) is None
+    assert str(devlib) not in atc_environment(status, with_driver)["LD_LIBRARY_PATH"]
+
+
+def test_builds_take_one_of_the_hosts_slots_and_wait_for_a_free_one(tmp_path: Path) -> None:
+    from model_store.compile.atc.slots import build_slot
+
+    env = {"ATC_SLOTS_DIR": str(tmp_path), "ATC_MAX_PARALLEL_BUILDS": "1"}
+    said: list[str] = []
+    entered = threading.Event()
+    with build_slot(env) as first:
+        assert first == 0
+
+        def second() -> None:
+            with build_slot(env, log=said.append):
+                entered.set()
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert not entered.wait(1.0)  # the one slot is held
+        assert said == ["Waiting for a free ATC slot (1 build(s) at once on this host)."]
+    assert entered.wait(5.0)  # freed: the waiting build goes on
+    thread.join(5)
+    with pytest.raises(InterruptedError), build_slot(env), build_slot(env, cancelled=lambda: True):
+        pass
 
 
 # --------------------------------------------------------------------------- running the fake atc

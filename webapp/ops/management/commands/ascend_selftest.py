@@ -79,6 +79,13 @@ class Command(BaseCommand):
             metavar="N",
             help="run the pyACL stage on NPU N only (default: every NPU pyACL reports)",
         )
+        parser.add_argument(
+            "--npu-ge-in-serving-triton",
+            action="store_true",
+            help="load the npu_ge trial into the Triton that serves (by default it is not: a "
+            "failed GE load blocks every later npu_ge load there until Triton restarts; use it "
+            "on a Triton that serves nothing yet, docs/selftest.md)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         device = _device(options["device"]) if options.get("device") is not None else None
@@ -105,6 +112,7 @@ class Command(BaseCommand):
                     scratch=Path(scratch),
                     backends_dir=triton_backends_dir(),
                     device=device,
+                    npu_ge_in_serving_triton=bool(options.get("npu_ge_in_serving_triton")),
                 )
                 try:
                     stages = run_selftest(ctx, on_stage=show)
