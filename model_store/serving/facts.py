@@ -36,6 +36,7 @@ from model_store.config import ModelConfig, TensorSpec
 from model_store.devices import parse_npu_smi_info
 from model_store.errors import ModelStoreError
 from model_store.runtime.errors import TritonRuntimeError
+from model_store.serving.restart_needed import needs_restart
 from model_store.serving.trial import trial_model
 from model_store.serving.triton_index import ServingRuntime
 from model_store.store import ModelStore
@@ -231,11 +232,11 @@ def remembered_serving_facts(
         age = now() - float(kept.get("asked_at") or 0)
         fresh = every_s if kept.get("available") else min(every_s, RETRY_FAILED_AFTER_S)
         if 0 <= age < fresh:
-            return kept
+            return kept | {"needs_restart": needs_restart(store)}
     facts = ask_serving_side(store, runtime, now=now)
     with contextlib.suppress(OSError):  # a read-only or full store: the next report asks again
         store.root.mkdir(parents=True, exist_ok=True)
         scratch = path.with_suffix(f".{os.getpid()}.tmp")
         scratch.write_text(json.dumps(facts, default=str), encoding="utf-8")
         scratch.replace(path)
-    return json.loads(json.dumps(facts, default=str))
+    return json.loads(json.dumps(facts, default=str)) | {"needs_restart": needs_restart(store)}

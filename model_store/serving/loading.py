@@ -21,6 +21,7 @@ from model_store.errors import InvalidConfig, ModelStoreError, NotFound
 from model_store.names import validate_version
 from model_store.runtime.errors import TritonRequestError, TritonRuntimeError
 from model_store.serving.packages import serving_config
+from model_store.serving.restart_needed import note_failed_load, note_loaded
 from model_store.serving.triton_index import (
     READY,
     UNAVAILABLE,
@@ -214,6 +215,10 @@ def load_serving(
         return LoadResult(False, exc.message)
     versions = cfg.version_policy_specific
     ok, reason, _ = load_and_wait(runtime, name, versions, timeout_s, poll_s)
+    if ok:
+        note_loaded(store, name, backend=cfg.backend)
+    else:
+        note_failed_load(store, name, reason, backend=cfg.backend)
     return LoadResult(ok, reason)
 
 

@@ -47,6 +47,7 @@ from model_store.serving.packages import (
     package_files,
     serving_config,
 )
+from model_store.serving.restart_needed import note_failed_load, note_loaded
 from model_store.serving.triton_index import (
     ServingRuntime,
     model_rows,
@@ -124,8 +125,14 @@ class _Switch:
         self.load_s = self.phase("load", began)
         if ok:
             self.on_log(f"Version {self.to_version} is READY after {self.load_s:.2f} s.")
+            note_loaded(self.store, self.name)
         else:
             self.on_log(f"Version {self.to_version} did not become READY: {reason}")
+            if note_failed_load(self.store, self.name, reason):
+                self.on_log(
+                    "An npu_ge load failed: Triton needs a restart before it can load another "
+                    "npu_ge model (docs/ge-backend.md#statistics-reload-and-unload)."
+                )
         return ok, reason, timed_out
 
     def reload_previous(self, timed_out: bool, had_files: bool) -> tuple[bool, str]:

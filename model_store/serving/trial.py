@@ -28,6 +28,7 @@ from model_store.names import validate_version
 from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving.directory_swap import RETIRED_ROOT, STAGING_ROOT, stage_model_dir
 from model_store.serving.loading import load_and_wait, unload_model
+from model_store.serving.restart_needed import note_failed_load, note_loaded
 from model_store.serving.triton_index import TRIAL_PREFIX, ServingRuntime, is_trial_name
 from model_store.store import DIR_MODE, ModelStore, fsync_dir
 
@@ -136,7 +137,10 @@ def trial_model(
         if on_placed is not None:
             on_placed(trial.name)
         ok, reason, _timed_out = load_and_wait(runtime, trial.name, [version], timeout_s, 0.05)
-        if not ok:
+        if ok:
+            note_loaded(store, trial.name, backend=trial.backend)
+        else:
+            note_failed_load(store, trial.name, reason, backend=trial.backend)
             raise TrialLoadFailed(reason)
         yield trial.name
     finally:

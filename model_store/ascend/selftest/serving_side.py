@@ -24,6 +24,7 @@ from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, passed
 from model_store.cann_versions import skew
 from model_store.serving.facts import ask_serving_side
+from model_store.serving.restart_needed import needs_restart
 from model_store.text import Text, joined, say
 
 
@@ -76,6 +77,16 @@ def _worker_cann(ctx: SelftestContext) -> str | None:
 
 def _problems(ctx: SelftestContext, facts: dict[str, Any]) -> list[Text]:
     problems: list[Text] = []
+    wedged = needs_restart(ctx.store)
+    if wedged:
+        problems.append(
+            say(
+                "Triton needs a restart: the npu_ge load of %(model)s failed (%(reason)s), and the "
+                "GE backend takes no other npu_ge load until Triton restarts",
+                model=wedged.get("model"),
+                reason=str(wedged.get("reason"))[:300],
+            )
+        )
     cann = facts.get("cann") or {}
     worker = _worker_cann(ctx)
     if cann.get("version") and worker:

@@ -88,3 +88,27 @@ def test_the_serving_side_is_asked_again_only_when_the_answer_is_old(
     assert remembered()["npu_ge"] is True
     assert asked == [0.0, 100.0]
     assert (store.root / ".serving-facts.json").is_file()
+
+
+def test_a_failed_npu_ge_load_says_triton_needs_a_restart_until_one_loads(tmp_path: Path) -> None:
+    """docs/ge-backend.md#statistics-reload-and-unload: one failed GE initialisation blocks
+    every later npu_ge load in that Triton; only a load that works again clears the note."""
+    from model_store.serving import restart_needed
+
+    store = ModelStore(tmp_path / "store")
+    for name, backend in (("ge", "npu_ge"), ("cpu", "onnxruntime")):
+        store.model_dir(name).mkdir(parents=True)
+        store.config_path(name).write_text(f'name: "{name}"\nbackend: "{backend}"\n')
+    assert restart_needed.note_failed_load(store, "cpu", "no file") is False
+    assert restart_needed.needs_restart(store) is None
+    assert restart_needed.note_failed_load(store, "ge", "GE init failed", now=5.0) is True
+    restart_needed.note_failed_load(store, "ge", "a later one", now=9.0)
+    assert restart_needed.needs_restart(store) == {
+        "model": "ge",
+        "reason": "GE init failed",
+        "at": 5.0,
+    }
+    restart_needed.note_loaded(store, "cpu")
+    assert restart_needed.needs_restart(store) is not None
+    restart_needed.note_loaded(store, "ge")
+    assert restart_needed.needs_restart(store) is None

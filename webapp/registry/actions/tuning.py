@@ -94,6 +94,21 @@ def request_tune(
     _check_node(node)
     version = model.versions.get(number=model.serving_version)
     target = get_target(model.target)
+    if target.name == "npu_ge":
+        # Trials are models loaded beside the serving one; in the GE backend a session is
+        # never freed and one failed initialisation blocks every later npu_ge load in that
+        # Triton until it restarts (docs/ge-backend.md#statistics-reload-and-unload).
+        raise HubError(
+            gettext(
+                "Tuning loads trial models into the Triton that serves; for npu_ge that would "
+                "leave NPU memory behind with every trial, and one failed trial would block "
+                "every later npu_ge load there until Triton restarts. Change the serving "
+                "options as a revision of the version instead, or tune an acl build of the "
+                "same model."
+            ),
+            "not_tunable",
+            409,
+        )
     if not target.accepts_uploads or not target.config_only_options:
         raise HubError(
             gettext("The %(target)s target has no serving options the hub can change here.")
