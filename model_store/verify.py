@@ -222,6 +222,7 @@ def verify(
     runner_for_om: OmRunner | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     dim_sizes: Mapping[str, int] | None = None,
+    device_id: int = 0,
 ) -> VerificationReport:
     """Compares the artifact's outputs with the source's on the same inputs.
 
@@ -241,6 +242,7 @@ def verify(
         input_shapes: Full input shapes to use for random samples (for
             artifacts compiled with fixed shapes); ``-1`` keeps the signature's dim.
         dim_sizes: Sizes for named dynamic dims (``{"seq": 128}``).
+        device_id: The NPU the default OM runner uses: the one the version serves on.
 
     Returns:
         The report. Slow for big models: both models are loaded and run
@@ -255,7 +257,7 @@ def verify(
     started = time.monotonic()
     run_artifact: ArtifactRunner
     if artifact_kind == "om":
-        runner, why_not = _om_runner(runner_for_om)
+        runner, why_not = _om_runner(runner_for_om, device_id)
         if runner is None:
             return verify_with(
                 source, _not_runnable(why_not), precision=precision, samples=samples,
@@ -482,7 +484,7 @@ def _om_sample_runner(source: Path, artifact: Path, runner: OmRunner) -> Artifac
     return run
 
 
-def _om_runner(given: OmRunner | None) -> tuple[OmRunner | None, str]:
+def _om_runner(given: OmRunner | None, device_id: int = 0) -> tuple[OmRunner | None, str]:
     """The runner to use for OMs, or None and the reason there is none."""
     if given is not None:
         return given, ""
@@ -501,7 +503,7 @@ def _om_runner(given: OmRunner | None) -> tuple[OmRunner | None, str]:
         )
 
     def run(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(om_runner.run_om(path, inputs))
+        return dict(om_runner.run_om(path, inputs, device_id=device_id))
 
     return run, ""
 

@@ -276,8 +276,10 @@ class AclTarget(Target):
                 "0",
                 say("NPU device id"),
                 say(
-                    "The NPU the acl backend runs the OM on: its Device (logical id) column in "
-                    "npu-smi info, which is not always its NPU id."
+                    "The NPU the acl backend runs the OM on, as Triton's container numbers it: "
+                    "from 0 over the NPUs mapped into it (with only /dev/davinci3 mapped, that "
+                    "NPU is 0); on the host itself, the Device (logical id) column of npu-smi "
+                    "info."
                 ),
                 pattern=r"[0-9]+",
             ),
@@ -535,6 +537,7 @@ class AclTarget(Target):
             batch=min(gears) if gears else 1,
             input_shapes=shapes,
             note=say("The OM runs through pyACL on the NPU; where pyACL is absent it is not run."),
+            device_id=int(resolved.get("device_id") or 0),
         )
 
 

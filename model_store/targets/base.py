@@ -132,6 +132,8 @@ class VerifyPlan:
         input_shapes: Full input shapes to use instead of the signature's
             (for artifacts compiled with fixed shapes), or None.
         note: What the verification does and does not measure.
+        device_id: The NPU an OM is run on: the one the version will serve on (its
+            ``device_id`` option), not always the first.
     """
 
     artifact_kind: Literal["onnx", "om"]
@@ -139,6 +141,7 @@ class VerifyPlan:
     batch: int
     input_shapes: dict[str, list[int]] | None
     note: str
+    device_id: int = 0
 
 
 # The target interface ---------------------------------------------------------------

@@ -145,8 +145,10 @@ class NpuGeTarget(Target):
                 "0",
                 say("NPU device ids"),
                 say(
-                    "Comma-separated device ids the model runs on, e.g. 0 or 0,1: the Device "
-                    "(logical id) column of npu-smi info, which is not always the NPU id."
+                    "Comma-separated device ids the model runs on, e.g. 0 or 0,1, as Triton's "
+                    "container numbers them: from 0 over the NPUs mapped into it (with only "
+                    "/dev/davinci3 mapped, that NPU is 0); on the host itself, the Device "
+                    "(logical id) column of npu-smi info."
                 ),
                 pattern=_DEVICE_IDS,
             ),

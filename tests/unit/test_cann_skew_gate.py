@@ -124,3 +124,24 @@ def test_the_version_page_says_where_the_verification_ran(om_model, operator, cl
     client.force_login(operator)
     page = client.get("/models/om/versions/1/").content.decode()
     assert "Verified through Triton (temporary model <code>_trial-om-0a1b2c3d</code>" in page
+
+
+def test_a_device_id_the_serving_container_does_not_have_is_refused(om_model, operator) -> None:
+    """A container numbers its NPUs from 0 (docs/ascend.md#the-serving-side): device 3 typed from
+    the host's npu-smi names nothing in a Triton with one NPU mapped."""
+    version = _version(om_model, "8.0.0")
+    version.options = {"soc_version": "Ascend310P3", "device_id": "3"}
+    version.save(update_fields=["options"])
+    host_reports.record({
+        "made_at": time.time(), "host": "npu-host",
+        "cann": {"available": True, "version": "8.0.0", "reason": ""},
+        "serving": {"available": True, "cann": {"available": True, "version": "8.0.0"},
+                    "pyacl": {"device_count": 1}},
+    })  # fmt: skip
+    with pytest.raises(HubError) as info:
+        serving_actions.request_switch(model=om_model, number=1, user=operator)
+    assert (info.value.code, info.value.status) == ("device_out_of_range", 409)
+    assert "the Triton that serves on node local has 1 device(s)" in info.value.message
+    version.options = {"soc_version": "Ascend310P3", "device_id": "0"}
+    version.save(update_fields=["options"])
+    assert serving_actions.request_switch(model=om_model, number=1, user=operator)

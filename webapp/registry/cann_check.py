@@ -83,3 +83,51 @@ def _skew_on(version: Version, node: str, say_which: bool) -> Skew:
             found, message=say("Node %(node)s: %(message)s", node=node, message=found.message)
         )
     return found
+
+
+def device_ids_of(version: Version) -> list[int]:
+    """The NPU ids the version's config names (``device_id`` of acl, ``device_ids`` of npu_ge)."""
+    options = version.options or {}
+    raw = options.get("device_ids", options.get("device_id"))
+    return [int(part) for part in str(raw or "").split(",") if part.strip().isdigit()]
+
+
+def device_problem(version: Version) -> str | None:
+    """Why the version's device ids do not exist where it serves, or None.
+
+    In a container, pyACL numbers the NPUs mapped into it from 0 (hicann/runtime's device
+    management reference: logical and physical ids agree only outside containers), so an id
+    typed from the host's npu-smi may name no NPU there. Judged against the device count the
+    serving Triton's pyACL reported (docs/ascend.md#the-serving-side); unknown counts pass.
+    """
+    wanted = device_ids_of(version)
+    if not wanted or not builds_on_npu(version):
+        return None
+    from webapp.ops import nodes as ops_nodes
+    from webapp.registry import placement
+
+    names = placement.resolve(placement.of(version.model), ops_nodes.summaries())
+    for node in names or [placement.LOCAL]:
+        side = _serving_side(node)
+        count = (side.get("pyacl") or {}).get("device_count") if side.get("available") else None
+        if isinstance(count, int) and max(wanted) >= count:
+            return say(
+                "it runs on NPU %(ids)s, but the Triton that serves on node %(node)s has %(count)s "
+                "device(s), numbered from 0 in its container; set the device id below "
+                "%(count)s in a revision",
+                ids=",".join(str(i) for i in wanted),
+                node=node,
+                count=count,
+            )
+    return None
+
+
+def _serving_side(node: str) -> dict[str, Any]:
+    try:
+        return host_reports.serving(node) or {}
+    except Exception:  # a report of an unexpected shape must not block serving
+        return {}
+
+
+def builds_on_npu(version: Version) -> bool:
+    return get_target(version.model.target).device == "npu"

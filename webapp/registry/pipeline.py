@@ -351,6 +351,7 @@ def run_verify(job: Job) -> None:
         samples=samples,
         batch=plan.batch,
         input_shapes=plan.input_shapes,
+        device_id=plan.device_id,
     )
     data = report.to_dict()
     if should_try_triton(plan, report):

@@ -37,7 +37,7 @@ from webapp.errors import HubError
 from webapp.ops import nodes as ops_nodes
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs, placement, rollout
-from webapp.registry.cann_check import cann_skew
+from webapp.registry.cann_check import cann_skew, device_problem
 from webapp.registry.db_outage import is_connection_error, retrying, wait_for_database
 from webapp.registry.models import Event, Job, Model, NodeServing, ReconcileReport, Version
 from webapp.registry.retire import run_retire
@@ -136,6 +136,8 @@ def refusal_with_code(version: Version) -> tuple[str, str] | None:
     * ``cann_version_skew``: an OM built with a newer CANN than the serving host runs
       (:mod:`webapp.registry.cann_check`). No override lifts this: the runtime would refuse
       or misbehave, whatever anyone decides.
+    * ``device_out_of_range``: the version runs on an NPU id the serving Triton's container
+      does not have (:func:`~webapp.registry.cann_check.device_problem`).
     """
     if not version.publishable:
         if version.status != Version.Status.READY:
@@ -148,6 +150,9 @@ def refusal_with_code(version: Version) -> tuple[str, str] | None:
     found = cann_skew(version)
     if found is not None and found.state == "too_new":
         return found.message, "cann_version_skew"
+    no_such_device = device_problem(version)
+    if no_such_device is not None:
+        return no_such_device, "device_out_of_range"
     return None
 
 

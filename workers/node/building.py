@@ -124,6 +124,7 @@ def build(settings: NodeSettings, hub: HubClient, request: BuildRequest) -> dict
             samples=[sample_from_json(s) for s in request.samples] or None,
             batch=plan.batch,
             input_shapes=plan.input_shapes,
+            device_id=plan.device_id,
         )
         files = {result.artifact_name: result.artifact}
         if result.artifact.suffix == ".onnx":

@@ -311,3 +311,27 @@ def test_om_is_not_run_without_pyacl(
     assert report.status == "not_run"
     assert report.reason.startswith("pyACL is not available on this worker")
     assert report.outputs == [] and report.samples_used == 0
+
+
+def test_an_om_is_verified_on_the_npu_it_will_serve_on(
+    mlp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not always device 0: the version's device_id (review C4)."""
+    from model_store import verify as verify_module
+    from model_store.ascend import om_runner
+
+    info = inspect_onnx(mlp_path)
+    plan = ACL.verify_plan({**SOC, "device_id": "3", "dynamic_batch_size": "1,2"}, info)
+    assert plan.device_id == 3
+    seen: list[int] = []
+
+    def run_om(path: Any, inputs: Any, device_id: int = 0) -> dict[str, Any]:
+        seen.append(device_id)
+        return {}
+
+    monkeypatch.setattr(om_runner, "acl_available", lambda: (True, ""))
+    monkeypatch.setattr(om_runner, "run_om", run_om)
+    runner, why = verify_module._om_runner(None, plan.device_id)
+    assert runner is not None and why == ""
+    runner(Path("model.om"), {})
+    assert seen == [3]
