@@ -47,3 +47,23 @@ def test_without_npu_smi_the_page_says_there_is_no_npu(
     monkeypatch.setenv("PATH", "/nonexistent")
     worker_probes_host()
     assert "no Ascend NPU on this host" in viewer_client.get("/server/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_serving_tritons_device_count_is_given_when_it_differs(viewer) -> None:
+    """Eight chips on the host, one NPU mapped into Triton's container (pyACL counts 1)."""
+    import time
+
+    from webapp.ops import host_reports
+
+    npus = [{"npu_id": i, "chip_id": 0, "device_id": i, "name": "910B4-1"} for i in range(8)]
+    report = {"made_at": time.time(), "host": "atlas", "devices": {"available": True, "npus": npus}}
+    host_reports.record(report | {"serving": {"available": True, "pyacl": {"device_count": 1}}})
+    token = token_for(viewer)
+
+    def ask() -> dict:  # type: ignore[type-arg]
+        return Client().get("/api/v1/devices", HTTP_AUTHORIZATION=f"Token {token}").json()
+
+    assert len(ask()["npus"]) == 8 and ask()["pyacl_device_count"] == 1
+    host_reports.record(report | {"serving": {"available": True, "pyacl": {"device_count": 8}}})
+    assert "pyacl_device_count" not in ask()

@@ -46,6 +46,13 @@ def devices_summary() -> dict[str, Any]:
     """Ascend NPUs from ``npu-smi info`` (docs/npu-smi.md#the-info-table), or why there are none.
 
     From the newest report of a worker on the host (webapp/ops/host_reports.py), with its age;
-    the web process does not run npu-smi itself.
+    the web process does not run npu-smi itself. Where the serving Triton's pyACL counted a
+    different number of devices (a container numbers only the NPUs mapped into it, from 0;
+    docs/ascend.md#the-serving-side), ``pyacl_device_count`` says how many it sees.
     """
-    return host_reports.devices()
+    found = host_reports.devices()
+    side = host_reports.serving() or {}
+    count = (side.get("pyacl") or {}).get("device_count") if side.get("available") else None
+    if isinstance(count, int) and count != len(found.get("npus") or []):
+        found["pyacl_device_count"] = count
+    return found

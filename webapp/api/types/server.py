@@ -78,6 +78,11 @@ class Devices(Out):
 
     available: bool | None = None
     reason: str = ""
+    pyacl_device_count: int | None = Field(
+        None,
+        description="Present when the serving Triton's pyACL counts another number of devices "
+        "than npu-smi lists: inside a container only the mapped NPUs, numbered from 0",
+    )
 
 
 class Server(Out):
