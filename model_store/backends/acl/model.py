@@ -124,13 +124,43 @@ class AclUnavailable(RuntimeError):
     """pyACL (``import acl``) cannot be imported in this process."""
 
 
+#: What the return codes a first contact meets mean, and what to do (ACL's return-code list in
+#: hicann/runtime's API reference; docs/pyacl.md#return-codes). Memory exhaustion and a model
+#: from another CANN release fail the same load call, so the code is what tells them apart.
+ACL_CODE_MEANINGS = {
+    100003: "the file is missing or cannot be read",
+    100012: "the OM cannot be deserialised: it was built for another CANN release; rebuild it "
+    "with a CANN no newer than the one that loads it",
+    100013: "the OM cannot be parsed: built for another chip or CANN release, or damaged; "
+    "rebuild it for this one",
+    100014: "the OM cannot be read",
+    100015: "the OM's size is invalid (damaged or cut short); rebuild it",
+    100016: "the OM lacks attributes this CANN expects: built for another release; rebuild it",
+    100039: "the library path holds the toolkit's stub driver libraries (devlib) instead of the "
+    "driver's",
+    107001: "no such device in this process (a container numbers its NPUs from 0)",
+    200000: "out of memory: unload other models or use another NPU",
+    200002: "no such device in this process (a container numbers its NPUs from 0)",
+    207001: "out of device memory: unload other models or use another NPU",
+    207004: "the device is not available (see its health in npu-smi info)",
+    207006: "this user may not use the device: give it the driver's group (the device nodes' "
+    "group)",
+    207010: "no model resources left on the device: unload other models",
+    207018: "the device's memory is used up: unload other models or use another NPU",
+    500004: "the driver failed: the driver and the CANN release may not match",
+    507008: "the runtime could not read the SoC: the driver and the CANN release may not match",
+}
+
+
 class AclError(RuntimeError):
-    """A pyACL call returned a non-zero code."""
+    """A pyACL call returned a non-zero code; the message says what the code means when known,
+    else ``hint``."""
 
     def __init__(self, call: str, ret: int, hint: str = "") -> None:
         message = f"{call} failed with ACL error {ret}"
-        if hint:
-            message += f" ({hint})"
+        meaning = ACL_CODE_MEANINGS.get(ret)
+        if meaning or hint:
+            message += f" ({meaning or hint})"
         super().__init__(message)
         self.call = call
         self.ret = ret
@@ -248,7 +278,12 @@ def _init_acl(acl: Any) -> None:
             # CANN allows one aclInit per process: finalize only when the process ends.
             atexit.register(finalize_acl, acl)
         elif ret != ACL_ERROR_REPEAT_INITIALIZE:
-            raise AclError("acl.init", ret, "is the CANN runtime installed and set_env.sh sourced?")
+            raise AclError(
+                "acl.init",
+                ret,
+                "is the CANN runtime installed and its set_env.sh sourced, does the driver "
+                "match this CANN release, and may this user open the device nodes?",
+            )
 
 
 def finalize_acl(acl: Any | None = None) -> int | None:

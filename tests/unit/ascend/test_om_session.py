@@ -223,8 +223,22 @@ def test_an_om_for_another_chip_fails_to_load(
 ) -> None:
     om = build_om("chip", input_shape="x:2,4")
     monkeypatch.setenv("FAKE_ACL_SOC", "Ascend910B4")
-    with pytest.raises(OmRunFailed, match="not an OM for this chip"):
+    with pytest.raises(OmRunFailed, match=r"ACL error 100013 .*built for another chip"):
         run_om(om, {"x": _x(2)})
+
+
+def test_common_return_codes_say_what_they_mean() -> None:
+    """Memory exhaustion and a model of another release fail the same load: the code tells
+    (ACL's return-code list; docs/pyacl.md#return-codes)."""
+    from model_store.backends.acl.model import AclError
+
+    assert "out of device memory" in str(AclError("acl.mdl.load_from_file", 207001, "hint"))
+    assert "another CANN release" in str(AclError("acl.mdl.load_from_file", 100012, "hint"))
+    assert "driver's group" in str(AclError("acl.rt.set_device(0)", 207006))
+    assert (
+        str(AclError("acl.x", 123456, "the hint"))
+        == "acl.x failed with ACL error 123456 (the hint)"
+    )
 
 
 def test_without_pyacl_the_runner_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
