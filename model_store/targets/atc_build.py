@@ -24,6 +24,7 @@ from model_store.compile.atc import (
     format_command,
     run_atc,
 )
+from model_store.compile.atc.options import InvalidAtcOptions, atc_path_problem
 from model_store.compile.atc.slots import build_slot
 from model_store.targets.base import BuildCancelled, BuildContext, TargetStatus
 from model_store.targets.options import InvalidOptions
@@ -111,6 +112,10 @@ def compile_with_atc(
     """
     if status.atc_path is None:
         raise AtcUnavailable(f"ATC is not available: {status.reason}")
+    for path, what in ((model, "--model"), (output_stem, "--output")):
+        problem = atc_path_problem(path, what)
+        if problem:
+            raise InvalidAtcOptions(problem)
     argv = build_atc_command(status.atc_path, model, output_stem, atc_options)
     command = format_command(argv)
     ctx.log(command)

@@ -219,11 +219,16 @@ def test_best_level_is_fastest_within_twice_the_lowest_p99() -> None:
 class FakeServer:
     """A plain in-process stand-in for one model version that counts requests like Triton."""
 
-    def __init__(self, latency: float = 0.002, *, shared: bool = False) -> None:
+    def __init__(
+        self, latency: float = 0.002, *, shared: bool = False, thrash: bool = False
+    ) -> None:
         self.latency = latency
         # A saturated server: requests in flight share one processor, so each one takes
         # ``latency`` times their number and throughput stays flat whatever the concurrency.
-        self.shared = shared
+        self.shared = shared or thrash
+        # A thrashing one: each takes ``latency`` times their number squared, so throughput
+        # falls as concurrency grows, by far more than a loaded machine's scheduling noise.
+        self.thrash = thrash
         self.error: Exception | None = None
         self.lock = threading.Lock()
         self.in_flight = 0
@@ -236,6 +241,7 @@ class FakeServer:
             self.calls += 1
             self.in_flight += 1
             share = self.in_flight if self.shared else 1
+            share = share * share if self.thrash else share
         try:
             if self.error is not None:
                 raise self.error
@@ -287,8 +293,10 @@ def test_sweep_measures_every_level_without_the_warmup() -> None:
 
 
 def test_sweep_stops_at_saturation_and_keeps_the_level() -> None:
+    # Thrashing, not merely flat: with flat throughput, a loaded machine's scheduling delays
+    # between one client's requests made level 2 look 5 % faster than level 1 now and then.
     plan = SweepPlan(levels=(1, 2, 4), step_seconds=0.25, warmup_seconds=0.02)
-    result = run(FakeServer(0.01, shared=True), plan)
+    result = run(FakeServer(0.01, thrash=True), plan)
     assert result.stopped == "saturated"
     assert [lv.concurrency for lv in result.levels] == [1, 2]
 

@@ -471,3 +471,27 @@ def build_atc_command(
 def format_command(argv: Sequence[str]) -> str:
     """``argv`` as one shell line a user can copy and run (each word quoted as needed)."""
     return shlex.join(str(a) for a in argv)
+
+
+def _allowed_path_char(ch: str) -> bool:
+    return (ch.isascii() and (ch.isalnum() or ch in "./_-")) or "\u4e00" <= ch <= "\u9fa5"
+
+
+def atc_path_problem(path: Path | str, what: str) -> str | None:
+    """Why ATC would refuse ``path`` for ``--model`` or ``--output``, or None.
+
+    ATC checks the *real* path of ``--model`` and the given ``--output`` and takes only ASCII
+    letters, digits, ``.``, ``/``, ``_``, ``-`` and the CJK characters U+4E00 to U+9FA5, else
+    E10001 (hicann/ge ``base/common/util.cc``, ``IsAllowedAsciiPathChar``; docs/atc.md#options).
+    The hub's own names comply; the store's root, a symlinked mount or ``TMPDIR`` may not.
+    """
+    real = str(Path(path).resolve()) if what == "--model" else str(path)
+    bad = sorted({ch for ch in real if not _allowed_path_char(ch)})
+    if not bad:
+        return None
+    shown = ", ".join(repr(ch) for ch in bad)
+    return (
+        f"ATC refuses the {what} path {real} (E10001): it holds {shown}; ATC takes only "
+        "letters, digits, '.', '/', '_' and '-' in paths. Move MODEL_STORE_ROOT (or TMPDIR) "
+        "to a path without them."
+    )

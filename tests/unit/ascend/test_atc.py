@@ -915,3 +915,22 @@ def test_the_toolkit_release_comes_from_version_cfg_never_from_an_inner_version(
     assert _toolkit_version(home) is None
     assert release_in_version_cfg("toolkit_running_version=[8.3.RC2]") == "8.3.RC2"
     assert release_in_version_cfg("no such line") is None
+
+
+def test_paths_atc_would_refuse_are_found_before_it_runs(tmp_path: Path) -> None:
+    """hicann/ge base/common/util.cc: letters, digits, . / _ - (and CJK) only, on --model's real
+    path (a symlink's target counts) and on --output as given."""
+    from model_store.compile.atc.options import atc_path_problem
+
+    plain = tmp_path / "store" / "model.onnx"
+    plain.parent.mkdir()
+    plain.write_bytes(b"x")
+    assert atc_path_problem(plain, "--model") is None
+    spaced = tmp_path / "my store"
+    spaced.mkdir()
+    link = tmp_path / "store" / "linked.onnx"
+    link.symlink_to(spaced / "model.onnx")
+    problem = atc_path_problem(link, "--model")
+    assert problem is not None and "' '" in problem and "E10001" in problem
+    assert atc_path_problem("/data/模型/out", "--output") is None
+    assert "'@'" in (atc_path_problem("/data/a@b/out", "--output") or "")
