@@ -58,10 +58,17 @@ for dist, module in PACKAGES:
 minor = sys.version_info[1]
 name = "libpython%d.%d%s.so.1.0" % (sys.version_info[0], minor, "" if minor > 7 else "m")
 loaded = None
+config = prefix = None
 try:
-    import ctypes, sysconfig
-    prefix = sysconfig.get_config_var("prefix") or sys.prefix
-    for candidate in (os.path.join(prefix, "lib", name), name):
+    import ctypes, shutil, subprocess
+    # As ATC does: the prefix that the python3-config first on PATH gives, then the soname
+    # through the library path and the linker's cache.
+    config = shutil.which("python3-config")
+    if config:
+        prefix = subprocess.run([config, "--prefix"], capture_output=True, text=True,
+                                timeout=30).stdout.strip() or None
+    candidates = ([os.path.join(prefix, "lib", name)] if prefix else []) + [name]
+    for candidate in candidates:
         try:
             ctypes.CDLL(candidate)
         except OSError:
@@ -70,7 +77,7 @@ try:
         break
 except Exception:
     pass
-out["libpython"] = {"name": name, "loaded": loaded}
+out["libpython"] = {"name": name, "loaded": loaded, "python3_config": config, "prefix": prefix}
 print("ATC-PYTHON-PROBE " + json.dumps(out))
 """.replace("PACKAGES", repr(ATC_PYTHON_PACKAGES), 1)
 
@@ -201,6 +208,13 @@ def assess_probe(
             )
         )
     libpython = report.get("libpython") or {}
+    if libpython.get("python3_config"):
+        details.append(
+            f"python3-config on ATC's PATH: {libpython['python3_config']} "
+            f"(prefix {libpython.get('prefix') or '?'})"
+        )
+    elif "python3_config" in libpython:
+        details.append("no python3-config on ATC's PATH: ATC loads libpython by its soname")
     if libpython.get("loaded"):
         details.append(f"{libpython.get('name')} loads ({libpython.get('loaded')})")
     else:
@@ -214,7 +228,17 @@ def assess_probe(
         )
     release = _release(cann_version)
     newest = NEWEST_PYTHON.get(release or "", _NEWEST_DOCUMENTED)
-    if version[:1] == (3,) and version[:2] > newest:
+    if release and _numbers(release) < (8, 0):
+        # Before 8.0 (Ascend 310 hosts run such releases) the documented range is older and
+        # not read here: say so instead of judging by the newest releases' range.
+        warnings.append(
+            say(
+                "CANN %(release)s is older than the releases whose Python range the hub knows "
+                "(8.0 and later); check its install guide for the Python it supports",
+                release=release,
+            )
+        )
+    elif version[:1] == (3,) and version[:2] > newest:
         label: str = f"CANN {release}" if release else say("current CANN releases")
         warnings.append(
             say(

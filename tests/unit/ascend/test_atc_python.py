@@ -320,3 +320,23 @@ def test_cann_env_names_the_layout_and_warns_about_a_missing_ops_package(tmp_pat
     (home / f"{platform.machine()}-linux" / "ascend_ops_install.info").write_text("version=8.5.0\n")
     check = check_cann_env(_context(tmp_path, env, ascend_root=tmp_path / "Ascend"))
     assert check.state == "ok" and "CANN 8.5.0" in check.found and "8.5+ layout" in check.found
+
+
+def test_a_release_before_8_0_is_not_judged_by_the_newer_releases_range() -> None:
+    """Ascend 310 hosts run CANN releases before 8.0, whose Python range the hub does not read:
+    it says so rather than passing Python 3.11 as documented (review B5)."""
+    verdict = assess_probe(_report(), "6.3.RC2", "PATH")
+    assert verdict.state == "warning"
+    assert any("older than the releases whose Python range" in w for w in verdict.problems)
+
+
+def test_libpython_is_found_the_way_atc_finds_it() -> None:
+    """ATC asks the python3-config first on its PATH for the prefix (hicann/ge py_decouple.cc);
+    the probe does the same and says which it found."""
+    report = _report()
+    report["libpython"] |= {"python3_config": "/usr/bin/python3-config", "prefix": "/usr"}
+    assert any("python3-config on ATC's PATH: /usr/bin/python3-config (prefix /usr)" in line
+               for line in assess_probe(report, "8.0.RC3", "PATH").details)  # fmt: skip
+    report["libpython"] |= {"python3_config": None, "prefix": None}
+    assert any("loads libpython by its soname" in line
+               for line in assess_probe(report, "8.0.RC3", "PATH").details)  # fmt: skip
