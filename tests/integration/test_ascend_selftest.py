@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ import pytest
 from model_store import spawn
 from model_store.runtime.access import new_api_key
 from model_store.runtime.client import TritonRuntime
+from tests.fakes.npu_ge import STANDIN
 from tests.fakes.toolkit import make_fake_toolkit
 from tests.fixtures.triton import (
     mlp_config_pbtxt,
@@ -313,3 +315,44 @@ def test_a_triton_with_an_older_cann_than_the_worker_fails_the_serving_stage(
     stage = next(s for s in report["stages"] if s["id"] == "serving_side")
     assert stage["verdict"] == "failed", stage
     assert "builds with CANN 8.0.RC3 but Triton loads with CANN 8.0.RC1" in stage["summary"]
+
+
+def test_npu_ge_is_tried_in_a_disposable_triton_never_in_the_one_that_serves(
+    host: SelftestHost, tmp_path: Path
+) -> None:
+    """B3 of the review (docs/ascend.md): the serving Triton has npu_ge (the stand-in,
+    tests/fakes/npu_ge); the self-test builds the demo for it and loads it into a Triton of its
+    own on the same backends, which it stops afterwards."""
+    key = new_api_key()
+    store = tmp_path / "store"
+    (store / "backends" / "npu_ge").mkdir(parents=True)
+    shutil.copy(STANDIN, store / "backends" / "npu_ge" / "model.py")
+    (tmp_path / "ge-state").mkdir()
+    with started_triton(
+        tmp_path / "triton", store / "repository", store / "backends", api_key=key,
+        env={"ASCEND_TOOLKIT_HOME": host.toolkit["ASCEND_TOOLKIT_HOME"],
+             "FAKE_NPU_GE_STATE_DIR": str(tmp_path / "ge-state")},
+    ) as triton:  # fmt: skip
+        env = _host_env(host) | {
+            "TRITON_URL": f"127.0.0.1:{triton.http_port}",
+            "TRITON_GRPC_URL": f"127.0.0.1:{triton.grpc_port}",
+            "TRITON_METRICS_URL": f"127.0.0.1:{triton.metrics_port}",
+            "TRITON_API_KEY": key,
+            "MODEL_STORE_ROOT": str(store),
+            "TRITON_HOME_PATH": str(store),
+            "FAKE_NPU_GE_STATE_DIR": str(tmp_path / "ge-state"),
+        }
+        done, report = _run(tmp_path / "run", env, "--device", "0")
+        runtime = triton.runtime()
+        try:
+            loaded = [r["name"] for r in runtime.repository_index()]
+        finally:
+            runtime.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report is not None
+    stage = next(s for s in report["stages"] if s["id"] == "triton_npu_ge")
+    assert stage["verdict"] == "passed", stage
+    assert stage["evidence"]["triton"] == "disposable"
+    assert stage["evidence"]["top_k"][0]["label"] == "espresso"
+    assert stage["evidence"]["triton_url"] != env["TRITON_URL"]
+    assert not any("npu-ge" in name for name in loaded), loaded  # never in the serving one

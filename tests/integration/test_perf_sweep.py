@@ -48,7 +48,7 @@ def test_each_level_matches_the_server_statistics(
     def on_level(level: LevelResult, fraction: float) -> None:
         progress.append((level.concurrency, fraction))
 
-    threads_before = threading.active_count()
+    threads_before = set(threading.enumerate())
     result = run_sweep(
         embedded_triton.runtime, served, 1, INPUTS, plan, protocol=protocol, on_level=on_level
     )
@@ -75,12 +75,12 @@ def test_each_level_matches_the_server_statistics(
         assert server.request_ms < level.latency.max_ms
     assert best_level(result) in result.levels
     assert json.loads(json.dumps(result.to_dict()))["levels"][1]["concurrency"] == 2
-    assert threading.active_count() == threads_before
+    assert not set(threading.enumerate()) - threads_before
 
 
 def test_cancel_stops_within_a_request(embedded_triton: TritonHandle, served: str) -> None:
     plan = SweepPlan(levels=(1, 2), step_seconds=3.0, warmup_seconds=0.2)
-    threads_before = threading.active_count()
+    threads_before = set(threading.enumerate())
     started = time.monotonic()
 
     def is_cancelled() -> bool:
@@ -94,7 +94,7 @@ def test_cancel_stops_within_a_request(embedded_triton: TritonHandle, served: st
     assert result.stopped == "cancelled"
     assert result.levels == []  # the first level was cut short, so it is not a measurement
     assert elapsed < 1.0
-    assert threading.active_count() == threads_before
+    assert not set(threading.enumerate()) - threads_before
 
 
 def test_a_rate_sweep_sends_the_schedule_and_matches_the_server(
@@ -106,7 +106,7 @@ def test_a_rate_sweep_sends_the_schedule_and_matches_the_server(
         rates=(20.0, 50.0), step_seconds=2.0, warmup_seconds=0.3, max_in_flight=8,
         stop_on_saturation=False,
     )  # fmt: skip
-    threads_before = threading.active_count()
+    threads_before = set(threading.enumerate())
     result = run_sweep(embedded_triton.runtime, served, 1, INPUTS, plan)
 
     assert result.stopped is None
@@ -120,11 +120,11 @@ def test_a_rate_sweep_sends_the_schedule_and_matches_the_server(
         assert level.server is not None and level.server.success == level.completed
     data = json.loads(json.dumps(result.to_dict()))
     assert data["plan"]["mode"] == "rate" and data["levels"][1]["offered_rps"] == 50.0
-    assert threading.active_count() == threads_before
+    assert not set(threading.enumerate()) - threads_before
 
     one = measure_rate(
         embedded_triton.runtime, served, "1", INPUTS, 30.0, seconds=1.0, warmup_seconds=0.2
     )
     assert one is not None and one.offered_rps == 30.0
     assert one.completed == 30 and one.failed == 0 and one.unsent == 0
-    assert threading.active_count() == threads_before
+    assert not set(threading.enumerate()) - threads_before

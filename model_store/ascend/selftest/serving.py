@@ -12,7 +12,10 @@ check ``check_npu_ge_backend`` finds it (docs/ge-backend.md#identity-and-build).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,10 @@ from model_store.config import ModelConfig, render_pbtxt
 from model_store.diagnostics import check_npu_ge_backend
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
-from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError
+from model_store.runtime.embedded import EmbeddedTriton, find_tritonserver, free_ports
+from model_store.runtime.errors import TritonAccessDenied, TritonRuntimeError, TritonStartError
 from model_store.serving.trial import TrialLoadFailed, trial_model
+from model_store.store import ModelStore
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
 from model_store.text import said, say
@@ -174,11 +179,11 @@ def serve_acl(ctx: SelftestContext) -> Outcome:
     return serve_and_classify(ctx, "acl", cfg, [om])
 
 
-def _npu_ge_applies(ctx: SelftestContext) -> Outcome | None:
-    """None when the Triton that serves has the GE backend and the stage may load into it;
-    otherwise why not. The serving Triton's own answer decides (the ``serving_side`` stage;
-    docs/ascend.md#the-serving-side); only without one is Triton's backend directory looked
-    at from here (the embedded Triton's, which this process shares)."""
+def _npu_ge_applies(ctx: SelftestContext) -> tuple[Outcome | None, dict[str, Any]]:
+    """``(None, evidence)`` when the Triton that serves has the GE backend; otherwise why the
+    stage does not run. That Triton's own answer decides (the ``serving_side`` stage;
+    docs/ascend.md#the-serving-side); only without one is Triton's backend directory looked at
+    from here (the embedded Triton's, which this process shares)."""
     serving = ctx.facts.serving or {}
     if serving.get("available"):
         evidence: dict[str, Any] = {"serving_backends": serving.get("backends")}
@@ -191,15 +196,64 @@ def _npu_ge_applies(ctx: SelftestContext) -> Outcome | None:
                     backends=", ".join(sorted(serving.get("backends") or {})) or "-",
                 ),
                 **evidence,
-            )
-    else:
-        check = check_npu_ge_backend(ctx.diagnostics())
-        evidence = {"backend_check": check.to_dict()}
-        if check.state == "failing":
-            return failed(check.found, check.advice, **evidence)
-        if check.state != "ok":
-            return not_applicable(say("Not applicable: %(reason)s", reason=check.found), **evidence)
-    if not ctx.npu_ge_in_serving_triton:
+            ), evidence
+        return None, evidence
+    check = check_npu_ge_backend(ctx.diagnostics())
+    evidence = {"backend_check": check.to_dict()}
+    if check.state == "failing":
+        return failed(check.found, check.advice, **evidence), evidence
+    if check.state != "ok":
+        return not_applicable(say("Not applicable: %(reason)s", reason=check.found), **evidence), (
+            evidence
+        )
+    return None, evidence
+
+
+def _local_ge_backend(ctx: SelftestContext) -> Path | None:
+    """Triton's backend directory when this process can start a Triton on it (the embedded
+    case: the directory is here, the ``tritonserver`` binary too) and it holds ``npu_ge``."""
+    folder = ctx.backends_dir
+    if folder is None or not (folder / "npu_ge").is_dir():
+        return None
+    try:
+        find_tritonserver()
+    except TritonStartError:
+        return None
+    return folder
+
+
+@contextlib.contextmanager
+def _disposable_triton(ctx: SelftestContext, backends: Path) -> Iterator[SelftestContext]:
+    """A Triton of its own on free ports, on the same backends and a scratch repository,
+    stopped (and with it whatever GE kept) when the stage ends: the stage's context with it."""
+    root = ctx.scratch / "npu-ge-triton"
+    repository = root / "repository"
+    repository.mkdir(parents=True)
+    http, grpc, metrics = free_ports(3)
+    triton = EmbeddedTriton(
+        repository, backends, http_port=http, grpc_port=grpc, metrics_port=metrics,
+        log_path=root / "tritonserver.log", workdir=root / "work", prepare_backends=False,
+    )  # fmt: skip
+    triton.start()
+    try:
+        triton.wait_ready(timeout=60)
+        runtime = triton.runtime()
+        try:
+            yield dataclasses.replace(ctx, runtime=runtime, store=ModelStore(root))
+        finally:
+            runtime.close()
+    finally:
+        triton.stop()
+
+
+def serve_npu_ge(ctx: SelftestContext) -> Outcome:
+    """Where the serving Triton has the GE backend: the npu_ge target's build, through a
+    disposable Triton where one can be started here, else (only when asked) the serving one."""
+    refused, evidence = _npu_ge_applies(ctx)
+    if refused is not None:
+        return refused
+    backends = _local_ge_backend(ctx)
+    if backends is None and not ctx.npu_ge_in_serving_triton:
         # The GE backend never frees a session, and one failed initialisation blocks every
         # later npu_ge load in that Triton until it restarts
         # (docs/ge-backend.md#statistics-reload-and-unload): no trial goes there unasked.
@@ -217,15 +271,36 @@ def _npu_ge_applies(ctx: SelftestContext) -> Outcome | None:
             ),
             **evidence,
         )
-    return None
+    built = _build_npu_ge(ctx)
+    if isinstance(built, Outcome):
+        built.evidence = {**evidence, **built.evidence}
+        return built
+    cfg, artifact = built
+    if backends is None:
+        outcome = serve_and_classify(ctx, "npu_ge", cfg, [artifact])
+        outcome.evidence = {**evidence, "triton": "serving", **outcome.evidence}
+        return outcome
+    try:
+        with _disposable_triton(ctx, backends) as trial_ctx:
+            outcome = serve_and_classify(trial_ctx, "npu_ge", cfg, [artifact])
+    except TritonStartError as exc:
+        log = ctx.scratch / "npu-ge-triton" / "tritonserver.log"
+        tail = log.read_text(errors="replace").splitlines()[-20:] if log.is_file() else []
+        return failed(
+            say(
+                "A disposable Triton for the npu_ge trial did not start: %(error)s",
+                error=said(exc),
+            ),
+            say("Attach this report, with the log lines it holds, to a bug report."),
+            **evidence,
+            disposable_triton_log=tail,
+        )
+    outcome.evidence = {**evidence, "triton": "disposable", **outcome.evidence}
+    return outcome
 
 
-def serve_npu_ge(ctx: SelftestContext) -> Outcome:
-    """Where the serving Triton has the GE backend: the npu_ge target's build, through it."""
-    refused = _npu_ge_applies(ctx)
-    if refused is not None:
-        return refused
-    evidence: dict[str, Any] = {"serving_backends": (ctx.facts.serving or {}).get("backends")}
+def _build_npu_ge(ctx: SelftestContext) -> tuple[ModelConfig, Path] | Outcome:
+    """The npu_ge target's build of the demo and its config, as a worker makes them."""
     info = ctx.facts.info or inspect_onnx(ctx.demo.model)
     ctx.facts.info = info
     target = get_target("npu_ge")
@@ -245,13 +320,9 @@ def serve_npu_ge(ctx: SelftestContext) -> Outcome:
         return failed(
             say("The npu_ge target could not build the demo: %(error)s", error=exc.message),
             say("Attach this report to a bug report."),
-            **evidence,
         )
     built = result.compiled_info or info
-    cfg = target.make_config(NPU_GE_MODEL_NAME, built, options, 1)
-    outcome = serve_and_classify(ctx, "npu_ge", cfg, [result.artifact])
-    outcome.evidence = {**evidence, **outcome.evidence}
-    return outcome
+    return target.make_config(NPU_GE_MODEL_NAME, built, options, 1), result.artifact
 
 
 def same_top1(ctx: SelftestContext) -> Outcome:
