@@ -20,6 +20,7 @@ from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.runner import exit_status
 from model_store.ascend.selftest.stage import Stage
 from model_store.compile.atc.environment import version_in_info_file
+from model_store.text import say
 
 #: Bumped when the report's shape changes.
 REPORT_FORMAT = 1
@@ -80,5 +81,31 @@ def build_report(
             "triton_url": ctx.triton_url() or None,
             "backends_dir": str(ctx.backends_dir) if ctx.backends_dir else None,
         },
+        "serving_cann": ((facts.serving or {}).get("cann") or {}).get("version"),
         "stages": [stage.to_dict() for stage in stages],
+        "by_hand": [str(step) for step in BY_HAND],
     }
+
+
+#: What a program in the worker cannot check, from the review's first-contact checklist
+#: (docs/ascend.md): the operator looks at these on the host and attaches what they print.
+BY_HAND = (
+    say(
+        "On the host: %(stat)s and %(which)s; compare with ASCEND_DRIVER_GID and NPU_SMI_PATH in "
+        ".env (deploy/ascend-host-env.sh prints both).",
+        stat="`stat -c '%U %G %a' /dev/davinci* /dev/davinci_manager /dev/devmm_svm /dev/hisi_hdc`",
+        which="`command -v npu-smi`",
+    ),
+    say(
+        "`docker compose exec -u 10001 worker npu-smi info` and the same in the triton "
+        "container: npu-smi as a non-root user in a container is not documented upstream."
+    ),
+    say(
+        "A compile on a worker without the NPU driver (it needs the toolkit's devlib), and "
+        "several compiles at once with `top` open (ATC_MAX_PARALLEL_BUILDS, TE_PARALLEL_COMPILER)."
+    ),
+    say(
+        "After the npu_ge stage: Triton's log (ASCEND_SLOG_PRINT_TO_STDOUT=1) for GE's messages, "
+        "and npu-smi's memory use, which GE does not give back until Triton restarts."
+    ),
+)

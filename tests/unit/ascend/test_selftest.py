@@ -187,6 +187,7 @@ def test_without_cann_or_npus_the_cann_stages_are_skipped_and_npu_smi_still_answ
     assert report["host"]["name"] and report["soc"] == {"value": None, "source": None}
     assert [s["verdict"] for s in report["stages"]][:2] == ["failed", "skipped"]
     assert report["stages"][1]["blocked_by"] == "cann"
+    assert any("ASCEND_DRIVER_GID" in step for step in report["by_hand"])
 
 
 def test_missing_demo_files_fail_the_compile_stage_clearly(tmp_path: Path) -> None:

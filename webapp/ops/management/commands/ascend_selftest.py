@@ -129,6 +129,9 @@ class Command(BaseCommand):
         )
         shown_path = self._write(report, json_target)
         console.write(result_line(stages, shown_path))
+        console.write("Still to look at by hand (a program here cannot; the report lists them):")
+        for step in report["by_hand"]:
+            console.write(f"  - {step}")
         status = exit_status(stages)
         if status:
             raise CommandError(
