@@ -40,10 +40,11 @@ NOT_A_REAL_HOSTS = ("PYTHONPATH", "ATC_PATH", "ATC_PYTHON", "ASCEND_", "FAKE_")
 class Hub:
     """The API of a running stack, with an operator's token."""
 
-    def __init__(self, port: int, token: str, toolkit_home: str) -> None:
+    def __init__(self, port: int, token: str, toolkit_home: str, host: str = "") -> None:
         self.base = f"http://127.0.0.1:{port}/api/v1"
         self.headers = {"Authorization": f"Token {token}"}
         self.toolkit_home = toolkit_home
+        self.host = host
 
     def call(
         self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
@@ -79,9 +80,20 @@ def _real_hosts_environment(tmp_path: Path) -> dict[str, str]:
     return env | toolkit
 
 
-@pytest.fixture
-def hub(tmp_path: Path):  # type: ignore[no-untyped-def]
+#: The hosts the journey runs on: the npu-smi table the stand-ins print (a real, public one each,
+#: tests/fakes/npu_smi_samples) and what the hub must read from it: NPU and device ids, the SoC.
+HOSTS = {
+    "310P3 x2": (None, [(4, 0), (5, 1)], "Ascend310P3"),
+    "910B4-1 x8": ("910b4-1_x8_npu-smi-25.2.0.txt", [(i, i) for i in range(8)], "Ascend910B4-1"),
+}
+
+
+@pytest.fixture(params=sorted(HOSTS))
+def hub(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     env = _real_hosts_environment(tmp_path)
+    sample = HOSTS[request.param][0]
+    if sample:
+        env["FAKE_NPU_SMI_SAMPLE"] = sample  # which card the stand-ins' host has
     log = tmp_path / "stack.log"
     with log.open("wb") as out:
         proc = spawn.start(
@@ -94,7 +106,7 @@ def hub(tmp_path: Path):  # type: ignore[no-untyped-def]
             [sys.executable, "manage.py", "apitoken", "first-contact", "--role", "operator"],
             cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120,
         ).stdout.split()[-1]  # fmt: skip
-        yield Hub(int(env["HUB_PORT"]), token, env["ASCEND_TOOLKIT_HOME"])
+        yield Hub(int(env["HUB_PORT"]), token, env["ASCEND_TOOLKIT_HOME"], request.param)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(90)
@@ -106,9 +118,10 @@ def test_the_demo_classifier_goes_through_acl_on_a_host_set_up_like_real_cann(hu
         lambda: (d := hub.ok("GET", "/server")["devices"])["npus"] and d, 60, interval=0.5,
         message="the host report lists no NPU",
     )  # fmt: skip
-    assert [(n["npu_id"], n["device_id"]) for n in devices["npus"]] == [(4, 0), (5, 1)]
+    _, ids, expected_soc = HOSTS[hub.host]
+    assert [(n["npu_id"], n["device_id"]) for n in devices["npus"]] == ids
     soc = "Ascend" + devices["npus"][0]["name"]
-    assert soc == "Ascend310P3"
+    assert soc == expected_soc
     targets = {t["name"]: t for t in hub.ok("GET", "/targets")["targets"]}
     assert targets["acl"]["status"]["available"], targets["acl"]["status"]
 
