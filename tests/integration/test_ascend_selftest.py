@@ -14,6 +14,7 @@ an interpreter of its own: this one, with two empty stand-in modules on its path
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -141,6 +142,32 @@ def _host_env(host: SelftestHost) -> dict[str, str]:
         # Where the self-test looks for Triton's backends (npu_ge): this Triton's.
         "TRITON_HOME_PATH": str(host.store),
     }
+
+
+@contextlib.contextmanager
+def _own_triton(
+    host: SelftestHost, tmp_path: Path, triton_env: dict[str, str], **extra: str
+) -> Iterator[dict[str, str]]:
+    """A Triton of the test's own on ``tmp_path/store`` with ``triton_env``; yields the
+    self-test's environment pointed at it."""
+    key = new_api_key()
+    store = tmp_path / "store"
+    with started_triton(
+        tmp_path / "triton", store / "repository", store / "backends", api_key=key,
+        env=triton_env,
+    ) as triton:  # fmt: skip
+        yield (
+            _host_env(host)
+            | extra
+            | {
+                "TRITON_URL": f"127.0.0.1:{triton.http_port}",
+                "TRITON_GRPC_URL": f"127.0.0.1:{triton.grpc_port}",
+                "TRITON_METRICS_URL": f"127.0.0.1:{triton.metrics_port}",
+                "TRITON_API_KEY": key,
+                "MODEL_STORE_ROOT": str(store),
+                "TRITON_HOME_PATH": str(store),
+            }
+        )
 
 
 def _verdicts(report: dict[str, Any]) -> dict[str, str]:
@@ -296,20 +323,7 @@ def test_a_triton_with_an_older_cann_than_the_worker_fails_the_serving_stage(
     """The compose shape (docs/ascend.md#the-serving-side): the worker builds with CANN 8.0.RC3,
     the Triton that loads the OMs has its own 8.0.RC1 beside it."""
     older = make_fake_toolkit(tmp_path / "triton-Ascend", version="8.0.RC1")
-    key = new_api_key()
-    store = tmp_path / "store"
-    with started_triton(
-        tmp_path / "triton", store / "repository", store / "backends", api_key=key,
-        env={"ASCEND_TOOLKIT_HOME": older["ASCEND_TOOLKIT_HOME"]},
-    ) as triton:  # fmt: skip
-        env = _host_env(host) | {
-            "TRITON_URL": f"127.0.0.1:{triton.http_port}",
-            "TRITON_GRPC_URL": f"127.0.0.1:{triton.grpc_port}",
-            "TRITON_METRICS_URL": f"127.0.0.1:{triton.metrics_port}",
-            "TRITON_API_KEY": key,
-            "MODEL_STORE_ROOT": str(store),
-            "TRITON_HOME_PATH": str(store),
-        }
+    with _own_triton(host, tmp_path, {"ASCEND_TOOLKIT_HOME": older["ASCEND_TOOLKIT_HOME"]}) as env:
         done, report = _run(tmp_path / "run", env, "--device", "0")
     assert done.returncode == 1 and report is not None
     stage = next(s for s in report["stages"] if s["id"] == "serving_side")
@@ -323,27 +337,14 @@ def test_npu_ge_is_tried_in_a_disposable_triton_never_in_the_one_that_serves(
     """B3 of the review (docs/ascend.md): the serving Triton has npu_ge (the stand-in,
     tests/fakes/npu_ge); the self-test builds the demo for it and loads it into a Triton of its
     own on the same backends, which it stops afterwards."""
-    key = new_api_key()
-    store = tmp_path / "store"
-    (store / "backends" / "npu_ge").mkdir(parents=True)
-    shutil.copy(STANDIN, store / "backends" / "npu_ge" / "model.py")
+    (tmp_path / "store" / "backends" / "npu_ge").mkdir(parents=True)
+    shutil.copy(STANDIN, tmp_path / "store" / "backends" / "npu_ge" / "model.py")
     (tmp_path / "ge-state").mkdir()
-    with started_triton(
-        tmp_path / "triton", store / "repository", store / "backends", api_key=key,
-        env={"ASCEND_TOOLKIT_HOME": host.toolkit["ASCEND_TOOLKIT_HOME"],
-             "FAKE_NPU_GE_STATE_DIR": str(tmp_path / "ge-state")},
-    ) as triton:  # fmt: skip
-        env = _host_env(host) | {
-            "TRITON_URL": f"127.0.0.1:{triton.http_port}",
-            "TRITON_GRPC_URL": f"127.0.0.1:{triton.grpc_port}",
-            "TRITON_METRICS_URL": f"127.0.0.1:{triton.metrics_port}",
-            "TRITON_API_KEY": key,
-            "MODEL_STORE_ROOT": str(store),
-            "TRITON_HOME_PATH": str(store),
-            "FAKE_NPU_GE_STATE_DIR": str(tmp_path / "ge-state"),
-        }
+    state = {"FAKE_NPU_GE_STATE_DIR": str(tmp_path / "ge-state")}
+    triton_env = {"ASCEND_TOOLKIT_HOME": host.toolkit["ASCEND_TOOLKIT_HOME"], **state}
+    with _own_triton(host, tmp_path, triton_env, **state) as env:
         done, report = _run(tmp_path / "run", env, "--device", "0")
-        runtime = triton.runtime()
+        runtime = TritonRuntime(env["TRITON_URL"], api_key=env["TRITON_API_KEY"])
         try:
             loaded = [r["name"] for r in runtime.repository_index()]
         finally:
