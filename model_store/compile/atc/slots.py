@@ -30,9 +30,11 @@ def slot_count(env: Mapping[str, str]) -> int:
 
 
 def slots_dir(env: Mapping[str, str]) -> Path:
-    """Where the slot files live: ``ATC_SLOTS_DIR``, else one folder under the temporary
-    directory shared by every process of this host (or container)."""
-    return Path(env.get("ATC_SLOTS_DIR") or Path(tempfile.gettempdir(), "triton-model-hub-atc"))
+    """Where the slot files live: ``ATC_SLOTS_DIR`` of the build's environment or of this
+    process, else one folder under the temporary directory shared by every process of this
+    host (or container)."""
+    chosen = env.get("ATC_SLOTS_DIR") or os.environ.get("ATC_SLOTS_DIR")
+    return Path(chosen or Path(tempfile.gettempdir(), "triton-model-hub-atc"))
 
 
 @contextlib.contextmanager
