@@ -89,7 +89,7 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	$(PYTEST) -m "integration or browser" $(PYTEST_ARGS)
 
-# What a contributor runs before a commit (about 2 minutes on two cores, docs/testing.md):
+# What a contributor runs before a commit (about 75 s on two cores, docs/testing.md):
 # lint without the translation checks, types, then the unit tests, last run's failures first.
 test-fast: lint-fast typecheck
 	$(PYTEST) -m "not integration and not browser" --failed-first $(PYTEST_ARGS)
