@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.conftest import ACL_OPTIONS, Hub, SmallDisk, report
+from tests.faults.conftest import ACL_OPTIONS, Hub, SmallDisk, moment_when, report
 from tests.fixtures.triton import mlp_onnx_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
@@ -112,6 +112,10 @@ def test_a_nearly_full_store_refuses_uploads_and_builds_with_the_numbers(
     om = hub.add_version("disk-om", mlp_onnx_bytes(in_features=1024, out_features=1024, seed=72),
                          ACL_OPTIONS)  # fmt: skip
     hub.wait_step(om["job"], "compile")
+    # The step opens with its own free-space check and makes the build folder only after it,
+    # so the disk fills "while ATC runs" once that folder is there.
+    build_dir = hub.store / "work" / om["job"].replace("-", "") / "build"
+    moment_when("ATC's build folder", build_dir.is_dir, 60)
     small_disk.fill_to(floor + MIB)
     filled = time.monotonic()
     job = hub.wait_job(om["job"])
