@@ -7,6 +7,8 @@
 # Build it natively on the target host (`docker compose build`): Ascend servers are often
 # aarch64 (Kunpeng), and the CANN toolkit the worker mounts must match the image's architecture.
 
+# Without a registry, `make compose-images` builds a stand-in from Debian's packages and passes
+# it here (deploy/images/python.Dockerfile).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---- build: resolve and install the Python dependencies into a self-contained venv ------------
@@ -25,8 +27,14 @@ RUN apt-get update \
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
+# Where pip takes the wheels from when the build cannot reach PyPI (a TLS-inspecting proxy, an
+# air gap): `make compose-images` serves wheels made on the building host at a loopback address
+# and passes it here (docs/deploy.md#without-a-registry). Empty, the default: PyPI.
+ARG PIP_WHEELS_URL=""
 COPY requirements.txt constraints.txt /tmp/deps/
-RUN pip install -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt
+RUN set -eu; offline=""; \
+    if [ -n "$PIP_WHEELS_URL" ]; then offline="--no-index --find-links=$PIP_WHEELS_URL"; fi; \
+    pip install $offline -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt
 
 # ATC's own Python (docs/atc.md#python-environment): ATC's operator compiler runs the first
 # `python3` on its PATH and embeds it, and CANN documents packages and versions that differ from
@@ -38,11 +46,15 @@ RUN pip install -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt
 # Packages a particular CANN release wants on top go in at build time:
 #   docker compose build --build-arg ATC_EXTRA_PIP_PACKAGES="cloudpickle tornado"
 COPY deploy/atc-python-requirements.txt /tmp/deps/
-RUN /usr/local/bin/python3 -m venv /opt/atc-python \
-    && /opt/atc-python/bin/pip install -r /tmp/deps/atc-python-requirements.txt
+RUN set -eu; offline=""; \
+    if [ -n "$PIP_WHEELS_URL" ]; then offline="--no-index --find-links=$PIP_WHEELS_URL"; fi; \
+    /usr/local/bin/python3 -m venv /opt/atc-python; \
+    /opt/atc-python/bin/pip install $offline -r /tmp/deps/atc-python-requirements.txt
 ARG ATC_EXTRA_PIP_PACKAGES=""
-RUN if [ -n "$ATC_EXTRA_PIP_PACKAGES" ]; then \
-        /opt/atc-python/bin/pip install -c /tmp/deps/atc-python-requirements.txt \
+RUN set -eu; offline=""; \
+    if [ -n "$PIP_WHEELS_URL" ]; then offline="--no-index --find-links=$PIP_WHEELS_URL"; fi; \
+    if [ -n "$ATC_EXTRA_PIP_PACKAGES" ]; then \
+        /opt/atc-python/bin/pip install $offline -c /tmp/deps/atc-python-requirements.txt \
             $ATC_EXTRA_PIP_PACKAGES; \
     fi
 

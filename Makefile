@@ -21,7 +21,7 @@ export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX ?= $(HOME)/.cache/triton-model-hub/pycache
 
 .PHONY: run node test test-unit test-integration test-fast lint lint-fast typecheck check \
-	clean-var help
+	compose-images clean-var help
 
 help:
 	@echo "make run              start the whole stack at http://127.0.0.1:8080/ (Ctrl-C stops it)"
@@ -32,6 +32,7 @@ help:
 	@echo "make test-integration only tests that start real services (Triton, Redis, browser)"
 	@echo "                      (PYTEST_ARGS=... adds pytest options, e.g. --lf, -k NAME, -n0)"
 	@echo "make lint / typecheck ruff (lint + format check), import layers, djLint, translations / mypy"
+	@echo "make compose-images   build the compose stack's images here (Debian packages, no registry)"
 
 # Packages are installed with uv when it can be had (about a second from a warm cache; pip took
 # about a minute), else with pip. uv is the one on PATH, else one bootstrapped once with pip into
@@ -71,6 +72,12 @@ $(RUN_STAMP): requirements.txt constraints.txt
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt
 	$(call install,requirements-dev.txt)
 	@touch $@ $(RUN_STAMP)
+
+# The images docker-compose.yml names, built on this host (deploy/images/build.py,
+# docs/deploy.md); writes a first .env when there is none. HUB_IMAGES_FROM=registry builds
+# only the hub and Triton images and leaves PostgreSQL, Redis and Caddy to upstream's.
+compose-images: $(RUN_STAMP)
+	$(PY) deploy/images/build.py
 
 run: $(RUN_STAMP)
 	exec $(PY) -m webapp.stack

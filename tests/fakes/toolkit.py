@@ -18,6 +18,9 @@ later; docs/cann.md#install-layouts)::
         <arch>-linux/data/platform_config/<SoC>.ini one per SoC ATC builds for
         python/site-packages/acl -> tests/fakes/acl  (where CANN installs pyACL)
     <root>/driver/tools/npu-smi                 runs tests/fakes/npu-smi (the driver's tool)
+    <root>/driver/version.info, lib64/{driver,common}/   (empty library folders)
+    <root>/standins/tests/fakes/                copy=True: the fakes themselves, so the folder
+                                                works mounted elsewhere (a container)
 
 Importable without pytest: ``make run`` has no test dependencies.
 """
@@ -28,6 +31,7 @@ import argparse
 import os
 import platform
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Literal
@@ -40,6 +44,8 @@ FAKE_NPU_SMI = FAKES_DIR / "npu-smi"
 #: The fake pyACL package.
 FAKE_ACL = FAKES_DIR / "acl"
 FAKE_CANN_VERSION = "8.0.RC3"
+#: The driver version the fake install records (driver/version.info).
+FAKE_DRIVER_VERSION = "24.1.rc3"
 
 #: The SoC names a real toolkit ships a platform file for (<arch>-linux/data/platform_config/
 #: <name>.ini; hicann/runtime's platform files, docs/atc.md#soc-versions). ATC knows a SoC by
@@ -78,15 +84,25 @@ def toolkit_home(root: Path, layout: Layout = "ascend-toolkit") -> Path:
     return root / "cann" if layout == "cann" else root / "ascend-toolkit" / "latest"
 
 
-def _wrapper(path: Path, script: Path, what: str) -> None:
-    """A shell script running ``script`` with this interpreter (the fakes need its packages)."""
+def _wrapper(path: Path, script: Path, what: str, python: str) -> None:
+    """A shell script running ``script`` with ``python`` (the fakes need numpy and onnx)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         "#!/bin/sh\n"
         f"# {what} (tests/fakes/{script.name}); not the real one.\n"
-        f'exec {shlex.quote(sys.executable)} {shlex.quote(str(script))} "$@"\n'
+        f'exec {shlex.quote(python)} {shlex.quote(str(script))} "$@"\n'
     )
     path.chmod(0o755)
+
+
+def _copy_fakes(root: Path) -> Path:
+    """A copy of tests/fakes inside ``root`` (``<root>/standins/tests/fakes``): a folder that
+    works wherever it is mounted, as in a container, with no link back to this checkout."""
+    target = root / "standins" / "tests" / "fakes"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(FAKES_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (target.parent / "__init__.py").touch()
+    return target
 
 
 def _set_env(home: Path, layout: Layout) -> Path:
@@ -100,16 +116,18 @@ def _set_env(home: Path, layout: Layout) -> Path:
     return script
 
 
-def _link_pyacl(home: Path) -> None:
-    """``python/site-packages/acl`` -> tests/fakes/acl (a link: the fake finds its samples)."""
+def _link_pyacl(home: Path, acl: Path = FAKE_ACL, relative: bool = False) -> None:
+    """``python/site-packages/acl`` -> the fake pyACL (a link: the fake finds its samples);
+    ``relative`` for a copy inside the install, so the folder can be mounted elsewhere."""
     site = home / "python" / "site-packages"
     site.mkdir(parents=True, exist_ok=True)
     link = site / "acl"
     if link.is_symlink() or link.exists():
-        if link.resolve() == FAKE_ACL:
+        if link.resolve() == acl.resolve():
             return
         link.unlink()
-    link.symlink_to(FAKE_ACL, target_is_directory=True)
+    target = Path(os.path.relpath(acl, site)) if relative else acl
+    link.symlink_to(target, target_is_directory=True)
 
 
 def _version_files(home: Path, layout: Layout, version: str) -> None:
@@ -129,6 +147,15 @@ def _version_files(home: Path, layout: Layout, version: str) -> None:
         (platforms / f"{soc}.ini").write_text(f"[version]\nSoC_version={soc}\n")
 
 
+def _driver_files(root: Path) -> None:
+    """What the driver package leaves beside npu-smi and compose mounts into Triton: its
+    library folders (empty here) and ``version.info``."""
+    driver = root / "driver"
+    for sub in ("lib64/driver", "lib64/common"):
+        (driver / sub).mkdir(parents=True, exist_ok=True)
+    (driver / "version.info").write_text(f"Version={FAKE_DRIVER_VERSION}\n")
+
+
 def make_fake_toolkit(
     root: Path,
     *,
@@ -136,6 +163,8 @@ def make_fake_toolkit(
     version: str = FAKE_CANN_VERSION,
     path: str | None = None,
     pyacl: bool = True,
+    copy: bool = False,
+    python: str | None = None,
 ) -> dict[str, str]:
     """Creates the fake install under ``root``; returns the environment to add.
 
@@ -147,6 +176,10 @@ def make_fake_toolkit(
         path: The ``PATH`` to extend; this process's when None.
         pyacl: Install the fake pyACL under ``python/site-packages`` (a real toolkit always
             has it; False gives a compile-only toolkit, for tests of "pyACL is missing").
+        copy: Copy the fakes into ``<root>/standins`` and point everything there, so the
+            folder works where it is mounted (a container) without this checkout.
+        python: The interpreter the ``atc`` and ``npu-smi`` wrappers run (one with numpy
+            and onnx); this process's when None. A container's, with ``copy``.
 
     Returns:
         ``ASCEND_TOOLKIT_HOME`` (the toolkit home) and ``PATH`` (npu-smi's folder, then
@@ -157,12 +190,15 @@ def make_fake_toolkit(
     for sub in ("bin", "opp", "compiler", "lib64"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     _version_files(home, layout, version)
-    _wrapper(home / "bin" / "atc", FAKE_ATC, "Fake ATC for tests")
+    fakes = _copy_fakes(root) if copy else FAKES_DIR
+    interpreter = python or sys.executable
+    _wrapper(home / "bin" / "atc", fakes / FAKE_ATC.name, "Fake ATC for tests", interpreter)
     if pyacl:
-        _link_pyacl(home)
+        _link_pyacl(home, fakes / FAKE_ACL.name, relative=copy)
     _set_env(home, layout)
     tools = root.joinpath(*NPU_SMI_DIR)
-    _wrapper(tools / "npu-smi", FAKE_NPU_SMI, "Fake npu-smi for tests")
+    _wrapper(tools / "npu-smi", fakes / FAKE_NPU_SMI.name, "Fake npu-smi for tests", interpreter)
+    _driver_files(root)
     base = os.environ.get("PATH", os.defpath) if path is None else path
     return {
         "ASCEND_TOOLKIT_HOME": str(home),
@@ -179,10 +215,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", type=Path, help="install root, e.g. /tmp/Ascend")
     parser.add_argument("--layout", choices=("ascend-toolkit", "cann"), default="ascend-toolkit")
     parser.add_argument("--version", default=FAKE_CANN_VERSION, help="CANN version to record")
+    parser.add_argument(
+        "--copy", action="store_true", help="copy the fakes in, for a folder mounted elsewhere"
+    )
+    parser.add_argument("--python", help="interpreter for atc and npu-smi (default: this one)")
     args = parser.parse_args(argv)
     # PATH is left for the shell to expand ("...:$PATH"), so the lines stay right when eval'd
     # later or in another shell.
-    env = make_fake_toolkit(args.root.resolve(), layout=args.layout, version=args.version, path="")
+    env = make_fake_toolkit(
+        args.root.resolve(),
+        layout=args.layout,
+        version=args.version,
+        path="",
+        copy=args.copy,
+        python=args.python,
+    )
     for key, value in env.items():
         if key == "PATH":
             print(f'export PATH={shlex.quote(value)}:"$PATH"')

@@ -942,7 +942,7 @@ def test_hub_entrypoint_sets_up_the_cann_found_under_ascend_root(
 
     root = tmp_path / "Ascend"
     make_fake_toolkit(root, layout=layout)  # type: ignore[arg-type]
-    (root / "driver" / "lib64" / "driver").mkdir(parents=True)
+    (root / "driver" / "lib64" / "driver").mkdir(parents=True, exist_ok=True)
     result = run_hub_entrypoint({"ASCEND_ROOT": str(root), "ASCEND_SET_ENV": ""})
     assert result.returncode == 0, result.stderr
     env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)

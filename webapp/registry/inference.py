@@ -156,6 +156,31 @@ def _triton_error(model: Model, version: Version, exc: Exception) -> HubError:
     )
 
 
+#: How long a request that found its serving version unloaded waits for the database to name
+#: the new one: Triton unloads the old version as soon as the new one is ready, and the switch
+#: records it a moment later (model_store/serving/switching.py).
+SWITCH_SETTLE_SECONDS = 3.0
+
+
+def _serving_after_a_switch(
+    model: Model, tried: Version, requested: object, error: HubError
+) -> Version | None:
+    """The version serving now, when a request that named no version was sent to one that a
+    switch has just unloaded; None when that is not what happened."""
+    if requested is not None or error.code != "version_not_loaded":
+        return None
+    deadline = time.monotonic() + SWITCH_SETTLE_SECONDS
+    while True:
+        serving = Model.objects.filter(pk=model.pk).values_list("serving_version", flat=True)
+        now = serving.first()
+        if now is not None and now != tried.number:
+            model.serving_version = now
+            return _pick_version(model, None)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
 def run(
     model: Model, body: dict[str, Any], user_key: str, *, base_url: str | None = None
 ) -> dict[str, Any]:
@@ -202,8 +227,21 @@ def run(
     try:
         outputs = runtime.infer(model.name, arrays, version=str(version.number), protocol=protocol)
     except (TritonUnavailable, TritonRequestError) as exc:
-        record_client_call(model.name, version.number, 0.0, ok=False)
-        raise _triton_error(model, version, exc) from None
+        error = _triton_error(model, version, exc)
+        switched = _serving_after_a_switch(model, version, body.get("version"), error)
+        if switched is None:
+            record_client_call(model.name, version.number, 0.0, ok=False)
+            raise error from None
+        # The version named none and a switch replaced the serving one under it: once.
+        version = switched
+        call_started = time.perf_counter()
+        try:
+            outputs = runtime.infer(
+                model.name, arrays, version=str(version.number), protocol=protocol
+            )
+        except (TritonUnavailable, TritonRequestError) as again:
+            record_client_call(model.name, version.number, 0.0, ok=False)
+            raise _triton_error(model, version, again) from None
     triton_ms = (time.perf_counter() - call_started) * 1000
     record_client_call(model.name, version.number, triton_ms, ok=True)
     if v2:

@@ -1,0 +1,280 @@
+"""Build every image the compose files use, and a first ``.env`` (``make compose-images``).
+
+Two ways, by ``HUB_IMAGES_FROM``:
+
+* ``debian`` (the default): for hosts whose engine cannot pull from a registry. A base image
+  is made with ``debootstrap`` from the host's Debian mirror and imported; Python, PostgreSQL,
+  Redis and Caddy come from Debian's packages on top of it; the hub's Python packages come
+  from wheels made on this host (``pip wheel``) and served to the builds on a loopback port,
+  so no container needs to reach PyPI itself (a TLS-inspecting proxy would refuse it).
+* ``registry``: the hub image on upstream's ``python:3.11-slim-bookworm``; PostgreSQL, Redis
+  and Caddy stay upstream's images, which compose pulls itself.
+
+Either way the Triton images are built here: the CPU one from the nvidia-pytriton wheel in
+the hub image, and the Ascend-shaped one with the project's CANN stand-ins (tests/fakes)
+where CANN would be. Images are tagged with the names the compose files read from ``.env``.
+An existing ``.env`` is never touched; without one, one is written (mode 0600) with fresh
+secrets, ``localhost`` as the site address, and these images' names. Standard library only:
+it runs before anything is installed. docs/deploy.md says what each step does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import http.server
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+#: The names the compose files read (``${NAME:-upstream default}``), with this script's tags.
+LOCAL_IMAGES = {
+    "HUB_IMAGE": "triton-model-hub:latest",
+    "POSTGRES_IMAGE": "triton-model-hub/postgres:15-bookworm",
+    "REDIS_IMAGE": "triton-model-hub/redis:7.0-bookworm",
+    "HUB_PROXY_IMAGE": "triton-model-hub/caddy:2.6-bookworm",
+    "TRITON_IMAGE": "triton-model-hub/triton-cpu:latest",
+    "TRITON_ASCEND_IMAGE": "triton-model-hub/triton-ascend-standin:latest",
+}
+BASE_IMAGE = "triton-model-hub/debian:bookworm"
+PYTHON_IMAGE = "triton-model-hub/python:3.11-bookworm"
+UPSTREAM_PYTHON_IMAGE = "python:3.11-slim-bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+#: The loopback port the wheels are served on during builds (another if it is taken).
+WHEELS_PORT = 47931
+#: What the pins need on Python 3.11.0-3.11.2 beyond what a later 3.11 resolves (markers).
+EARLY_311_EXTRAS = ("async-timeout>=4.0.3",)
+
+
+def say(message: str) -> None:
+    print(f"compose-images: {message}", flush=True)
+
+
+def run(*command: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    say("$ " + " ".join(command))
+    return subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def image_exists(tag: str) -> bool:
+    done = subprocess.run(
+        ["docker", "image", "inspect", tag], capture_output=True, check=False, timeout=60
+    )
+    return done.returncode == 0
+
+
+def check_engine() -> None:
+    if shutil.which("docker") is None:
+        sys.exit("compose-images: no `docker` command; install Docker (docs/deploy.md)")
+    done = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(
+            "compose-images: the Docker engine does not answer (is dockerd running, may this "
+            f"user use it?):\n{done.stderr.strip()}"
+        )
+
+
+def host_mirror() -> str:
+    """The Debian mirror this host's apt uses (its first http(s) source), else deb.debian.org."""
+    override = os.environ.get("DEBIAN_MIRROR")
+    if override:
+        return override
+    files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for path in files:
+        with contextlib.suppress(OSError):
+            for line in path.read_text().splitlines():
+                words = line.split()
+                if words[:1] == ["deb"]:
+                    urls = [w for w in words[1:] if w.startswith("http")]
+                elif words[:1] == ["URIs:"]:
+                    urls = words[1:]
+                else:
+                    continue
+                if urls and "security" not in urls[0]:
+                    return urls[0]
+    return DEFAULT_MIRROR
+
+
+def ensure_base_image(tag: str) -> None:
+    """A minimal Debian bookworm imported from debootstrap, unless the engine has it already."""
+    if image_exists(tag):
+        say(f"{tag}: already in the engine")
+        return
+    if shutil.which("debootstrap") is None or os.geteuid() != 0:
+        sys.exit(
+            f"compose-images: {tag} must be made with debootstrap, as root "
+            "(apt-get install debootstrap; docs/deploy.md#without-a-registry)"
+        )
+    mirror = host_mirror()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hub-debootstrap-") as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        run("debootstrap", "--variant=minbase", "bookworm", str(rootfs), mirror,
+            stdout=subprocess.DEVNULL)  # fmt: skip
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        run("docker", "import", "-", tag, stdin=tar.stdout)
+        if tar.wait() != 0:
+            sys.exit("compose-images: tar of the debootstrap folder failed")
+    say(f"{tag}: made from {mirror} in {time.monotonic() - started:.0f} s")
+
+
+def wheel_dir() -> Path:
+    """Wheels for the hub image's two environments, made on this host; kept per requirements."""
+    files = [ROOT / "requirements.txt", ROOT / "constraints.txt",
+             ROOT / "deploy" / "atc-python-requirements.txt"]  # fmt: skip
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+    folder = ROOT / "var" / "compose-images" / f"wheels-{digest}"
+    if (folder / ".complete").is_file():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--disable-pip-version-check",
+        "-q",
+        "-w",
+        str(folder),
+    ]
+    run(*pip, "-c", str(files[1]), "-r", str(files[0]))
+    run(*pip, "-r", str(files[2]))
+    # Debian's Python is 3.11.2: redis asks for async-timeout below 3.11.3, which a newer
+    # host Python resolving the same pins leaves out.
+    run(*pip, "-c", str(files[1]), *EARLY_311_EXTRAS)
+    (folder / ".complete").touch()
+    return folder
+
+
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """``folder`` over HTTP on a loopback port for the builds (which use the host's network)."""
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    # The same address each time when it is free: the URL is a build argument, and a new one
+    # would make Docker rebuild the layers that install the packages.
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", WHEELS_PORT), handler)
+    except OSError:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def build(tag: str, dockerfile: Path, context: Path, **args: str) -> None:
+    command = ["docker", "build", "--network", "host", "-f", str(dockerfile), "-t", tag]
+    for key, value in args.items():
+        command += ["--build-arg", f"{key}={value}"]
+    started = time.monotonic()
+    run(*command, str(context), stdout=None if os.environ.get("VERBOSE") else subprocess.DEVNULL)
+    say(f"{tag}: built in {time.monotonic() - started:.0f} s")
+
+
+def standin_context(scratch: Path) -> Path:
+    """A build context holding tests/fakes (the hub image's own context leaves tests out)."""
+    context = scratch / "ascend-standin"
+    fakes = context / "standins" / "tests" / "fakes"
+    shutil.copytree(ROOT / "tests" / "fakes", fakes,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))  # fmt: skip
+    (fakes.parent / "__init__.py").touch()
+    return context
+
+
+def env_settings(images: dict[str, str]) -> dict[str, str]:
+    """A first ``.env`` for this machine: fresh secrets, localhost, the images just built."""
+    return {
+        "POSTGRES_PASSWORD": secrets.token_hex(24),
+        "SECRET_KEY": secrets.token_urlsafe(48),
+        "TRITON_API_KEY": secrets.token_hex(32),
+        "HUB_ADMIN_PASSWORD": secrets.token_urlsafe(18),
+        "ALLOWED_HOSTS": "localhost,127.0.0.1",
+        "HUB_SITE_ADDRESS": "localhost",
+        "CSRF_TRUSTED_ORIGINS": "https://localhost,https://127.0.0.1",
+        "HTTPS": "true",
+        # Published on loopback only; 0.0.0.0 (and a real site address) opens it up.
+        "HUB_HTTPS_BIND": "127.0.0.1",
+        "HUB_HTTPS_PORT": "443",
+        "HUB_HTTP_BIND": "127.0.0.1",
+        "HUB_HTTP_PORT": "80",
+        **images,
+    }
+
+
+def write_env(path: Path, settings: dict[str, str]) -> None:
+    """``settings`` as a new env file, readable by its owner only; never over an existing one."""
+    lines = [
+        "# Written by `make compose-images` for a first start on this machine (docs/deploy.md).",
+        "# Edit freely: make compose-images never touches an existing .env.",
+        *(f"{name}={value}" for name, value in settings.items()),
+    ]
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make compose-images", description=__doc__.split("\n")[0])
+    parser.add_argument("--from", dest="source", choices=("debian", "registry"),
+                        default=os.environ.get("HUB_IMAGES_FROM", "debian"))  # fmt: skip
+    parser.add_argument("--env-file", type=Path, default=ROOT / ".env")
+    parser.add_argument("--no-ascend", action="store_true", help="skip the Ascend stand-in image")
+    args = parser.parse_args(argv)
+    check_engine()
+    images = {name: os.environ.get(name) or tag for name, tag in LOCAL_IMAGES.items()}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hub-images-") as scratch:
+        if args.source == "debian":
+            ensure_base_image(BASE_IMAGE)
+            base = {"BASE_IMAGE": BASE_IMAGE}
+            build(PYTHON_IMAGE, HERE / "python.Dockerfile", HERE, **base)
+            build(images["POSTGRES_IMAGE"], HERE / "postgres.Dockerfile", HERE, **base)
+            build(images["REDIS_IMAGE"], HERE / "redis.Dockerfile", HERE, **base)
+            build(images["HUB_PROXY_IMAGE"], HERE / "caddy.Dockerfile", HERE, **base)
+            with served(wheel_dir()) as url:
+                build(images["HUB_IMAGE"], ROOT / "Dockerfile", ROOT,
+                      PYTHON_IMAGE=PYTHON_IMAGE, PIP_WHEELS_URL=url)  # fmt: skip
+        else:
+            build(
+                images["HUB_IMAGE"], ROOT / "Dockerfile", ROOT, PYTHON_IMAGE=UPSTREAM_PYTHON_IMAGE
+            )
+            for name in ("POSTGRES_IMAGE", "REDIS_IMAGE", "HUB_PROXY_IMAGE"):
+                images.pop(name)  # compose's upstream defaults
+        build(images["TRITON_IMAGE"], HERE / "triton-cpu.Dockerfile", HERE,
+              HUB_IMAGE=images["HUB_IMAGE"])  # fmt: skip
+        if not args.no_ascend:
+            context = standin_context(Path(scratch))
+            dockerfile = HERE / "triton-ascend-standin.Dockerfile"
+            build(images["TRITON_ASCEND_IMAGE"], dockerfile, context,
+                  TRITON_CPU_IMAGE=images["TRITON_IMAGE"])  # fmt: skip
+    say(f"all images built in {time.monotonic() - started:.0f} s")
+    if args.env_file.exists():
+        say(f"{args.env_file} exists: left as it is (image names above, if it needs them)")
+    else:
+        write_env(args.env_file, env_settings(images))
+        say(f"wrote {args.env_file} (mode 0600): fresh secrets, the site at https://localhost/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
