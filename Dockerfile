@@ -89,7 +89,10 @@ COPY --from=build /opt/atc-python /opt/atc-python
 
 WORKDIR /app
 COPY . /app
-RUN chmod 0755 /app/deploy/entrypoint.sh
+# The worker runs in /home/hub (ATC's scratch files land in the working directory); the link
+# makes `docker compose exec worker python manage.py ...` work there as in /app.
+RUN chmod 0755 /app/deploy/entrypoint.sh \
+    && ln -s /app/manage.py /home/hub/manage.py
 
 # Static files are collected once, here, so containers never write into the image at start-up.
 # The key below exists only for this command; the running containers get the real one from .env.

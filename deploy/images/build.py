@@ -183,7 +183,17 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def build(tag: str, dockerfile: Path, context: Path, **args: str) -> None:
-    command = ["docker", "build", "--network", "host", "-f", str(dockerfile), "-t", tag]
+    command = [
+        "docker",
+        "build",
+        "--network",
+        "host",
+        "--force-rm",
+        "-f",
+        str(dockerfile),
+        "-t",
+        tag,
+    ]
     for key, value in args.items():
         command += ["--build-arg", f"{key}={value}"]
     started = time.monotonic()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from model_store.ascend.selftest.context import SelftestContext
-from model_store.ascend.selftest.demo import classify
+from model_store.ascend.selftest.demo import classify, photo_tensor
 from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, passed
 from model_store.config import ModelConfig, render_pbtxt
 from model_store.diagnostics import check_npu_ge_backend
@@ -87,6 +87,9 @@ def serve_and_classify(
     runtime = ctx.runtime
     info = ctx.facts.info
     assert runtime is not None and info is not None
+    if ctx.facts.tensor is None:
+        # The npu_ge stage does not need ATC's: when that one failed, the photo is made here.
+        _, ctx.facts.tensor = photo_tensor(ctx.demo, info)
     where = f"Triton {backend}"
     evidence: dict[str, Any] = {
         "triton_url": runtime.http_url,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ from model_store.ascend.selftest import (
     run_selftest,
     stage_lines,
 )
+from model_store.diagnostics.host_checks import ascend_root
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_backends_dir
 from webapp.registry.storage import get_store
@@ -62,11 +64,49 @@ def _device(value: str) -> int:
     return int(value)
 
 
+#: Set in the environment of the command run again under the worker's environment.
+REEXEC_MARK = "HUB_SELFTEST_IN_WORKER_ENV"
+
+
+def worker_environment() -> dict[str, str]:
+    """The environment the worker itself runs with. `docker compose exec worker ...` starts
+    a command without the image's entrypoint, which sources CANN's set_env.sh under
+    ASCEND_ROOT; so where that has not happened, the entrypoint is run here for its
+    environment (and this command's own is kept if it refuses, e.g. closed device nodes)."""
+    env = dict(os.environ)
+    if not env.get("ASCEND_ROOT") or env.get("ASCEND_TOOLKIT_HOME") or env.get(REEXEC_MARK):
+        return env
+    entrypoint = Path(settings.BASE_DIR) / "deploy" / "entrypoint.sh"
+    try:
+        done = subprocess.run(
+            ["bash", str(entrypoint), "env", "-0"], env=env, capture_output=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return env
+    if done.returncode != 0:
+        return env
+    pairs = (item.partition("=") for item in done.stdout.decode().split("\0") if "=" in item)
+    return {key: value for key, _, value in pairs}
+
+
 class Command(BaseCommand):
     help = (
         "Check this Ascend host stage by stage (CANN, ATC, npu-smi, pyACL, Triton) with the "
         "bundled demo model, and write a report to attach to a bug (docs/selftest.md)."
     )
+
+    def _run_in_the_workers_environment(self) -> None:
+        """From the command line, start again in the worker's environment when this one lacks
+        CANN's: the loader reads LD_LIBRARY_PATH (pyACL's libraries) only at start."""
+        if sys.argv[1:2] != ["ascend_selftest"]:
+            return  # called from code (call_command): its caller set the environment
+        env = worker_environment()
+        if env == os.environ:
+            return
+        env[REEXEC_MARK] = "1"
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)  # noqa: S606 (itself)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -88,6 +128,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self._run_in_the_workers_environment()
         device = _device(options["device"]) if options.get("device") is not None else None
         json_target: str | None = options.get("json")
         # With the report on standard output, the stage lines go to standard error.
@@ -112,6 +153,10 @@ class Command(BaseCommand):
                     scratch=Path(scratch),
                     backends_dir=triton_backends_dir(),
                     device=device,
+                    # ASCEND_ROOT, as the worker's host report reads it: a `docker compose
+                    # exec` does not pass the entrypoint that sources set_env.sh, so the
+                    # install is found under the root compose mounts.
+                    ascend_root=ascend_root(os.environ),
                     npu_ge_in_serving_triton=bool(options.get("npu_ge_in_serving_triton")),
                 )
                 try:
