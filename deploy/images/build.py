@@ -46,8 +46,10 @@ LOCAL_IMAGES = {
     "REDIS_IMAGE": "triton-model-hub/redis:7.0-bookworm",
     "HUB_PROXY_IMAGE": "triton-model-hub/caddy:2.6-bookworm",
     "TRITON_IMAGE": "triton-model-hub/triton-cpu:latest",
-    "TRITON_ASCEND_IMAGE": "triton-model-hub/triton-ascend-standin:latest",
 }
+#: The Ascend-shaped Triton with the stand-ins: what TRITON_IMAGE names for a trial of
+#: deploy/hub-ascend.yml without NPUs (``TRITON_STANDIN_IMAGE`` renames it).
+STANDIN_IMAGE = "triton-model-hub/triton-ascend-standin:latest"
 BASE_IMAGE = "triton-model-hub/debian:bookworm"
 PYTHON_IMAGE = "triton-model-hub/python:3.11-bookworm"
 UPSTREAM_PYTHON_IMAGE = "python:3.11-slim-bookworm"
@@ -58,12 +60,12 @@ WHEELS_PORT = 47931
 EARLY_311_EXTRAS = ("async-timeout>=4.0.3",)
 
 
-def say(message: str) -> None:
+def tell(message: str) -> None:
     print(f"compose-images: {message}", flush=True)
 
 
 def run(*command: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    say("$ " + " ".join(command))
+    tell("$ " + " ".join(command))
     return subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
@@ -109,7 +111,7 @@ def host_mirror() -> str:
 def ensure_base_image(tag: str) -> None:
     """A minimal Debian bookworm imported from debootstrap, unless the engine has it already."""
     if image_exists(tag):
-        say(f"{tag}: already in the engine")
+        tell(f"{tag}: already in the engine")
         return
     if shutil.which("debootstrap") is None or os.geteuid() != 0:
         sys.exit(
@@ -126,7 +128,7 @@ def ensure_base_image(tag: str) -> None:
         run("docker", "import", "-", tag, stdin=tar.stdout)
         if tar.wait() != 0:
             sys.exit("compose-images: tar of the debootstrap folder failed")
-    say(f"{tag}: made from {mirror} in {time.monotonic() - started:.0f} s")
+    tell(f"{tag}: made from {mirror} in {time.monotonic() - started:.0f} s")
 
 
 def wheel_dir() -> Path:
@@ -198,7 +200,7 @@ def build(tag: str, dockerfile: Path, context: Path, **args: str) -> None:
         command += ["--build-arg", f"{key}={value}"]
     started = time.monotonic()
     run(*command, str(context), stdout=None if os.environ.get("VERBOSE") else subprocess.DEVNULL)
-    say(f"{tag}: built in {time.monotonic() - started:.0f} s")
+    tell(f"{tag}: built in {time.monotonic() - started:.0f} s")
 
 
 def standin_context(scratch: Path) -> Path:
@@ -275,14 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_ascend:
             context = standin_context(Path(scratch))
             dockerfile = HERE / "triton-ascend-standin.Dockerfile"
-            build(images["TRITON_ASCEND_IMAGE"], dockerfile, context,
+            standin = os.environ.get("TRITON_STANDIN_IMAGE") or STANDIN_IMAGE
+            build(standin, dockerfile, context,
                   TRITON_CPU_IMAGE=images["TRITON_IMAGE"])  # fmt: skip
-    say(f"all images built in {time.monotonic() - started:.0f} s")
+    tell(f"all images built in {time.monotonic() - started:.0f} s")
     if args.env_file.exists():
-        say(f"{args.env_file} exists: left as it is (image names above, if it needs them)")
+        tell(f"{args.env_file} exists: left as it is (image names above, if it needs them)")
     else:
         write_env(args.env_file, env_settings(images))
-        say(f"wrote {args.env_file} (mode 0600): fresh secrets, the site at https://localhost/")
+        tell(f"wrote {args.env_file} (mode 0600): fresh secrets, the site at https://localhost/")
     return 0
 
 

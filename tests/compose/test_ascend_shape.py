@@ -31,6 +31,7 @@ from tests.compose.conftest import (
     DEMO,
     Api,
     Stack,
+    builder,
     operator_token,
     project_name,
     shared_tmp,
@@ -78,7 +79,7 @@ def host(images: dict[str, str]) -> Iterator[dict[str, str]]:
         "NPU_SMI_PATH": str(root / "driver" / "tools" / "npu-smi"),
         "ASCEND_INSTALL_INFO": str(info),
         "ASCEND_DCMI_DIR": str(folder / "dcmi"),
-        "TRITON_ASCEND_IMAGE": images["TRITON_ASCEND_IMAGE"],
+        "TRITON_IMAGE": builder.STANDIN_IMAGE,
     }
     shutil.rmtree(folder, ignore_errors=True)
 

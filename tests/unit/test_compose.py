@@ -622,8 +622,10 @@ def test_the_hub_stack_itself_maps_no_npu(raw_text: str, services: dict[str, Any
 def test_the_ascend_override_touches_only_worker_and_triton() -> None:
     override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
     assert set(override["services"]) == {"worker", "triton"}
-    for service in override["services"].values():
-        assert set(service) <= {"devices", "volumes", "environment", "group_add"}
+    assert set(override["services"]["worker"]) <= {"devices", "volumes", "environment", "group_add"}
+    # Triton also swaps its image for an Ascend one.
+    assert set(override["services"]["triton"]) <= {"devices", "volumes", "environment", "image"}
+    assert override["services"]["triton"]["image"].startswith("${TRITON_IMAGE:-triton-ascend")
 
 
 def test_the_ascend_worker_requires_the_drivers_group(services: dict[str, Any]) -> None:
@@ -637,15 +639,29 @@ def test_the_ascend_worker_requires_the_drivers_group(services: dict[str, Any]) 
     assert not any("group_add" in service for service in services.values())
 
 
-def test_npu_smi_is_mounted_where_the_host_has_it() -> None:
+def test_npu_smi_is_mounted_from_where_the_host_has_it_onto_the_path() -> None:
+    """Whatever the host's folder (/usr/local/bin or /usr/local/sbin), the containers find
+    npu-smi at /usr/local/bin/npu-smi, on every image's PATH."""
     for env, path in (
         ({}, "/usr/local/bin/npu-smi"),
         ({"NPU_SMI_PATH": "/usr/local/sbin/npu-smi"}, "/usr/local/sbin/npu-smi"),
     ):
         for service in hub_with_ascend(env=env).values():
             if service.get("devices"):
-                bind = _binds(service)[path]
+                bind = _binds(service)["/usr/local/bin/npu-smi"]
                 assert normalise(bind["source"]) == path and bind["read_only"]
+
+
+def test_the_ascend_host_paths_are_settings_for_other_hosts_and_tests() -> None:
+    """/dev, /etc/ascend_install.info and /usr/local/dcmi are the defaults; the compose suite
+    points them at fake nodes and files (tests/compose/test_ascend_shape.py)."""
+    env = {"ASCEND_DEV_DIR": "/srv/dev", "ASCEND_INSTALL_INFO": "/srv/info",
+           "ASCEND_DCMI_DIR": "/srv/dcmi"}  # fmt: skip
+    worker = hub_with_ascend(env=env)["worker"]
+    assert "/srv/dev/davinci_manager:/dev/davinci_manager" in worker["devices"]
+    binds = _binds(worker)
+    assert normalise(binds["/etc/ascend_install.info"]["source"]) == "/srv/info"
+    assert normalise(binds["/usr/local/dcmi"]["source"]) == "/srv/dcmi"
 
 
 def test_ascend_devices_are_mapped(ascend_services: dict[str, dict[str, Any]]) -> None:
@@ -671,10 +687,13 @@ def test_ascend_driver_paths_are_mounted_read_only(
         assert binds[path]["read_only"], f"{path} should be read-only"
 
 
-def test_npu_ge_backend_is_required(triton: dict[str, Any]) -> None:
-    required = environment(triton).get("HUB_REQUIRED_BACKENDS", "").split()
-    assert "npu_ge" in required
-    assert {"acl", "onnxruntime"} <= set(required)
+def test_each_triton_requires_the_backends_its_image_has(
+    triton: dict[str, Any], ascend_services: dict[str, dict[str, Any]]
+) -> None:
+    """The CPU image has onnxruntime (ours, on the Python backend); the Ascend one npu_ge too."""
+    assert environment(triton)["HUB_REQUIRED_BACKENDS"].split() == ["onnxruntime"]
+    required = environment(ascend_services["triton"])["HUB_REQUIRED_BACKENDS"].split()
+    assert {"npu_ge", "acl", "onnxruntime"} == set(required)
     assert "libtriton_${backend}.so" in TRITON_ENTRYPOINT.read_text()
 
 
@@ -745,7 +764,9 @@ def test_the_worker_runs_atc_with_its_own_python(services: dict[str, dict[str, A
     assert environment(services["worker"])["ATC_PYTHON"] == "/opt/atc-python/bin/python3"
     text = DOCKERFILE.read_text()
     assert re.search(r"-m venv /opt/atc-python\b", text)
-    assert "/opt/atc-python/bin/pip install -r /tmp/deps/atc-python-requirements.txt" in text
+    assert re.search(
+        r"/opt/atc-python/bin/pip install \$offline -r /tmp/deps/atc-python-requirements.txt", text
+    )
     assert "COPY --from=build /opt/atc-python /opt/atc-python" in text
     pins = {}
     for line in ATC_REQUIREMENTS.read_text().splitlines():
@@ -768,7 +789,7 @@ def test_dockerfile_runs_as_non_root_on_the_agreed_base() -> None:
     final_stage = re.split(r"^FROM ", text, flags=re.M)[-1]
     users = re.findall(r"^USER\s+(\S+)", final_stage, re.M)
     assert users and users[-1] not in {"root", "0", "0:0"}
-    assert re.search(r"pip install -c \S*constraints\.txt -r \S*requirements\.txt", text)
+    assert re.search(r"pip install \$offline -c \S*constraints\.txt -r \S*requirements\.txt", text)
     assert "collectstatic --noinput" in text
     assert "webapp.asgi:application" in text
 
@@ -1060,10 +1081,14 @@ def test_probe_rejects_unknown_modes(healthcheck: ModuleType) -> None:
 # --- the real docker compose, when there is one ------------------------------------------------
 
 
-def _docker_compose_missing() -> str | None:
+def _compose_command() -> list[str] | str:
+    """docker-compose 1.x or `docker compose` v2 (the files are written for both); else why
+    neither is here."""
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
     docker = shutil.which("docker")
     if docker is None:
-        return "the docker CLI is not installed"
+        return "neither docker-compose nor the docker CLI is installed"
     try:
         result = spawn.run(
             [docker, "compose", "version"],
@@ -1077,11 +1102,15 @@ def _docker_compose_missing() -> str | None:
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()[:1]
         return f"`docker compose version` failed ({' '.join(detail) or result.returncode})"
-    return None
+    return [docker, "compose"]
 
 
-def run_compose_config(tmp_path: Path, env_lines: list[str]) -> subprocess.CompletedProcess[str]:
-    """`docker compose config -q` on a copy of the project with the given .env."""
+def run_compose_config(
+    tmp_path: Path, env_lines: list[str], files: tuple[Path, ...] = (COMPOSE_FILE,)
+) -> subprocess.CompletedProcess[str]:
+    """`compose config -q` on a copy of the project with the given .env; no engine needed."""
+    command = _compose_command()
+    assert isinstance(command, list), command
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
@@ -1089,8 +1118,9 @@ def run_compose_config(tmp_path: Path, env_lines: list[str]) -> subprocess.Compl
         (project / name).symlink_to(ROOT / name)
     (project / ".env").write_text("\n".join(env_lines) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in REQUIRED_VARS}
+    chosen = [arg for file in files for arg in ("-f", str(project / file.relative_to(ROOT)))]
     return spawn.run(
-        ["docker", "compose", "--project-directory", str(project), "config", "-q"],
+        [*command, "--project-directory", str(project), *chosen, "config", "-q"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -1102,13 +1132,14 @@ def run_compose_config(tmp_path: Path, env_lines: list[str]) -> subprocess.Compl
 
 @pytest.fixture
 def docker_compose() -> None:
-    reason = _docker_compose_missing()
-    if reason:
+    reason = _compose_command()
+    if isinstance(reason, str):
         pytest.skip(reason)
 
 
 @pytest.mark.usefixtures("docker_compose")
-def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
+def test_compose_accepts_the_cpu_stack_with_upstreams_images(tmp_path: Path) -> None:
+    """The registry shape: no image names set, so the upstream defaults (postgres:17, ...)."""
     result = run_compose_config(tmp_path, [f"{var}={DUMMY}" for var in REQUIRED_VARS])
     if "Cannot connect to the Docker daemon" in result.stderr:
         pytest.skip("docker compose wanted an engine for `config`")
@@ -1116,7 +1147,14 @@ def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("docker_compose")
-def test_docker_compose_names_a_missing_secret(tmp_path: Path) -> None:
+def test_compose_accepts_the_ascend_override(tmp_path: Path) -> None:
+    lines = [f"{var}={DUMMY}" for var in REQUIRED_VARS] + ["ASCEND_DRIVER_GID=1990"]
+    result = run_compose_config(tmp_path, lines, (COMPOSE_FILE, HUB_ASCEND_FILE))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.usefixtures("docker_compose")
+def test_compose_names_a_missing_secret(tmp_path: Path) -> None:
     lines = [f"{var}={DUMMY}" for var in REQUIRED_VARS if var != "SECRET_KEY"]
     result = run_compose_config(tmp_path, lines)
     assert result.returncode != 0

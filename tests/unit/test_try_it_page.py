@@ -195,3 +195,34 @@ def test_the_sweep_list_polls_only_while_a_sweep_runs(viewer_client: Client, ser
     job = Job.objects.create(kind=Job.Kind.SWEEP, model=served, state=Job.State.RUNNING)
     PerfRun.objects.create(model=served, version=served.versions.get(number=1), job=job)
     assert 'hx-trigger="every 3s, live:sweeps from:body"' in runs_partial()
+
+
+def _not_loaded() -> HubError:
+    return HubError("v1 of mlp is not loaded in Triton (v1 serves).", "version_not_loaded", 409)
+
+
+@pytest.mark.django_db
+def test_a_request_naming_no_version_follows_a_switch_that_unloaded_its_version(
+    served: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton unloads the old version as soon as the new one is ready, a moment before the
+    switch records it: the request waits for the record and goes to the new version."""
+    monkeypatch.setattr(inference, "SWITCH_SETTLE_SECONDS", 0.5)
+    tried = Version.objects.get(model=served, number=1)
+    Model.objects.filter(pk=served.pk).update(serving_version=2)  # the switch's record
+    again = inference._serving_after_a_switch(served, tried, None, _not_loaded())
+    assert again is not None and again.number == 2 and served.serving_version == 2
+
+
+@pytest.mark.django_db
+def test_a_request_is_not_moved_when_it_named_a_version_or_nothing_switched(
+    served: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inference, "SWITCH_SETTLE_SECONDS", 0.2)
+    tried = Version.objects.get(model=served, number=1)
+    assert inference._serving_after_a_switch(served, tried, 1, _not_loaded()) is None
+    # Nothing switched: after the short wait the answer is the error, as before.
+    assert inference._serving_after_a_switch(served, tried, None, _not_loaded()) is None
+    other = HubError("Triton did not answer", "triton_unavailable", 503)
+    Model.objects.filter(pk=served.pk).update(serving_version=2)
+    assert inference._serving_after_a_switch(served, tried, None, other) is None

@@ -8,6 +8,7 @@ which is what a fresh machine without the toolkit looks like.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from model_store.ascend.selftest.report import driver_version
 from model_store.ascend.selftest.runner import BUG_HINT
 from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, passed
 from model_store.store import ModelStore
+from tests.fakes.toolkit import make_fake_toolkit
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -218,3 +220,25 @@ def test_a_device_that_is_not_a_number_is_a_usage_error() -> None:
     with pytest.raises(CommandError, match="not a device id") as caught:
         call_command("ascend_selftest", "--device", "one")
     assert caught.value.returncode == 2
+
+
+def test_from_compose_exec_the_command_takes_the_environment_the_worker_gets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`docker compose exec worker python manage.py ascend_selftest` skips the image's
+    entrypoint, which sources CANN's set_env.sh under ASCEND_ROOT: the command runs that same
+    entrypoint (deploy/entrypoint.sh, for real) for the worker's environment."""
+    from webapp.ops.management.commands.ascend_selftest import REEXEC_MARK, worker_environment
+
+    make_fake_toolkit(tmp_path / "Ascend")
+    for name in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_SET_ENV", REEXEC_MARK):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ASCEND_ROOT", str(tmp_path / "Ascend"))
+    monkeypatch.setenv("HUB_DEV_DIR", str(tmp_path / "no-devices"))
+    env = worker_environment()
+    home = tmp_path / "Ascend" / "ascend-toolkit" / "latest"
+    assert env["ASCEND_TOOLKIT_HOME"] == str(home)
+    assert str(home / "python" / "site-packages") in env["PYTHONPATH"].split(":")
+    # Already there (the worker itself, or the command started again): nothing to do.
+    monkeypatch.setenv(REEXEC_MARK, "1")
+    assert worker_environment() == dict(os.environ)
