@@ -9,6 +9,10 @@ ARG HUB_IMAGE=triton-model-hub:latest
 FROM ${HUB_IMAGE}
 
 USER root
+# wget for the compose healthcheck (curl or wget, as upstream's images have one of them).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends wget \
+    && rm -rf /var/lib/apt/lists/*
 RUN set -eu; \
     wheel=$(python -c 'import importlib.util as u; print(u.find_spec("pytriton").submodule_search_locations[0])'); \
     libs="$(dirname "$wheel")/nvidia_pytriton.libs"; \

@@ -17,23 +17,30 @@ import os
 import secrets
 import shutil
 import ssl
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from model_store import spawn
+from tests.fakes.toolkit import make_fake_toolkit
 from tests.fixtures.ports import free_ports
 from tests.fixtures.stack import ROOT
 
 DEMO = ROOT / "demo"
+#: The stand-in NPU driver's group (any id the host does not use for something else will do).
+DRIVER_GID = 4711
+#: The device nodes of a one-chip Ascend host.
+NPU_NODES = ("davinci0", "davinci_manager", "devmm_svm", "hisi_hdc")
 COFFEE = DEMO / "images" / "coffee.png"
 
 
@@ -55,7 +62,7 @@ def compose_command() -> list[str] | None:
     if shutil.which("docker-compose"):
         return ["docker-compose"]
     if shutil.which("docker"):
-        done = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
+        done = spawn.run(["docker", "compose", "version"], capture_output=True, timeout=60)
         if done.returncode == 0:
             return ["docker", "compose"]
     return None
@@ -66,7 +73,7 @@ def _engine_problem() -> str | None:
         return "no docker command"
     if compose_command() is None:
         return "neither docker-compose nor `docker compose`"
-    done = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    done = spawn.run(["docker", "info"], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         return f"the Docker engine does not answer: {done.stderr.strip()[:200]}"
     return None
@@ -96,7 +103,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(f"compose suite: {problem}")
     scratch = tmp_path_factory.mktemp("compose-images")
     started = time.monotonic()
-    subprocess.run(
+    spawn.run(
         [sys.executable, str(ROOT / "deploy/images/build.py"),
          "--env-file", str(scratch / "first.env")],
         check=True, cwd=ROOT, timeout=1800,
@@ -115,27 +122,67 @@ def shared_tmp(prefix: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def host(images: dict[str, str]) -> Iterator[dict[str, str]]:
+    """An "Atlas host" on this machine: device nodes, the CANN tree, the driver's files."""
+    folder = shared_tmp("hub-compose-ascend-")
+    dev = folder / "dev"
+    dev.mkdir(mode=0o755)
+    for name in NPU_NODES:
+        node = dev / name
+        os.mknod(node, 0o660 | stat.S_IFCHR, os.makedev(1, 3))
+        os.chown(node, 0, DRIVER_GID)
+        node.chmod(0o660)
+    root = folder / "Ascend"
+    make_fake_toolkit(root, copy=True, python="/opt/venv/bin/python")
+    info = folder / "ascend_install.info"
+    info.write_text(f"Driver_Install_Path_Param={root}\n")
+    (folder / "dcmi").mkdir()
+    for path in (folder, *folder.rglob("*")):
+        if not path.is_char_device():
+            path.chmod(
+                path.stat().st_mode | 0o055 if path.is_dir() else path.stat().st_mode | 0o044
+            )
+    yield {
+        "folder": str(folder),
+        "ASCEND_ROOT": str(root),
+        "ASCEND_DEVICE": str(dev / "davinci0"),
+        "ASCEND_DEV_DIR": str(dev),
+        "NPU_SMI_PATH": str(root / "driver" / "tools" / "npu-smi"),
+        "ASCEND_INSTALL_INFO": str(info),
+        "ASCEND_DCMI_DIR": str(folder / "dcmi"),
+    }
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 class Stack:
     """One compose project from the checkout's files, with its own env file."""
 
-    def __init__(self, name: str, files: list[str], settings: dict[str, str], folder: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        files: list[str],
+        settings: dict[str, str],
+        folder: Path,
+        project_dir: Path = ROOT,
+    ) -> None:
         self.name = name
         self.folder = folder
         self.env_file = folder / "stack.env"
         self.settings = {**settings, "HUB_ENV_FILE": str(self.env_file)}
         builder.write_env(self.env_file, self.settings)
         self.command = [*(compose_command() or []), "-p", name, "--project-directory",
-                        str(ROOT), "--env-file", str(self.env_file)]  # fmt: skip
+                        str(project_dir), "--env-file", str(self.env_file)]  # fmt: skip
         for file in files:
             self.command += ["-f", str(ROOT / file)]
-        self.https_port = int(self.settings["HUB_HTTPS_PORT"])
+        self.https_port = int(self.settings.get("HUB_HTTPS_PORT", 0))  # a node has none
         self._ssl: ssl.SSLContext | None = None
 
     def compose(self, *args: str, check: bool = True, timeout: float = 600,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
         # Only the env file decides: a developer's shell must not leak settings in.
         clean = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST")}
-        done = subprocess.run(
+        done = spawn.run(
             [*self.command, *args], capture_output=True, text=True, timeout=timeout,
             cwd=ROOT, env={**clean, **(env or {})}, check=False,
         )  # fmt: skip
@@ -149,6 +196,23 @@ class Stack:
 
     def container(self, service: str) -> str:
         return self.compose("ps", "-q", service).stdout.strip()
+
+    def health(self, service: str) -> str:
+        """The engine's verdict of the service's healthcheck (``healthy``, ``starting``, ...)."""
+        return spawn.run(
+            ["docker", "inspect", "-f", "{{.State.Health.Status}}", self.container(service)],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.strip()  # fmt: skip
+
+    def wait_all_healthy(self, timeout: float = 240) -> None:
+        """Every long-running service's own healthcheck passes."""
+        services = self.compose("config", "--services").stdout.split()
+        running = [s for s in services if s not in ("prepare", "migrate") and self.container(s)]
+
+        def all_healthy() -> bool:
+            return all(self.health(s) == "healthy" for s in running)
+
+        wait_for(f"{', '.join(running)} healthy", all_healthy, timeout, interval=3)
 
     def logs(self, *services: str) -> str:
         return self.compose("logs", "--no-color", "--tail=200", *services, check=False).stdout
@@ -165,8 +229,8 @@ class Stack:
         found = {}
         for kind, command in (("containers", ["ps", "-aq"]), ("networks", ["network", "ls", "-q"]),
                               ("volumes", ["volume", "ls", "-q"])):  # fmt: skip
-            out = subprocess.run(["docker", *command, "--filter", label], capture_output=True,
-                                 text=True, check=True).stdout.split()  # fmt: skip
+            out = spawn.run(["docker", *command, "--filter", label], capture_output=True,
+                            text=True, check=True, timeout=60).stdout.split()  # fmt: skip
             found[kind] = out
         return found
 
@@ -207,6 +271,7 @@ class Stack:
 
         try:
             wait_for("the hub answering through the proxy", live, timeout, interval=2)
+            self.wait_all_healthy(timeout)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.logs()}") from exc
 
@@ -234,11 +299,17 @@ class Api:
         job: dict[str, Any] = wait_for(f"job {job_id} ending", ended, timeout)
         return job
 
-    def classify(self, model: str, timeout: float = 60) -> dict[str, Any]:
+    def infer_photo(self, model: str, timeout: float = 60) -> dict[str, Any]:
+        """Try it with the coffee photo: the whole answer."""
         photo = base64.b64encode(COFFEE.read_bytes()).decode()
-        answer = self.ok("POST", f"/models/{model}/infer",
-                         {"inputs": {"input": {"image_b64": photo}}}, timeout=timeout)  # fmt: skip
-        first: dict[str, Any] = answer["outputs"][0]["top_k"][0]
+        answer: dict[str, Any] = self.ok("POST", f"/models/{model}/infer",
+                                         {"inputs": {"input": {"image_b64": photo}}},
+                                         timeout=timeout)  # fmt: skip
+        return answer
+
+    def classify(self, model: str, timeout: float = 60) -> dict[str, Any]:
+        """The best class for the coffee photo."""
+        first: dict[str, Any] = self.infer_photo(model, timeout)["outputs"][0]["top_k"][0]
         return first
 
 

@@ -19,16 +19,15 @@ backend, classifies the coffee photo, and ``ascend_selftest`` in the worker pass
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import stat
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.compose.conftest import (
     DEMO,
+    DRIVER_GID,
     Api,
     Stack,
     builder,
@@ -38,54 +37,17 @@ from tests.compose.conftest import (
     stack_settings,
     wait_for,
 )
-from tests.fakes.toolkit import make_fake_toolkit
 from tests.fixtures.multipart import multipart_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.compose]
 
 FILES = ["docker-compose.yml", "deploy/hub-ascend.yml"]
-#: The stand-in driver's group (any id the host does not use for something else will do).
-DRIVER_GID = 4711
-NODES = ("davinci0", "davinci_manager", "devmm_svm", "hisi_hdc")
 HOW_TO_FIND = "stat -c %g /dev/davinci_manager"
-
-
-@pytest.fixture(scope="module")
-def host(images: dict[str, str]) -> Iterator[dict[str, str]]:
-    """An "Atlas host" on this machine: device nodes, the CANN tree, the driver's files."""
-    folder = shared_tmp("hub-compose-ascend-")
-    dev = folder / "dev"
-    dev.mkdir(mode=0o755)
-    for name in NODES:
-        node = dev / name
-        os.mknod(node, 0o660 | stat.S_IFCHR, os.makedev(1, 3))
-        os.chown(node, 0, DRIVER_GID)
-        node.chmod(0o660)
-    root = folder / "Ascend"
-    make_fake_toolkit(root, copy=True, python="/opt/venv/bin/python")
-    info = folder / "ascend_install.info"
-    info.write_text(f"Driver_Install_Path_Param={root}\n")
-    (folder / "dcmi").mkdir()
-    for path in (folder, *folder.rglob("*")):
-        if not path.is_char_device():
-            path.chmod(
-                path.stat().st_mode | 0o055 if path.is_dir() else path.stat().st_mode | 0o044
-            )
-    yield {
-        "folder": str(folder),
-        "ASCEND_ROOT": str(root),
-        "ASCEND_DEVICE": str(dev / "davinci0"),
-        "ASCEND_DEV_DIR": str(dev),
-        "NPU_SMI_PATH": str(root / "driver" / "tools" / "npu-smi"),
-        "ASCEND_INSTALL_INFO": str(info),
-        "ASCEND_DCMI_DIR": str(folder / "dcmi"),
-        "TRITON_IMAGE": builder.STANDIN_IMAGE,
-    }
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _stack(images: dict[str, str], host: dict[str, str], kind: str, **extra: str) -> Stack:
     settings = {k: v for k, v in host.items() if k != "folder"}
+    settings["TRITON_IMAGE"] = builder.STANDIN_IMAGE
     folder = shared_tmp(f"hub-compose-{kind}-")
     return Stack(project_name(kind), FILES, stack_settings(images, **settings, **extra), folder)
 
@@ -181,3 +143,38 @@ def test_the_selftest_in_the_worker_passes_and_tries_npu_ge_in_the_triton_contai
     assert ge and all(s["verdict"] == "passed" for s in ge), ge
     # The serving side's CANN is the Triton image's own, as its facts probe reported it.
     assert report["serving_cann"], report
+
+
+#: Reads tritonserver's environment inside the Triton container (`exec` skips the entrypoint).
+TRITON_ENVIRONMENT = """
+import pathlib
+for proc in pathlib.Path("/proc").glob("[0-9]*"):
+    try:
+        if b"tritonserver" in (proc / "cmdline").read_bytes().split(b"\\0")[0]:
+            print((proc / "environ").read_bytes().replace(b"\\0", b"\\n").decode())
+            break
+    except OSError:
+        pass
+"""
+
+
+def test_triton_runs_with_its_own_cann_and_the_hosts_driver_libraries(stack: Stack) -> None:
+    """Budget: 10 s. The Triton image's CANN (sourced by deploy/triton/entrypoint.sh), and the
+    driver's three library folders from the host first on the loader's path."""
+    lines = stack.exec("triton", "python", "-c", TRITON_ENVIRONMENT).splitlines()
+    env = dict(line.partition("=")[::2] for line in lines if "=" in line)
+    assert env["ASCEND_TOOLKIT_HOME"] == "/usr/local/Ascend/ascend-toolkit/latest", env
+    library_path = env["LD_LIBRARY_PATH"].split(":")
+    driver = "/usr/local/Ascend/driver"
+    expected = [f"{driver}/lib64/driver", f"{driver}/lib64/common", f"{driver}/lib64"]
+    # In CANN's own order, ahead of the image's CANN libraries (the entrypoint puts the Python
+    # backend's interpreter folder first of all).
+    where = [library_path.index(folder) for folder in expected]
+    assert where == sorted(where), library_path
+    toolkit = [i for i, p in enumerate(library_path) if p.startswith("/usr/local/Ascend/ascend")]
+    assert toolkit and max(where) < min(toolkit), library_path
+    # The driver's folders are the host's (mounted), not the image's.
+    listed = stack.exec("triton", "ls", f"{driver}/lib64").split()
+    assert listed == sorted(
+        p.name for p in Path(stack.settings["ASCEND_ROOT"], "driver", "lib64").iterdir()
+    )

@@ -12,7 +12,6 @@ import http.cookiejar
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from model_store import spawn
 from tests.compose.conftest import (
     DEMO,
     Api,
@@ -153,9 +153,9 @@ def test_an_operator_signs_in_adds_the_demo_and_switches_under_traffic(
 
 
 def _restarts(stack: Stack, service: str) -> int:
-    out = subprocess.run(
+    out = spawn.run(
         ["docker", "inspect", "-f", "{{.RestartCount}}", stack.container(service)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, timeout=60,
     ).stdout  # fmt: skip
     return int(out.strip())
 
@@ -164,9 +164,9 @@ def _crash(stack: Stack, service: str) -> float:
     """SIGKILL to the container's first process from the host, as the OOM killer or a crash
     would end it. Not `docker kill`: the engine counts that as stopped by hand, and a restart
     policy never restarts a container stopped by hand (Docker's restart-policy docs)."""
-    pid = subprocess.run(
+    pid = spawn.run(
         ["docker", "inspect", "-f", "{{.State.Pid}}", stack.container(service)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, timeout=60,
     ).stdout.strip()  # fmt: skip
     os.kill(int(pid), signal.SIGKILL)
     return time.monotonic()

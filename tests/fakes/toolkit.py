@@ -18,7 +18,7 @@ later; docs/cann.md#install-layouts)::
         <arch>-linux/data/platform_config/<SoC>.ini one per SoC ATC builds for
         python/site-packages/acl -> tests/fakes/acl  (where CANN installs pyACL)
     <root>/driver/tools/npu-smi                 runs tests/fakes/npu-smi (the driver's tool)
-    <root>/driver/version.info, lib64/{driver,common}/   (empty library folders)
+    <root>/driver/version.info, lib64/{driver,common}/   copy=True: what compose mounts
     <root>/standins/tests/fakes/                copy=True: the fakes themselves, so the folder
                                                 works mounted elsewhere (a container)
 
@@ -198,7 +198,8 @@ def make_fake_toolkit(
     _set_env(home, layout)
     tools = root.joinpath(*NPU_SMI_DIR)
     _wrapper(tools / "npu-smi", fakes / FAKE_NPU_SMI.name, "Fake npu-smi for tests", interpreter)
-    _driver_files(root)
+    if copy:  # a host's install for containers: compose mounts these into Triton
+        _driver_files(root)
     base = os.environ.get("PATH", os.defpath) if path is None else path
     return {
         "ASCEND_TOOLKIT_HOME": str(home),

@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from model_store import spawn
 from model_store.ascend.selftest import (
     DemoAssets,
     InvalidDevice,
@@ -78,7 +79,7 @@ def worker_environment() -> dict[str, str]:
         return env
     entrypoint = Path(settings.BASE_DIR) / "deploy" / "entrypoint.sh"
     try:
-        done = subprocess.run(
+        done = spawn.run(
             ["bash", str(entrypoint), "env", "-0"], env=env, capture_output=True, timeout=60
         )
     except (OSError, subprocess.TimeoutExpired):
