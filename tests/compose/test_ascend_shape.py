@@ -39,7 +39,8 @@ from tests.compose.conftest import (
 )
 from tests.fixtures.multipart import multipart_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.compose]
+# A cold image build (about 150 s) and a stack start count towards the first test.
+pytestmark = [pytest.mark.integration, pytest.mark.compose, pytest.mark.timeout(900)]
 
 FILES = ["docker-compose.yml", "deploy/hub-ascend.yml"]
 HOW_TO_FIND = "stat -c %g /dev/davinci_manager"

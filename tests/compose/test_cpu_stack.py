@@ -34,7 +34,8 @@ from tests.compose.conftest import (
 )
 from tests.fixtures.multipart import multipart_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.compose]
+# A cold image build (about 150 s) and a stack start count towards the first test.
+pytestmark = [pytest.mark.integration, pytest.mark.compose, pytest.mark.timeout(900)]
 
 DEMO_MODEL = "efficientnet-lite0"
 

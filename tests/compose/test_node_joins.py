@@ -30,7 +30,8 @@ from tests.compose.conftest import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.compose]
+# A cold image build (about 150 s) and a stack start count towards the first test.
+pytestmark = [pytest.mark.integration, pytest.mark.compose, pytest.mark.timeout(900)]
 
 NODE = "edge-1"
 #: The name the node's Triton is advertised and reached by (an alias on the hub's network).
@@ -113,7 +114,11 @@ def test_a_node_started_from_deploy_node_joins_and_serves_the_demo(
             per_node = {n["node"]: n for n in api.ok("GET", f"/models/{model}")["nodes"]}
             return per_node.get(NODE, {}).get("state") == "serving"
 
-        wait_for(f"{model} serving on {NODE}", serving_there, 180, interval=2)
+        try:
+            wait_for(f"{model} serving on {NODE}", serving_there, 240, interval=2)
+        except AssertionError as exc:
+            per_node = api.ok("GET", f"/models/{model}")["nodes"]
+            raise AssertionError(f"{exc}\n{per_node}\n{node.logs('node-worker')[-6000:]}") from exc
         environment = node.exec("node-worker", "env")
         assert "DATABASE_URL" not in environment and token not in environment
 
