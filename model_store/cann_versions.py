@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 
 _VERSION = re.compile(
     r"""\s*v?(?P<major>\d+)\.(?P<minor>\d+)
@@ -103,14 +103,14 @@ class Skew:
     state: str
     built_with: str | None
     serving: str | None
-    message: str
+    message: Said
 
 
 def skew(built_with: str | None, serving: str | None) -> Skew:
     """Applies the rule "the runtime CANN must be at least as new as the one that built the OM"."""
     built, served = parse_cann_version(built_with), parse_cann_version(serving)
     if built is None or served is None:
-        missing: list[Text] = []
+        missing: list[Message] = []
         if built is None:
             missing.append(
                 say(

@@ -15,6 +15,10 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
+from model_store.text import Said, as_json
+
 
 class ModelStoreError(Exception):
     """Base class of every error raised by ``model_store``.
@@ -26,13 +30,17 @@ class ModelStoreError(Exception):
 
     code: str = "model_store_error"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: Said) -> None:
         super().__init__(message)
         self.message = message
 
-    def as_dict(self) -> dict[str, str]:
-        """Returns the error in the REST API's shape, ``{"error": ..., "code": ...}``."""
-        return {"error": self.message, "code": self.code}
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the error in the REST API's shape, ``{"error": ..., "code": ...}``.
+
+        A message is given as its JSON (:func:`~model_store.text.as_json`); the web layer says
+        it in the caller's language (``webapp.text.localized``).
+        """
+        return {"error": as_json(self.message), "code": self.code}
 
 
 class InvalidModelName(ModelStoreError):

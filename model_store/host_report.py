@@ -26,7 +26,7 @@ from model_store.compile.atc.environment import cann_status, default_toolkit_hom
 from model_store.devices import read_devices
 from model_store.diagnostics.host_checks import ascend_root, run_host_checks
 from model_store.targets import all_targets
-from model_store.text import Text, with_texts
+from model_store.text import as_json
 
 #: Bumped when the report's shape changes in a way an older hub cannot read. Adding keys is
 #: not such a change (readers use ``.get``): ``cann`` and ``diagnostics`` came without a bump.
@@ -59,12 +59,12 @@ def build_host_report(
     targets = {}
     for target in all_targets():
         status = target.status(env)
-        targets[target.name] = kept_texts({"available": status.available, "reason": status.reason})
+        targets[target.name] = as_json({"available": status.available, "reason": status.reason})
     found_devices = devices()
     return {
         "protocol": PROTOCOL,
         "host": socket.gethostname(),
-        "devices": kept_texts(found_devices),
+        "devices": as_json(found_devices),
         "targets": targets,
         "cann": cann_summary(env),
         "diagnostics": run_host_checks(env, devices=found_devices, backends_dir=backends_dir),
@@ -86,20 +86,8 @@ def add_serving_side(report: dict[str, Any], ask: Callable[[], dict[str, Any]]) 
     matters; its CANN, pyACL and backends are what the version gate, the device checks and
     the self-test compare with (docs/ascend.md#the-serving-side). Elsewhere nothing is asked."""
     if ascend_matters(report):
-        report["serving"] = kept_texts(ask())
+        report["serving"] = as_json(ask())
     return report
-
-
-def kept_texts(part: dict[str, Any]) -> dict[str, Any]:
-    """``part`` of the report with the templates of its sentences under ``texts`` (a field that
-    is a :class:`~model_store.text.Text`, and each item of its ``warnings``), beside the English
-    that older readers show; the hub says them in the reader's language from there."""
-    out = with_texts(part)
-    warnings = part.get("warnings")
-    if isinstance(warnings, list) and any(isinstance(w, Text) for w in warnings):
-        lines = [w.to_json() if isinstance(w, Text) else w for w in warnings]
-        out = {**out, "texts": {**dict(out.get("texts") or {}), "warnings": lines}}
-    return out
 
 
 def cann_summary(env: Mapping[str, str]) -> dict[str, Any]:
@@ -112,8 +100,8 @@ def cann_summary(env: Mapping[str, str]) -> dict[str, Any]:
     """
     root = ascend_root(env)
     status = cann_status(env, default_homes=default_toolkit_homes(root, env.get("HOME") or None))
-    # ``texts`` keeps the reason's template beside its English (the report crosses as JSON).
-    return with_texts({
+    # The reason crosses as a message's JSON: the hub says it in its reader's language.
+    return as_json({
         "available": status.available,
         "version": status.version,
         "ops_version": status.ops_version,

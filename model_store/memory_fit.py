@@ -25,8 +25,8 @@ The estimate is deliberately simple, so that a person can check it by hand::
   fixed shape).
 
 The sentences for people (:attr:`Verdict.message`, :attr:`ActivationEstimate.note`,
-:meth:`Estimate.describe`) are :func:`~model_store.text.say` texts: the English ``str``, keeping
-the template the version page translates (a stored note keeps it under ``texts``).
+:meth:`Estimate.describe`) are :func:`~model_store.text.say` messages, said in the reader's
+language when the version page shows them (a stored note is kept as a message).
 
 :func:`fits` compares the total with a device's free memory and keeps
 :data:`HEADROOM` of it for what the estimate leaves out (runtime context, arena rounding,
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from model_store.targets import get_target
-from model_store.text import Text, from_json, say
+from model_store.text import Message, Said, as_json, from_json, say
 
 __all__ = [
     "HEADROOM",
@@ -136,7 +136,7 @@ class Estimate:
     def total_bytes(self) -> int:
         return self.weights_total_bytes + self.activations_total_bytes
 
-    def describe(self) -> Text:
+    def describe(self) -> Message:
         """The sum in words, e.g. ``weights 97.7 MiB x 2 + activations 32.0 MiB x 2 = ...``."""
         return say(
             "weights %(weights)s MiB x %(instances)s + activations at batch %(batch)s "
@@ -226,7 +226,7 @@ class Verdict:
 
     state: str
     fits: bool | None
-    message: str
+    message: Said
     device: str
     needed_bytes: int
     free_bytes: int | None
@@ -327,23 +327,19 @@ class ActivationEstimate:
 
     bytes_per_sample: int | None
     method: str
-    note: str
+    note: Said
     unknown_tensors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready; a :class:`~model_store.text.Text` note also under ``texts``."""
-        data = asdict(self)
-        if isinstance(self.note, Text):
-            data["texts"] = {"note": self.note.to_json()}
-        return data
+        """JSON-ready, the note as a stored message."""
+        return asdict(self) | {"note": as_json(self.note)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ActivationEstimate | None:
         """Read back what :meth:`to_dict` stored; None for anything else."""
         try:
             raw = data.get("bytes_per_sample")
-            stored_note = ((data.get("texts") or {}) or {}).get("note")
-            note = from_json(stored_note) if stored_note else str(data.get("note", ""))
+            note = from_json(data.get("note"))
             return cls(
                 None if raw is None else int(raw),
                 str(data["method"]),

@@ -20,7 +20,7 @@ from model_store.errors import (
     InvalidVersion,
     ModelStoreError,
 )
-from model_store.text import Text, say
+from model_store.text import Message, say
 
 MAX_MODEL_NAME_LENGTH = 64
 MAX_FILE_NAME_LENGTH = 128
@@ -48,7 +48,7 @@ def _shown(value: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _unsafe_reason(value: str, max_length: int) -> Text | None:
+def _unsafe_reason(value: str, max_length: int) -> Message | None:
     """Returns why ``value`` cannot be a single path component, or None if it can."""
     if not value:
         return say("it is empty")
@@ -77,7 +77,7 @@ def _unsafe_reason(value: str, max_length: int) -> Text | None:
 
 
 def _check_component(
-    value: object, kind: Text, max_length: int, rules: Text, error: type[ModelStoreError]
+    value: object, kind: Message, max_length: int, rules: Message, error: type[ModelStoreError]
 ) -> str:
     """Shared body of the name validators: raise ``error`` with a reason and the rules."""
     if not isinstance(value, str):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from model_store.errors import NotFound, StoreConflict, UnsafePath
 from model_store.names import validate_file_name, validate_model_name, validate_version
-from model_store.text import say
+from model_store.text import Said, say
 
 CHUNK_SIZE = 1024 * 1024
 CONFIG_FILE = "config.pbtxt"
@@ -215,7 +215,7 @@ def _new_staging_dir(parent: Path) -> Path:
     return staging
 
 
-def _publish_dir(staging: Path, target: Path, what: str) -> None:
+def _publish_dir(staging: Path, target: Path, what: Said) -> None:
     """Renames a complete staging directory to its final name, never over an existing one.
 
     ``os.rename`` would silently replace an *empty* directory, hence the

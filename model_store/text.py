@@ -1,4 +1,4 @@
-"""Text for people that the web layer can say in another language.
+"""Messages: sentences for people, kept as a template and its values until someone reads them.
 
 ``model_store`` never imports Django, yet what it says (a diagnostics finding, the advice on the
 Metrics tab, a job step, an ATC error explained) must reach a Chinese reader in Chinese. So it
@@ -7,14 +7,16 @@ and keeps the template and the values apart::
 
     say("Triton at %(url)s does not answer.", url=url)
 
-The result is a :class:`Text`: a ``str`` holding the English sentence, so every caller that
-treats it as text (logs, tests, the API's English answers) is unchanged, which also remembers its
-template and parameters. The web layer translates the template with Django's catalogues and
-fills in the parameters (:meth:`Text.render` with ``gettext``/``ngettext``).
+The result is a :class:`Message`, a frozen value and deliberately *not* a ``str``: ``str()`` of
+it is the English (logs, exceptions), and the web layer says it in the reader's language when it
+is shown (:meth:`Message.render` with ``gettext``/``ngettext``). Because it is not a ``str``, a
+type checker flags a message passed where text is expected, and the ways Python would quietly
+turn it into English inside a bigger string (an f-string, ``.format()``, ``+``) raise under the
+tests (:func:`set_strict`), so that no half-English sentence reaches a page unnoticed.
 
-Text crosses process boundaries as JSON (a node's host report, a job's stored steps, an event):
-:meth:`Text.to_json` and :func:`from_json` carry the template and the parameters, and
-:func:`texts_of` / the ``texts`` key keep a record's plain strings as they were for older readers.
+A message is stored and sent as JSON (:meth:`Message.to_json`, :func:`from_json`): the template,
+its values (nested messages as their own JSON) and, for plurals, the plural template and count.
+Nothing else is kept; English is rendered from the template like any other language.
 
 ``makemessages`` finds the templates because the web layer's ``makemessages`` command passes
 ``--keyword=say`` and ``--keyword=say_n:1,2`` to xgettext (webapp/management/commands).
@@ -22,48 +24,107 @@ Text crosses process boundaries as JSON (a node's host report, a job's stored st
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 Translate = Callable[[str], str]
 TranslatePlural = Callable[[str, str, int], str]
 
+#: Under the tests (``HUB_STRICT_MESSAGES=1``, set by tests/conftest.py and inherited by the
+#: workers they start) formatting a message into a string raises instead of giving English.
+_strict = os.environ.get("HUB_STRICT_MESSAGES") == "1"
 
-class Text(str):
-    """An English sentence that remembers its template and parameters.
+
+def set_strict(on: bool) -> None:
+    """Make accidental formatting of a message raise (tests) or give its English (production)."""
+    global _strict
+    _strict = on
+
+
+class Message:
+    """A sentence for people: an English template (gettext's msgid) and the values it names.
 
     Attributes:
-        template: The English template (gettext's msgid), e.g. ``"%(n)s models"``.
-        plural: The plural template for :func:`say_n`; ``None`` for plain text.
-        number: The number that chooses between ``template`` and ``plural``.
-        params: The named values; a value may itself be a :class:`Text`.
+        template: The English template, e.g. ``"Triton at %(url)s does not answer."``.
+        params: The named values; a value may itself be a :class:`Message`.
+        plural: The plural template for :func:`say_n`; ``None`` for a plain sentence.
+        count: The number that chooses between ``template`` and ``plural``.
     """
 
-    template: str
-    plural: str | None
-    number: int
-    params: dict[str, Any]
+    __slots__ = ("count", "params", "plural", "template")
 
-    def __new__(
-        cls,
+    template: str
+    params: Mapping[str, Any]
+    plural: str | None
+    count: int
+
+    def __init__(
+        self,
         template: str,
         params: Mapping[str, Any] | None = None,
         plural: str | None = None,
         count: int = 1,
-    ) -> Text:
+    ) -> None:
         values = dict(params or {})
-        chosen = template if plural is None or count == 1 else plural
-        obj = super().__new__(cls, _fill(chosen, values))
-        obj.template = template
-        obj.plural = plural
-        obj.number = count
-        obj.params = values
-        return obj
+        for name, value in (("template", template), ("params", values)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "plural", plural)
+        object.__setattr__(self, "count", count)
+        _fill(self._chosen(), values)  # a template that does not fit its values fails here
 
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        # copy, deepcopy and pickle rebuild the Text from its parts, not from the English.
-        return (self.template, self.params, self.plural, self.number)
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Message is frozen; {name!r} cannot change")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild the message from its parts.
+        return (Message, (self.template, dict(self.params), self.plural, self.count))
+
+    def _chosen(self) -> str:
+        return self.template if self.plural is None or self.count == 1 else self.plural
+
+    def __str__(self) -> str:
+        values = {k: str(v) if isinstance(v, Message) else v for k, v in self.params.items()}
+        return _fill(self._chosen(), values)
+
+    def __repr__(self) -> str:
+        return f"Message({str(self)!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self.template)
+
+    def __eq__(self, other: object) -> bool:
+        # Equal to another message with the same parts, and to the plain English it says, so that
+        # a check such as ``finding.message == "..."`` reads as it always did.
+        if isinstance(other, Message):
+            return self._key() == other._key()
+        if isinstance(other, str):
+            return str(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.template, self.plural, self.count, sorted(self.params.items()))
+
+    # The ways a message would silently become English inside a longer string.
+    def __format__(self, spec: str) -> str:
+        _refuse("formatted into a string (f-string or .format())")
+        return format(str(self), spec)
+
+    def __add__(self, other: object) -> str:
+        _refuse("joined to a string with +")
+        return str(self) + str(other)
+
+    def __radd__(self, other: object) -> str:
+        _refuse("joined to a string with +")
+        return str(other) + str(self)
+
+    def __contains__(self, part: str) -> bool:
+        _refuse("searched with `in` (compare str(message) instead)")
+        return part in str(self)
 
     def render(self, translate: Translate, translate_plural: TranslatePlural) -> str:
         """The sentence in the language ``translate`` speaks; English when it cannot be said.
@@ -72,130 +133,155 @@ class Text(str):
         gives the English sentence rather than an error on the page.
         """
         values = {
-            key: value.render(translate, translate_plural) if isinstance(value, Text) else value
+            key: value.render(translate, translate_plural) if isinstance(value, Message) else value
             for key, value in self.params.items()
         }
         if self.plural is None:
             said = translate(self.template)
         else:
-            said = translate_plural(self.template, self.plural, self.number)
+            said = translate_plural(self.template, self.plural, self.count)
         try:
             return _fill(said, values)
         except (KeyError, ValueError, TypeError):
             return str(self)
 
     def to_json(self) -> dict[str, Any]:
-        """The text as JSON-ready data that :func:`from_json` turns back into a :class:`Text`."""
+        """The message as JSON-ready data that :func:`from_json` turns back into a message."""
         data: dict[str, Any] = {
-            "text": str(self),
             "template": self.template,
             "params": {key: _param_json(value) for key, value in self.params.items()},
         }
         if self.plural is not None:
             data["plural"] = self.plural
-            data["count"] = self.number
+            data["count"] = self.count
         return data
 
 
-def say(template: str, /, **params: Any) -> Text:
-    """English text from a gettext template with named placeholders (``%(name)s``).
+#: What a record's sentence may be: a message, or plain words (a name, a user's own text, an
+#: English line from an outside tool) shown as they are.
+Said: TypeAlias = Message | str
+
+
+def say(template: str, /, **params: Any) -> Message:
+    """A message from a gettext template with named placeholders (``%(name)s``).
 
     Write the whole sentence as the template, never an f-string: the translator needs it whole.
     With no parameters the template is the sentence as it stands (a ``%`` needs no doubling).
     """
-    return Text(template, params)
+    return Message(template, params)
 
 
-def say_n(singular: str, plural: str, count: int, /, **params: Any) -> Text:
+def say_n(singular: str, plural: str, count: int, /, **params: Any) -> Message:
     """Like :func:`say`, with a singular and a plural template chosen by ``count``.
 
     ``count`` is also available to the templates as ``%(count)s`` unless given otherwise.
     """
     params.setdefault("count", count)
-    return Text(singular, params, plural=plural, count=count)
+    return Message(singular, params, plural=plural, count=count)
 
 
-def joined(parts: Sequence[str], separator: str = " ") -> str:
-    """Sentences (or clauses) said one after the other, as one translatable text.
+_JOINERS = {
+    "; ": "%(first)s; %(then)s",
+    ", ": "%(first)s, %(then)s",
+    " ": "%(first)s %(then)s",
+}
+
+
+def joined(parts: Sequence[Said], separator: str = " ") -> Said:
+    """Sentences (or clauses) said one after the other, as one translatable message.
 
     ``separator`` is ``" "`` (sentences), ``"; "`` or ``", "`` (clauses); each is its own
     template, so a language that joins them differently (Chinese: no space, full-width marks)
     can. Plain values (names, paths) are data: join those with ``", ".join`` instead.
     """
+    if separator not in _JOINERS:
+        raise ValueError(f"no template joins with {separator!r}")
     if not parts:
         return ""
-    said: str = parts[-1]
+    said: Said = parts[-1]
     for part in reversed(parts[:-1]):
-        if separator == "; ":
-            said = say("%(first)s; %(then)s", first=part, then=said)
-        elif separator == ", ":
-            said = say("%(first)s, %(then)s", first=part, then=said)
-        elif separator == " ":
-            said = say("%(first)s %(then)s", first=part, then=said)
-        else:
-            raise ValueError(f"no template joins with {separator!r}")
+        said = Message(_JOINERS[separator], {"first": part, "then": said})
     return said
 
 
-def said(exc: BaseException) -> str:
-    """What an error says: the :class:`Text` it was raised with (its ``message``, or its one
+def said(exc: BaseException) -> Said:
+    """What an error says: the :class:`Message` it was raised with (its ``message``, or its one
     argument), so the sentence stays translatable; else its words; else its type's name."""
     for candidate in (getattr(exc, "message", None), *exc.args[:1]):
-        if isinstance(candidate, Text) and str(candidate) == str(exc):
+        if isinstance(candidate, Message) and str(candidate) == str(exc):
             return candidate
     return str(exc) or type(exc).__name__
 
 
-def from_json(data: Any) -> Text | str:
-    """The :class:`Text` that :meth:`Text.to_json` stored; a plain string stays a string."""
-    if isinstance(data, Mapping) and isinstance(data.get("template"), str):
+def english(value: Said | None) -> str:
+    """The English of a message or of plain words (``""`` for None), for logs and files."""
+    return "" if value is None else str(value)
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as stored or sent: every message in it (a sentence, or a record and list holding
+    some) as its JSON; everything else as it is."""
+    if isinstance(value, Message):
+        return value.to_json()
+    if isinstance(value, Mapping):
+        return {key: as_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_json(item) for item in value]
+    return value
+
+
+def from_json(data: Any) -> Said:
+    """The :class:`Message` that :meth:`Message.to_json` stored; plain words stay words.
+
+    Data from outside (a node's report) is not trusted: a template that is not what
+    :meth:`Message.to_json` writes, or that no longer fits its values, comes back as its English
+    template rather than an error.
+    """
+    if is_message_json(data):
         stored = data.get("params") or {}
         plural = data.get("plural")
         templates = [data["template"], plural if isinstance(plural, str) else ""]
         if not isinstance(stored, Mapping) or any(_WIDE.search(t) for t in templates):
-            # Not what to_json writes (a node's report is outside data): its English only.
-            return str(data.get("text", data["template"]))
+            return str(data["template"])
         params = {key: _param_from_json(value) for key, value in stored.items()}
         try:
-            return Text(
+            return Message(
                 data["template"],
                 params,
                 plural=plural if isinstance(plural, str) else None,
                 count=int(data.get("count", 1)),
             )
         except (KeyError, ValueError, TypeError):
-            # A template that no longer fits its stored values: show the English as stored.
-            return str(data.get("text", data["template"]))
-    if isinstance(data, Mapping):
-        return str(data.get("text", ""))
+            return str(data["template"])
+    if isinstance(data, Message):
+        return data
     return "" if data is None else str(data)
 
 
-def field_of(record: Mapping[str, Any], field: str) -> Text | str:
-    """A stored record's field as it was said: the :class:`Text` kept under ``texts`` when
-    there is one, else the plain value (a record from before, or from an older node)."""
-    texts = record.get("texts")
-    if isinstance(texts, Mapping) and field in texts:
-        return from_json(texts[field])
-    value = record.get(field)
-    return value if isinstance(value, str) else "" if value is None else str(value)
+def restored(data: Any) -> Any:
+    """``data`` as read back (a record, a report from a node): every message JSON in it, at any
+    depth, turned back into a :class:`Message` (see :func:`from_json`); the rest as it is."""
+    if is_message_json(data):
+        return from_json(data)
+    if isinstance(data, Mapping):
+        return {key: restored(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [restored(item) for item in data]
+    return data
 
 
-def texts_of(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The :class:`Text` values among a record's fields, as JSON, keyed by field name.
-
-    Stored beside the record's plain strings (``record["texts"] = texts_of(record)``), so a
-    reader that knows nothing of translation still finds the English where it always was.
-    """
-    return {key: value.to_json() for key, value in record.items() if isinstance(value, Text)}
+#: The keys :meth:`Message.to_json` writes: a stored mapping with a string ``template`` and no
+#: other keys is a message, whatever else a JSON record holds.
+_MESSAGE_KEYS = frozenset({"template", "params", "plural", "count"})
 
 
-def with_texts(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with its :class:`Text` fields also kept under ``texts`` (see :func:`texts_of`)."""
-    found = texts_of(record)
-    if found:
-        record = {**record, "texts": {**dict(record.get("texts") or {}), **found}}
-    return record
+def is_message_json(data: Any) -> bool:
+    """Whether ``data`` is a message as :meth:`Message.to_json` stores it."""
+    return (
+        isinstance(data, Mapping)
+        and isinstance(data.get("template"), str)
+        and set(data) <= _MESSAGE_KEYS
+    )
 
 
 #: A width, or a precision of 3+ digits, in a placeholder (``%(x)999999999s``): the hub's own
@@ -203,19 +289,27 @@ def with_texts(record: dict[str, Any]) -> dict[str, Any]:
 _WIDE = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|[0-9]+|\.(\*|[0-9]{3,}))")
 
 
+def _refuse(how: str) -> None:
+    if _strict:
+        raise TypeError(
+            f"a Message was {how}: that gives English on every page. Pass the message itself "
+            "(or a say() template naming it), and let the web layer say it (webapp/text.py)."
+        )
+
+
 def _fill(template: str, values: Mapping[str, Any]) -> str:
     return template % values if values else template
 
 
 def _param_json(value: Any) -> Any:
-    if isinstance(value, Text):
-        return {"__text__": value.to_json()}
+    if isinstance(value, Message):
+        return value.to_json()
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
 
 
 def _param_from_json(value: Any) -> Any:
-    if isinstance(value, Mapping) and "__text__" in value:
-        return from_json(value["__text__"])
-    return value
+    if is_message_json(value):
+        return from_json(value)
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)

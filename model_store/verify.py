@@ -30,7 +30,7 @@ import numpy as np
 
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
-from model_store.text import joined, say, texts_of
+from model_store.text import Said, as_json, joined, say
 from model_store.verification_inputs import (
     Sample,
     VerificationInputError,
@@ -129,7 +129,7 @@ class OutputComparison:
     top1_agreement: float | None = None
     topk_overlap: float | None = None
     passed: bool = False
-    problem: str | None = None
+    problem: Said | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (finite floats or null)."""
@@ -141,8 +141,7 @@ class OutputComparison:
             "top1_agreement": _finite(self.top1_agreement),
             "topk_overlap": _finite(self.topk_overlap),
             "passed": self.passed,
-            "problem": None if self.problem is None else str(self.problem),
-            **_texts(problem=self.problem),
+            "problem": as_json(self.problem),
         }
 
 
@@ -168,7 +167,7 @@ class VerificationReport:
     tolerances: dict[str, float | None]
     samples_used: int = 0
     outputs: list[OutputComparison] = field(default_factory=list)
-    reason: str = ""
+    reason: Said = ""
     duration_s: float = 0.0
     via: str = ""
 
@@ -185,18 +184,10 @@ class VerificationReport:
             "tolerances": {k: _finite(v) for k, v in self.tolerances.items()},
             "samples_used": self.samples_used,
             "outputs": [o.to_dict() for o in self.outputs],
-            "reason": str(self.reason),
+            "reason": as_json(self.reason),
             "duration_s": round(self.duration_s, 3),
             "via": self.via,
-            **_texts(reason=self.reason),
         }
-
-
-def _texts(**fields: str | None) -> dict[str, Any]:
-    """``{"texts": ...}`` for the fields that are :class:`~model_store.text.Text` sentences
-    (their templates, so the version and job pages can say them translated); else nothing."""
-    found = texts_of(fields)
-    return {"texts": found} if found else {}
 
 
 def _finite(value: float | None) -> float | None:
@@ -325,7 +316,7 @@ def verify_with(
         raise VerificationInputError(say("No samples to run: give samples or random_samples >= 1."))
 
     def report(
-        status: Literal["passed", "failed", "not_run"], reason: str, **kw: Any
+        status: Literal["passed", "failed", "not_run"], reason: Said, **kw: Any
     ) -> VerificationReport:
         return VerificationReport(
             status,
@@ -393,7 +384,7 @@ def verify_with(
     )
 
 
-def _unknown_precision(precision: object) -> str:
+def _unknown_precision(precision: object) -> Said:
     return say(
         "Unknown precision %(precision)s; use one of %(known)s.",
         precision=repr(precision),
@@ -484,7 +475,7 @@ def _om_sample_runner(source: Path, artifact: Path, runner: OmRunner) -> Artifac
     return run
 
 
-def _om_runner(given: OmRunner | None, device_id: int = 0) -> tuple[OmRunner | None, str]:
+def _om_runner(given: OmRunner | None, device_id: int = 0) -> tuple[OmRunner | None, Said]:
     """The runner to use for OMs, or None and the reason there is none."""
     if given is not None:
         return given, ""
@@ -634,7 +625,7 @@ def _first_violation(
     is_float: bool,
     tol: Mapping[str, float | None],
     flips: int,
-) -> str | None:
+) -> Said | None:
     """The first tolerance this output breaks, in plain words; None if it passes."""
     if not is_float:
         match = float(np.mean(ref == out)) if ref.size else 1.0

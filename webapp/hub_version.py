@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.utils.translation import gettext_noop
 
-from model_store.text import Text
+from model_store.text import Message
 
 _MAJOR_MINOR = re.compile(r"(\d+)\.(\d+)(?:\.|$)")
 
@@ -37,8 +37,8 @@ def major_minor(version: str) -> tuple[int, int] | None:
 
 
 #: Why the hub refuses a node's report, as templates (gettext_noop marks them for the
-#: catalogue; :class:`~model_store.text.Text` fills them in). ``Node.refused_reason`` keeps the
-#: English; :func:`refusal_text` finds its template again when a page shows it.
+#: catalogue; :class:`~model_store.text.Message` fills them in; ``Node.refused_reason`` keeps
+#: the message, said in each reader's language).
 NOT_A_VERSION = gettext_noop("the node runs hub code version %(version)s, which is not a version")
 OTHER_VERSION = gettext_noop(
     "the node runs hub code %(node)s, this hub runs %(hub)s: the major.minor versions must "
@@ -48,31 +48,14 @@ OTHER_PROTOCOL = gettext_noop(
     "the node speaks report protocol %(theirs)s, this hub speaks %(ours)s; run the same hub "
     "code version on the node"
 )
-REFUSALS = (NOT_A_VERSION, OTHER_VERSION, OTHER_PROTOCOL)
 
 
-def incompatibility(node_version: str, hub: str | None = None) -> Text | None:
+def incompatibility(node_version: str, hub: str | None = None) -> Message | None:
     """Why the hub cannot work with a node running ``node_version``, or None if it can."""
     hub = hub or hub_version()
     theirs, ours = major_minor(node_version), major_minor(hub)
     if theirs is None:
-        return Text(NOT_A_VERSION, {"version": repr(node_version[:40])})
+        return Message(NOT_A_VERSION, {"version": repr(node_version[:40])})
     if ours is not None and theirs != ours:
-        return Text(OTHER_VERSION, {"node": node_version[:40], "hub": hub})
+        return Message(OTHER_VERSION, {"node": node_version[:40], "hub": hub})
     return None
-
-
-def refusal_text(stored: str) -> Text | str:
-    """A stored refusal reason (English) as the :class:`Text` it was made from, so that a page
-    says it in its language; text that fits none of :data:`REFUSALS` is returned as stored."""
-    for template in REFUSALS:
-        names = re.findall(r"%\((\w+)\)s", template)
-        pattern = re.escape(template)
-        for name in names:
-            pattern = pattern.replace(re.escape(f"%({name})s"), f"(?P<{name}>.+?)", 1)
-        found = re.fullmatch(pattern, stored, re.DOTALL)
-        if found is not None:
-            said = Text(template, found.groupdict())
-            if str(said) == stored:
-                return said
-    return stored

@@ -13,6 +13,8 @@ import re
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from model_store.text import as_json
+
 log = logging.getLogger(__name__)
 
 TOPIC_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,60}$")
@@ -31,7 +33,7 @@ def publish(topic: str, data: dict[str, object]) -> None:
         return
     try:
         async_to_sync(layer.group_send)(
-            group_name(topic), {"type": "live.event", "topic": topic, "data": data}
+            group_name(topic), {"type": "live.event", "topic": topic, "data": as_json(data)}
         )
     except Exception:
         log.warning("live push on %r failed", topic, exc_info=True)

@@ -1,10 +1,11 @@
-"""The web layer's side of :mod:`model_store.text`: say a model_store sentence in the
-request's language.
+"""The web layer's side of :mod:`model_store.text`: messages stored as JSON, said when shown.
 
-``model_store`` hands over English sentences that remember their template and parameters
-(:class:`~model_store.text.Text`), live or as stored JSON. :func:`localize` translates the
-template with Django's catalogues and fills in the values; text that carries no template (an
-event stored in English before translation existed, a user's own words) is shown as it is.
+A :class:`~model_store.text.Message` is stored once, as its template and values
+(:class:`MessageField` for a column, :class:`MessageEncoder` for messages inside a JSON record),
+and said in the reader's language only when a page or an answer shows it: :func:`localize` for
+one sentence, :func:`localized` for a whole record (what the API answers), and the ``translated``
+template filter (webapp/accounts/templatetags/hub_i18n.py) on pages. English is one more language
+here: without ``Accept-Language`` the answer is the template filled in.
 """
 
 from __future__ import annotations
@@ -12,41 +13,67 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
 from django.utils.translation import gettext, ngettext
 
-from model_store.text import Text, field_of, from_json
+from model_store.text import Message, Said, from_json, is_message_json
 
 
 def localize(value: Any) -> str:
-    """``value`` in the active language: a :class:`Text`, its stored JSON, or plain text."""
-    if isinstance(value, Text):
+    """``value`` in the active language: a message, its stored JSON, or plain words."""
+    if isinstance(value, Message):
         return value.render(gettext, ngettext)
-    if isinstance(value, Mapping):
+    if is_message_json(value):
         return localize(from_json(value))
     return "" if value is None else str(value)
 
 
-def localized_field(record: Any, field: str) -> str:
-    """A record's field in the active language, using the ``texts`` kept beside its strings.
+def localized(data: Any) -> Any:
+    """``data`` (a record, a list of them) with every message in it said in the active language.
 
-    ``record`` is a mapping (a stored check, finding, step) or an object with attributes;
-    ``record["texts"][field]`` (see :func:`model_store.text.with_texts`) wins over the plain
-    ``record[field]``, which is what older records and outside readers have.
+    For JSON answers: what the API returns is plain strings in the caller's language, never the
+    stored templates.
     """
-    if isinstance(record, Mapping):
-        return localize(field_of(record, field))
-    return localize(getattr(record, field, ""))
+    if isinstance(data, Message) or is_message_json(data):
+        return localize(data)
+    if isinstance(data, Mapping):
+        return {key: localized(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [localized(item) for item in data]
+    return data
 
 
-def localized_record(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``record`` with every field kept under ``texts`` said in the active language
-    (for JSON answers that follow ``Accept-Language``); ``texts`` itself is left out."""
-    texts = record.get("texts")
-    texts = texts if isinstance(texts, Mapping) else {}
-    out = {key: value for key, value in record.items() if key != "texts"}
-    for key, value in out.items():
-        if isinstance(value, Text):
-            out[key] = localize(value)
-    for key, stored in texts.items():
-        out[key] = localize(stored)
-    return out
+class MessageEncoder(DjangoJSONEncoder):
+    """JSON for records that hold messages: each one as its template and values."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, Message):
+            return o.to_json()
+        return super().default(o)
+
+
+class MessageField(models.JSONField):
+    """A column holding one sentence: a :class:`Message` (stored as its template and values) or
+    plain words (stored as a JSON string). Reads give back the message, or the words."""
+
+    description = "A message: a gettext template and its values, or plain text"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("encoder", MessageEncoder)
+        kwargs.setdefault("default", str)  # a callable: "" for a new row
+        kwargs.setdefault("blank", True)
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        for key, value in (("encoder", MessageEncoder), ("default", str), ("blank", True)):
+            if key in kwargs and kwargs[key] is value:
+                del kwargs[key]
+        return name, path, args, kwargs
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Said:
+        return from_json(super().from_db_value(value, expression, connection))
+
+    def to_python(self, value: Any) -> Said:
+        return from_json(value)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from model_store.text import with_texts
+from model_store.text import Said, as_json
 
 Level = Literal["error", "warning", "info"]
 
@@ -19,17 +19,15 @@ Level = Literal["error", "warning", "info"]
 class Problem:
     """One thing found about a model or version. ``error`` blocks adopting it.
 
-    ``message`` is a :func:`~model_store.text.say` sentence; :meth:`to_dict` keeps its English
-    and adds its template under ``texts``.
+    ``message`` is a :func:`~model_store.text.say` sentence, stored as a message.
     """
 
     level: Level
     code: str
-    message: str
+    message: Said
 
     def to_dict(self) -> dict[str, Any]:
-        plain = {"level": self.level, "code": self.code, "message": str(self.message)}
-        return with_texts({**plain, "message": self.message}) | plain
+        return {"level": self.level, "code": self.code, "message": as_json(self.message)}
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ class ScannedModel:
     versions: list[ScannedVersion] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     composes: list[str] = field(default_factory=list)
-    limits: list[str] = field(default_factory=list)
+    limits: list[Said] = field(default_factory=list)
     signature: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -118,7 +116,7 @@ class ScannedModel:
             "versions": [v.to_dict() for v in self.versions],
             "problems": [p.to_dict() for p in self.problems],
             "composes": self.composes,
-            "limits": self.limits,
+            "limits": as_json(self.limits),
             "adoptable": self.adoptable,
         }
 

@@ -26,7 +26,7 @@ from typing import Literal
 from model_store.adopt.found import RepositoryScan, ScannedModel
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
-from model_store.text import joined, say
+from model_store.text import Said, as_json, joined, say
 
 Action = Literal["adopt", "add_versions", "already_adopted", "clash", "not_adoptable", "not_chosen"]
 #: Actions that copy something.
@@ -53,7 +53,7 @@ class PlannedModel:
     target: str
     versions: list[int] = field(default_factory=list)
     already: dict[int, int] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Said] = field(default_factory=list)
 
     @property
     def copies(self) -> bool:
@@ -67,7 +67,7 @@ class PlannedModel:
             "target": self.target,
             "versions": self.versions,
             "already": {str(k): v for k, v in self.already.items()},
-            "reasons": self.reasons,
+            "reasons": as_json(self.reasons),
         }
 
 
@@ -166,18 +166,17 @@ def _plan_model(
     if wanted is not None and model.directory not in wanted:
         plan.action = "not_chosen"
         return plan
-    blocking = [p.message for p in model.problems if p.level == "error"]
+    # A name the hub does not allow blocks only when no rename gives the model another one.
+    blocking: list[Said] = [
+        p.message for p in model.problems if p.level == "error" and p.code != "invalid_name"
+    ]
     if rename is None and any(p.code == "invalid_name" for p in model.problems):
-        blocking = [m for m in blocking if "name" not in m] + [
+        blocking.append(
             say(
                 "%(name)s is not a name the hub allows; adopt it under another name.",
                 name=repr(model.directory),
             )
-        ]
-    elif rename is not None:
-        blocking = [
-            p.message for p in model.problems if p.level == "error" and p.code != "invalid_name"
-        ]
+        )
     adoptable = [v for v in model.versions if v.adoptable]
     if blocking or not model.target or not adoptable:
         plan.action = "not_adoptable"
@@ -254,7 +253,7 @@ def _block_ensembles_missing_parts(
         plan = by_directory[model.directory]
         if not plan.copies or not model.composes:
             continue
-        missing: list[str] = []
+        missing: list[Said] = []
         for part in model.composes:
             part_plan = by_directory.get(part)
             coming = part_plan is not None and (

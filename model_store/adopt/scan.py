@@ -31,7 +31,7 @@ from model_store.adopt.found import (
 from model_store.adopt.understand import understand_model
 from model_store.errors import ModelStoreError
 from model_store.store import CONFIG_FILE, sha256_file
-from model_store.text import say
+from model_store.text import Said, say
 
 #: Refuse a tree larger than this many directory entries: a typo'd PATH ("/") must fail fast
 #: instead of hashing a whole disk. Real repositories hold a few files per version.
@@ -75,7 +75,7 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def _resolve_entry(entry: Path, root: Path) -> tuple[Path | None, str]:
+def _resolve_entry(entry: Path, root: Path) -> tuple[Path | None, Said]:
     """The real path of ``entry`` if it may be read, else (None, why not).
 
     A symbolic link is followed only when its target lies inside ``root``: a repository must
@@ -97,10 +97,10 @@ def _resolve_entry(entry: Path, root: Path) -> tuple[Path | None, str]:
     return target, ""
 
 
-def list_files(folder: Path, root: Path, budget: _Budget) -> tuple[list[Path], list[str]]:
+def list_files(folder: Path, root: Path, budget: _Budget) -> tuple[list[Path], list[Said]]:
     """Every regular file under ``folder`` (recursively, safely), and what was skipped why."""
     found: list[Path] = []
-    skipped: list[str] = []
+    skipped: list[Said] = []
     pending = [folder]
     while pending:
         current = pending.pop()

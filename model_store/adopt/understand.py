@@ -28,7 +28,7 @@ from model_store.names import validate_file_name, validate_model_name
 from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets.external import LIMITS as EXTERNAL_LIMITS
 from model_store.targets.onnxruntime import OnnxRuntimeTarget
-from model_store.text import say
+from model_store.text import Said, say
 
 ONNX_BACKENDS = {"onnxruntime", "onnxruntime_onnx"}
 GE_BACKEND = "npu_ge"
@@ -52,11 +52,11 @@ GE_MODEL_SUFFIXES = (".onnx", ".pb")
 NEEDS_GPU = {"tensorrt", "tensorrt_plan"}
 
 
-def _error(code: str, message: str) -> Problem:
+def _error(code: str, message: Said) -> Problem:
     return Problem("error", code, message)
 
 
-def _warning(code: str, message: str) -> Problem:
+def _warning(code: str, message: Said) -> Problem:
     return Problem("warning", code, message)
 
 

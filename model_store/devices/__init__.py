@@ -17,7 +17,7 @@ looks it up. The parsers never raise on odd input.
 
 Example:
     >>> report = parse_npu_smi_info("")
-    >>> report.chips, report.warnings
+    >>> report.chips, [str(w) for w in report.warnings]
     ([], ['npu-smi printed nothing; no NPU table to read.'])
 """
 

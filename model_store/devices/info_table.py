@@ -20,7 +20,7 @@ in :attr:`NpuSmiReport.warnings`.
 
 Example:
     >>> report = parse_npu_smi_info("")
-    >>> report.chips, report.warnings
+    >>> report.chips, [str(w) for w in report.warnings]
     ([], ['npu-smi printed nothing; no NPU table to read.'])
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from model_store.text import say
+from model_store.text import Said, say
 
 __all__ = [
     "HEALTH_VALUES",
@@ -131,7 +131,7 @@ class NpuSmiReport:
     version: str | None = None
     chips: list[NpuChip] = field(default_factory=list)
     processes: list[NpuProcess] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Said] = field(default_factory=list)
 
 
 def _to_int(token: str) -> int | None:
@@ -318,7 +318,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
             )  # fmt: skip
             pending = None
 
-    def skip(number: int, line: str, why: str) -> None:
+    def skip(number: int, line: Said, why: Said) -> None:
         nonlocal unread
         unread += 1
         report.warnings.append(

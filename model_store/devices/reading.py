@@ -21,7 +21,7 @@ from model_store.devices.info_table import parse_npu_smi_info
 from model_store.devices.mapping import parse_npu_smi_mapping
 from model_store.devices.memory import device_memory
 from model_store.devices.usages import merge_usages, parse_npu_smi_usages
-from model_store.text import say
+from model_store.text import Said, say
 
 #: Why a host without npu-smi has no devices (the diagnostics recognise it by its template).
 NO_NPU_SMI = say("no Ascend NPU on this host (npu-smi not found)")
@@ -153,7 +153,7 @@ def _usages_command(path: str, npu: Mapping[str, Any]) -> list[str]:
     return args
 
 
-def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, str]:
+def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, Said]:
     """``(stdout, problem)``: the output, or why there is none (never raises)."""
     try:
         done = runner(args, capture_output=True, text=True, timeout=timeout, check=False)
@@ -180,9 +180,9 @@ class _MoreCalls:
     path: str
     runner: Callable[..., Any]
     timeout: float
-    warnings: list[str]
+    warnings: list[Said]
 
-    def ask(self, commands: list[list[str]]) -> list[tuple[str, str, str]]:
+    def ask(self, commands: list[list[str]]) -> list[tuple[str, str, Said]]:
         """``(command as shown, stdout, problem)`` per command, in order. The calls run one
         after another: Huawei's npu-smi reference says npu-smi must not be run several times
         at once (docs/npu-smi.md#where-it-runs); a ``-t usages`` call answers for one chip."""

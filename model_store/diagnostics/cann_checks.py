@@ -36,7 +36,7 @@ from model_store.diagnostics.context import (
     make_check,
 )
 from model_store.diagnostics.device_checks import npus_present
-from model_store.text import joined, say
+from model_store.text import Message, Said, joined, say
 
 _CANN_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_OPP_PATH")
 
@@ -74,16 +74,16 @@ def _cann_installed_dir(ctx: DiagnosticsContext) -> Path | None:
     return None
 
 
-def _layout_lines(status: CannStatus) -> tuple[list[str], list[str]]:
+def _layout_lines(status: CannStatus) -> tuple[list[Said], list[Said]]:
     """Details naming the layout and versions, and warnings about the 8.5 ops package."""
     if status.toolkit_home is None:
         return [], []
-    name = LAYOUT_NAMES.get(status.layout or "", "an unrecognised layout")
-    details = [
-        f"layout: {name} at {status.toolkit_home}",
+    name = LAYOUT_NAMES.get(status.layout or "") or say("an unrecognised layout")
+    details: list[Said] = [
+        say("layout: %(layout)s at %(home)s", layout=name, home=status.toolkit_home),
         f"CANN version: {status.version or 'unknown (no ascend_toolkit_install.info)'}",
     ]
-    warnings: list[str] = []
+    warnings: list[Said] = []
     if status.ops_version:
         details.append(f"ops package version: {status.ops_version}")
         if status.version and status.ops_version != status.version:
@@ -116,25 +116,35 @@ def _has_cann(ctx: DiagnosticsContext) -> bool:
 
 def _run(
     ctx: DiagnosticsContext, argv: list[str], timeout: float | None = None, **kwargs: Any
-) -> tuple[int | None, str]:
-    """Run ``argv``; ``(exit code, stdout+stderr)``, or ``(None, why it did not run)``."""
+) -> tuple[int | None, str, Said]:
+    """Run ``argv``; ``(exit code, stdout+stderr, "")``, or ``(None, "", why it did not run)``."""
     timeout = ctx.timeout if timeout is None else timeout
     try:
         done = ctx.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired:
-        return None, say(
-            "%(program)s did not answer within %(timeout)s s",
-            program=Path(argv[0]).name,
-            timeout=f"{timeout:g}",
+        return (
+            None,
+            "",
+            say(
+                "%(program)s did not answer within %(timeout)s s",
+                program=Path(argv[0]).name,
+                timeout=f"{timeout:g}",
+            ),
         )
     except OSError as exc:
-        return None, say(
-            "%(program)s could not be started: %(error)s", program=Path(argv[0]).name, error=exc
+        return (
+            None,
+            "",
+            say(
+                "%(program)s could not be started: %(error)s",
+                program=Path(argv[0]).name,
+                error=str(exc),
+            ),
         )
     out = (getattr(done, "stdout", "") or "") + (getattr(done, "stderr", "") or "")
     if isinstance(out, bytes):
         out = out.decode("utf-8", "replace")
-    return getattr(done, "returncode", 1), out
+    return getattr(done, "returncode", 1), out, ""
 
 
 def check_cann_env(ctx: DiagnosticsContext) -> Check:
@@ -177,7 +187,7 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
     status = _status(ctx)
     layout_details, layout_warnings = _layout_lines(status)
     details, missing = list(layout_details), []
-    problems: list[str] = []
+    problems: list[Said] = []
     for var, value in values.items():
         if not value:
             missing.append(var)
@@ -210,7 +220,7 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
             details,
         )
     if missing or absent_libs or layout_warnings:
-        parts: list[str] = []
+        parts: list[Said] = []
         if missing:
             parts.append(say("%(variables)s not set", variables=", ".join(missing)))
         if absent_libs:
@@ -218,7 +228,7 @@ def check_cann_env(ctx: DiagnosticsContext) -> Check:
                 say("LD_LIBRARY_PATH lacks %(directories)s", directories=", ".join(absent_libs))
             )
         parts += layout_warnings
-        advice: str = source
+        advice: Said = source
         if layout_warnings:
             advice = say(
                 "%(source)s Install the ops package of your chip with the toolkit's version "
@@ -301,17 +311,15 @@ def check_atc(ctx: DiagnosticsContext) -> Check:
                 variable=ATC_PYTHON_VAR,
             ),
         )
-    code, output = _run(ctx, [atc, "--help"], env=env)
+    code, output, why = _run(ctx, [atc, "--help"], env=env)
     lines = [line for line in output.splitlines() if line.strip()][:20]
     if code is None:
         return make_check(
             "atc",
             "warning",
-            say(
-                "ATC is at %(atc)s (%(version)s) but %(why)s.", atc=atc, version=version, why=output
-            ),
+            say("ATC is at %(atc)s (%(version)s) but %(why)s.", atc=atc, version=version, why=why),
             say("Run `atc --help` by hand in the worker's environment to see what it waits for."),
-            lines,
+            [why],
         )
     if code != 0 or "error while loading shared libraries" in output:
         return make_check(
@@ -366,7 +374,7 @@ def check_atc_python(ctx: DiagnosticsContext) -> Check:
     if problem:
         return make_check("atc_python", "failing", problem, fix)
     env = atc_environment(status, ctx.env)
-    where: str
+    where: Said
     if configured:
         interpreter: str | None = str(Path(configured).parent / "python3")
         where = ATC_PYTHON_VAR
@@ -387,19 +395,22 @@ def check_atc_python(ctx: DiagnosticsContext) -> Check:
             [f"ATC's PATH: {env.get('PATH', '')}"],
         )
     timeout = ctx.timeout * PYTHON_PROBE_TIMEOUT_FACTOR
-    code, output = _run(ctx, [interpreter, "-c", PROBE_SCRIPT], timeout=timeout, env=env)
+    code, output, why = _run(ctx, [interpreter, "-c", PROBE_SCRIPT], timeout=timeout, env=env)
     report = parse_probe(output) if code is not None else None
     if report is None:
-        lines = [line for line in output.splitlines() if line.strip()][-10:]
-        # Without an exit code, ``output`` is the one line saying why it did not run.
+        # Without an exit code, ``why`` is the one line saying why it did not run.
+        lines: list[Said] = [why]
+        if code is not None:
+            lines = [line for line in output.splitlines() if line.strip()]
+            del lines[:-10]  # the last ten
         found = (
             say(
                 "ATC's Python %(interpreter)s (%(where)s) did not run the check: %(why)s.",
                 interpreter=interpreter,
                 where=where,
-                why=output,
+                why=why,
             )
-            if code is None and output.strip()
+            if code is None
             else say(
                 "ATC's Python %(interpreter)s (%(where)s) did not run the check "
                 "(exit code %(code)s).",
@@ -416,7 +427,7 @@ def check_atc_python(ctx: DiagnosticsContext) -> Check:
 #: Who usually supplies a library the npu_ge backend links [inferred from the build's link
 #: list and the backend image's Dockerfile, not from a real host; see
 #: docs/ge-backend.md#identity-and-build and docs/ge-backend.md#runtime-environment].
-_LIB_OWNERS: list[tuple[tuple[str, ...], str]] = [
+_LIB_OWNERS: list[tuple[tuple[str, ...], Message]] = [
     (
         ("libonnxruntime",),
         say(
@@ -455,7 +466,7 @@ _LIB_OWNERS: list[tuple[tuple[str, ...], str]] = [
 ]
 
 
-def _lib_owner(name: str) -> str:
+def _lib_owner(name: str) -> Said:
     for prefixes, owner in _LIB_OWNERS:
         if name.startswith(prefixes):
             return owner
@@ -535,8 +546,10 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
                 library=str(library),
             ),
         )
-    code, output = _run(ctx, [ldd, str(library)], env=dict(ctx.env))
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    code, output, why = _run(ctx, [ldd, str(library)], env=dict(ctx.env))
+    lines: list[Said] = [line.strip() for line in output.splitlines() if line.strip()]
+    if code is None:
+        lines = [why]
     if code is None or (code != 0 and "=>" not in output):
         return make_check(
             "npu_ge_backend",
@@ -544,7 +557,7 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
             say(
                 "%(library)s is present, but ldd could not read it: %(why)s.",
                 library=str(library),
-                why=(output if code is None else output.strip())
+                why=(why if code is None else output.strip())
                 or say("exit code %(code)s", code=code),
             ),
             say(
@@ -555,7 +568,7 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
         )
     missing = _LDD_MISSING.findall(output)
     if missing:
-        owners: dict[str, list[str]] = {}
+        owners: dict[Said, list[str]] = {}
         for name in missing:
             owners.setdefault(_lib_owner(name), []).append(name)
         advice = [

@@ -28,7 +28,7 @@ from model_store.diagnostics.triton_checks import (
     check_triton_access,
     check_triton_reachable,
 )
-from model_store.text import joined, say, say_n
+from model_store.text import Said, joined, say, say_n
 
 CheckFn = Callable[[DiagnosticsContext], Check]
 
@@ -98,10 +98,10 @@ def summarize(checks: Sequence[Check | Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def summary_line(checks: Sequence[Check | Mapping[str, Any]]) -> str:
+def summary_line(checks: Sequence[Check | Mapping[str, Any]]) -> Said:
     """E.g. ``"8 checks: 4 ok, 1 failing, 3 not applicable"`` (zero counts left out).
 
-    A :class:`~model_store.text.Text`: the web layer says it in the reader's language.
+    A :class:`~model_store.text.Message`: the web layer says it in the reader's language.
     """
     counts = summarize(checks)
     parts = [_count_said(state, counts[state]) for state in STATES if counts[state]]
@@ -115,7 +115,7 @@ def summary_line(checks: Sequence[Check | Mapping[str, Any]]) -> str:
     )
 
 
-def _count_said(state: str, count: int) -> str:
+def _count_said(state: str, count: int) -> Said:
     """``"4 ok"``, ``"1 failing"``...: how many checks are in ``state``."""
     if state == "ok":
         return say("%(count)s ok", count=count)

@@ -23,7 +23,7 @@ from model_store import spawn
 from model_store.devices import read_devices
 from model_store.devices.reading import probe_timeout
 from model_store.diagnostics.triton_log import read_log_tail
-from model_store.text import Text, say, with_texts
+from model_store.text import Message, Said, as_json, say
 
 CheckState = Literal["ok", "warning", "failing", "not_applicable"]
 TritonProtocol = Literal["http", "grpc"]
@@ -39,8 +39,8 @@ COMMAND_TIMEOUT = probe_timeout()
 class Check:
     """The result of one check.
 
-    ``title``, ``found`` and ``advice`` are English sentences made with
-    :func:`model_store.text.say`, so the web layer can say them in the reader's language.
+    ``title``, ``found`` and ``advice`` are messages made with :func:`model_store.text.say`, so
+    the web layer can say them in the reader's language.
 
     Attributes:
         id: Stable machine name, e.g. ``cann_env``.
@@ -52,17 +52,16 @@ class Check:
     """
 
     id: str
-    title: str
+    title: Said
     state: CheckState
-    found: str
-    advice: str = ""
-    details: list[str] = field(default_factory=list)
+    found: Said
+    advice: Said = ""
+    details: list[Said] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The check as JSON-ready data: the English under ``title``, ``found`` and ``advice``
-        as ever, and their templates under ``texts`` (:func:`model_store.text.with_texts`), so
-        a report sent as JSON from a node can still be said in the reader's language."""
-        return with_texts(asdict(self))
+        """The check as JSON-ready data, its sentences as messages, so that a report sent as
+        JSON from a node is still said in the reader's language."""
+        return as_json(asdict(self))
 
 
 def run_bounded(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -170,7 +169,7 @@ class DiagnosticsContext:
         return lines
 
 
-TITLES: dict[str, str] = {
+TITLES: dict[str, Message] = {
     "cann_env": say("CANN environment"),
     "atc": say("ATC (Ascend Tensor Compiler)"),
     "atc_python": say("ATC Python interpreter"),
@@ -185,16 +184,16 @@ TITLES: dict[str, str] = {
 
 
 def make_check(
-    cid: str, state: CheckState, found: str, advice: str = "", details: Any = ()
+    cid: str, state: CheckState, found: Said, advice: Said = "", details: Any = ()
 ) -> Check:
     """The result of check ``cid``, titled from :data:`TITLES`; an ok check gives no advice."""
     return Check(cid, TITLES[cid], state, found, advice if state != "ok" else "", list(details))
 
 
-def said_by(exc: BaseException) -> str:
-    """What ``exc`` says: its :class:`~model_store.text.Text` when it was raised with one
+def said_by(exc: BaseException) -> Said:
+    """What ``exc`` says: its :class:`~model_store.text.Message` when it was raised with one
     (``str(exc)`` would keep only the English), else ``str(exc)``."""
-    if len(exc.args) == 1 and isinstance(exc.args[0], Text):
+    if len(exc.args) == 1 and isinstance(exc.args[0], Message):
         return exc.args[0]
     return str(exc)
 

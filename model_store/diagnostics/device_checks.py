@@ -22,7 +22,7 @@ from model_store.diagnostics.context import (
     make_check,
     worst_state,
 )
-from model_store.text import Text, joined, say
+from model_store.text import Message, Said, joined, say
 
 #: Device memory use (HBM, or memory on chips without HBM) from which the chip is "near full".
 MEMORY_WARN_PCT = 90.0
@@ -195,11 +195,12 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
     report = ctx.device_report()
     if not report.get("available"):
         reason = report.get("reason") or say("npu-smi gave no answer")
-        if "not found" in reason:
-            if isinstance(reason, Text) and reason.template == NO_NPU_SMI.template:
-                missing = say("No Ascend NPU on this host (npu-smi not found).")
-            else:  # another reader's words, in English: shown as they are, with a capital
-                missing = say("%(reason)s.", reason=f"{reason[0].upper()}{reason[1:]}")
+        if isinstance(reason, Message) and reason.template == NO_NPU_SMI.template:
+            missing = say("No Ascend NPU on this host (npu-smi not found).")
+            return make_check("npu_smi", "not_applicable", missing)
+        if isinstance(reason, str) and "not found" in reason:
+            # another reader's words, in English: shown as they are, with a capital
+            missing = say("%(reason)s.", reason=f"{reason[0].upper()}{reason[1:]}")
             return make_check("npu_smi", "not_applicable", missing)
         return make_check(
             "npu_smi",
@@ -212,7 +213,9 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
             ),
         )
     chips: list[Mapping[str, Any]] = list(report.get("npus") or [])
-    warnings = [f"npu-smi parse note: {w}" for w in report.get("warnings") or []]
+    warnings = [
+        say("npu-smi parse note: %(note)s", note=note) for note in report.get("warnings") or []
+    ]
     if not chips:
         return make_check(
             "npu_smi",
@@ -225,9 +228,9 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
             warnings,
         )
     states: list[CheckState] = ["ok"]
-    found: list[str] = []
-    advice: list[str] = []
-    details: list[str] = []
+    found: list[Said] = []
+    advice: list[Said] = []
+    details: list[Said] = []
     sick = [c for c in chips if c.get("health") != "OK"]
     full = []
     for chip in chips:

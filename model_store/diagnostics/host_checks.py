@@ -31,7 +31,7 @@ from model_store.diagnostics.context import (
     CheckState,
     DiagnosticsContext,
 )
-from model_store.text import Text, from_json, say
+from model_store.text import from_json, is_message_json, say
 
 #: The variable naming where CANN and the driver are installed (compose mounts it read-only).
 ASCEND_ROOT_VAR = "ASCEND_ROOT"
@@ -78,19 +78,15 @@ def _check_from(entry: Any) -> Check:
         isinstance(cid, str)
         and isinstance(state, str)
         and state in STATES
-        and isinstance(found, str)
-        and isinstance(advice, str)
+        and _is_sentence(found)
+        and _is_sentence(advice)
         and isinstance(details, list)
     ):
-        title = TITLES.get(cid) or _said(fields, "title", str(fields.get("title") or cid))
+        title = TITLES.get(cid) or from_json(fields.get("title") or cid)
         lines = [str(line) for line in details]
+        # A node's report is not trusted: from_json gives a template it cannot fill as words.
         return Check(
-            cid,
-            title,
-            cast(CheckState, state),
-            _said(fields, "found", found),
-            _said(fields, "advice", advice),
-            lines,
+            cid, title, cast(CheckState, state), from_json(found), from_json(advice), lines
         )
     named = cid if isinstance(cid, str) and cid else "malformed"
     return Check(
@@ -108,16 +104,6 @@ def _check_from(entry: Any) -> Check:
     )
 
 
-def _said(fields: Mapping[str, Any], name: str, english: str) -> str:
-    """The field ``name`` of a reported check with the template its ``texts`` kept, so the
-    page can say it in the reader's language; the plain English when the report has none (a
-    worker older than translation) or when the two disagree (the English is what was found)."""
-    texts = fields.get("texts")
-    stored = texts.get(name) if isinstance(texts, Mapping) else None
-    if stored is None:
-        return english
-    try:
-        said = from_json(stored)
-    except Exception:  # a node's report is not trusted: unreadable texts fall back to English
-        return english
-    return said if isinstance(said, Text) and said == english else english
+def _is_sentence(value: Any) -> bool:
+    """Plain words, or a message as :meth:`~model_store.text.Message.to_json` writes it."""
+    return isinstance(value, str) or is_message_json(value)

@@ -18,7 +18,7 @@ from model_store.diagnostics.context import (
 from model_store.diagnostics.triton_log import GE_ADVICE, classify_ge_message
 from model_store.runtime.access import API_KEY_HEADER, RESTRICTED_APIS, RESTRICTED_OPTIONS
 from model_store.runtime.errors import TritonAccessDenied
-from model_store.text import Text, joined, say
+from model_store.text import Message, Said, joined, say
 
 
 def _ge_log_hits(ctx: DiagnosticsContext, limit: int = 20) -> list[tuple[str, str]]:
@@ -77,7 +77,7 @@ def check_triton_reachable(ctx: DiagnosticsContext) -> Check:
     )
 
 
-def _restrict_advice() -> str:
+def _restrict_advice() -> Said:
     """The tritonserver options that restrict the repository API, as the advice shows them."""
     setting = f"{','.join(RESTRICTED_APIS)}:{API_KEY_HEADER}=<key>"
     flags = " and ".join(f"`{option}={setting}`" for option in RESTRICTED_OPTIONS)
@@ -209,14 +209,14 @@ def check_triton_access(ctx: DiagnosticsContext) -> Check:
     )
 
 
-def _ports(names: list[str]) -> str:
+def _ports(names: list[str]) -> Said:
     """``HTTP (triton:8000) and gRPC (triton:8001)``: one or two port names."""
     if len(names) == 2:
         return say("%(first)s and %(second)s", first=names[0], second=names[1])
     return " and ".join(names)
 
 
-def _index_or_reason(ctx: DiagnosticsContext) -> tuple[list[dict[str, str]] | None, str]:
+def _index_or_reason(ctx: DiagnosticsContext) -> tuple[list[dict[str, str]] | None, Said]:
     try:
         return ctx.index(), ""
     except Exception as exc:
@@ -290,7 +290,7 @@ def check_load_failures(ctx: DiagnosticsContext) -> Check:
     log = str(ctx.triton_log_path)
     if failed:
         names = ", ".join(f"{r.get('name')} ({k})" for r, k in zip(failed, kinds, strict=True))
-        found: Text = say(
+        found: Message = say(
             "%(count)s model(s) failed to load: %(names)s.", count=len(failed), names=names
         )
         if hits:

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from model_store.text import say
+from model_store.text import Message, say
 
 #: How much of the end of Triton's log is read (bounded: the log grows for months).
 LOG_TAIL_BYTES = 2 << 20
@@ -68,7 +68,7 @@ _PLOG = say(
 )
 
 #: What to do for each kind of GE failure (grouped as in docs/ge-backend.md#log-phrases).
-GE_ADVICE: dict[str, str] = {
+GE_ADVICE: dict[str, Message] = {
     "parse": say(
         "The GE backend could not read the model. This is usually the ONNX export itself or a "
         "mismatch with config.pbtxt: input/output names and their order must match the ONNX, "

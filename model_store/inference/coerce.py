@@ -16,13 +16,13 @@ import numpy as np
 from model_store.inference.errors import InferenceInputError
 from model_store.inference.limits import Limits
 from model_store.inference.signature import TensorSpec
-from model_store.text import say
+from model_store.text import Said, say
 
 
-def _wrong_dtype(spec: TensorSpec, got: str, advice: str) -> InferenceInputError:
+def _wrong_dtype(spec: TensorSpec, got: Said, advice: Said) -> InferenceInputError:
     """``got`` and ``advice`` are :func:`~model_store.text.say` sentences or plain data."""
     if spec.is_string:
-        kind: str = say("STRING (text)")
+        kind: Said = say("STRING (text)")
     else:
         kind = f"{spec.triton_type.removeprefix('TYPE_')} ({spec.numpy_dtype.name})"
     return InferenceInputError(

@@ -43,7 +43,7 @@ from model_store.inference.image import (
 from model_store.inference.jsonable import encode_for_json
 from model_store.inference.limits import Budget, Limits
 from model_store.inference.signature import TensorSpec
-from model_store.text import Text, joined, say, say_n
+from model_store.text import Message, Said, joined, say, say_n
 
 __all__ = [
     "DEFAULT_PREPROCESS",
@@ -71,7 +71,7 @@ _FORM_KEYS: dict[str, frozenset[str]] = {
 }
 
 
-def _error(code: str, name: str | None, message: Text) -> InferenceInputError:
+def _error(code: str, name: str | None, message: Message) -> InferenceInputError:
     return InferenceInputError(message, code=code, field=name)
 
 
@@ -142,7 +142,7 @@ def decode_inputs(
     return arrays
 
 
-def _type_name(value: object) -> Text:
+def _type_name(value: object) -> Message:
     if type(value) is list:
         return say("a list")
     if type(value) is str:
@@ -154,7 +154,7 @@ def _type_name(value: object) -> Text:
     return say("a %(type)s", type=type(value).__name__)
 
 
-def _describe(spec: TensorSpec) -> str:
+def _describe(spec: TensorSpec) -> Said:
     kind = spec.triton_type.removeprefix("TYPE_")
     if not spec.rank_known:  # "any shape" is words, said with the rest of the description
         return say("%(name)s (%(type)s any shape)", name=repr(spec.name), type=kind)
@@ -205,7 +205,7 @@ def _check_names(
     described = [_describe(s) for s in specs]
     takes: str = (
         joined(described, ", ")
-        if any(isinstance(d, Text) for d in described)
+        if any(isinstance(d, Message) for d in described)
         else ", ".join(described)
     ) or say("no inputs")
     raise _error(
@@ -219,7 +219,7 @@ def _check_names(
     )
 
 
-def _names(names: list[str]) -> str:
+def _names(names: list[str]) -> Said:
     shown = ", ".join(repr(n) for n in names[:10])
     return say("%(names)s and more", names=shown) if len(names) > 10 else shown
 
@@ -350,7 +350,7 @@ def _walk(spec: TensorSpec, value: object, budget: Budget) -> tuple[tuple[int, .
         level = [leaf for item in level for leaf in item]
 
 
-def _ragged(spec: TensorSpec, depth: int, what: Text) -> InferenceInputError:
+def _ragged(spec: TensorSpec, depth: int, what: Message) -> InferenceInputError:
     return _error(
         "wrong_shape",
         spec.name,
@@ -583,7 +583,7 @@ def _b64(name: str, text: object, max_bytes: int, key: str) -> bytes:
         ) from None
 
 
-def _too_big(name: str, key: str, size: int, max_bytes: int) -> Text:
+def _too_big(name: str, key: str, size: int, max_bytes: int) -> Message:
     return say(
         "Input %(input)s: %(key)s decodes to about %(size)s bytes; the limit is %(limit)s.",
         input=repr(name),

@@ -12,7 +12,10 @@ well formed but does not fit the model's signature (dtype, shape), 400 for every
 
 from __future__ import annotations
 
+from typing import Any
+
 from model_store.errors import ModelStoreError
+from model_store.text import Said
 
 # Chosen once here so every caller answers the same problem with the same status.
 STATUS_BY_CODE: dict[str, int] = {
@@ -52,7 +55,7 @@ class InferenceInputError(ModelStoreError):
 
     def __init__(
         self,
-        message: str,
+        message: Said,
         *,
         code: str,
         field: str | None = None,
@@ -64,7 +67,7 @@ class InferenceInputError(ModelStoreError):
         self.field = field
         self.status = status if status is not None else STATUS_BY_CODE.get(code, 400)
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, Any]:
         """The REST API's error shape, plus ``"field"`` when the error is about one input."""
         body = super().as_dict()
         if self.field is not None:

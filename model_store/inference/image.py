@@ -35,7 +35,7 @@ from model_store.inference.signature import (
     image_layout,
     image_size,
 )
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 
 Color = Literal["RGB", "BGR"]
 MAX_SIDE = 4096
@@ -50,7 +50,7 @@ _KEYS = ("preset", "resize_short", "crop", "mean", "std", "color", "layout")
 _WHITE = (255, 255, 255, 255)
 
 
-def _bad(message: str) -> InferenceInputError:
+def _bad(message: Said) -> InferenceInputError:
     return InferenceInputError(message, code="bad_preprocess")
 
 
@@ -338,7 +338,7 @@ def decode_image(
     return _to_rgb(image)
 
 
-def _too_large(size: Text, max_pixels: int) -> InferenceInputError:
+def _too_large(size: Message, max_pixels: int) -> InferenceInputError:
     return InferenceInputError(
         say(
             "The image is %(size)s; the limit is %(limit)s pixels. Send a smaller image.",
@@ -384,7 +384,7 @@ def _to_8bit_grey(image: Image.Image) -> Image.Image:
 # Tensors -----------------------------------------------------------------------------
 
 
-def _not_image_input(spec: TensorSpec, why: Text) -> InferenceInputError:
+def _not_image_input(spec: TensorSpec, why: Message) -> InferenceInputError:
     return InferenceInputError(
         say(
             "Input %(input)s (%(dtype)s, %(shape)s) does not take images: %(why)s Image "

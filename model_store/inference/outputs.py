@@ -18,7 +18,7 @@ import numpy as np
 
 from model_store.inference.errors import InferenceInputError
 from model_store.inference.jsonable import encode_for_json
-from model_store.text import Text, say
+from model_store.text import Message, say
 
 PROBABILITY_SUM_TOLERANCE = 1e-3
 # Control characters other than tab and line breaks: a sign of a binary file.
@@ -105,7 +105,7 @@ def _top_k(row: np.ndarray, labels: Sequence[str] | None, top_k: int) -> dict[st
 # Labels ---------------------------------------------------------------------------------
 
 
-def _bad(message: Text) -> InferenceInputError:
+def _bad(message: Message) -> InferenceInputError:
     return InferenceInputError(message, code="bad_labels")
 
 

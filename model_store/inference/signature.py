@@ -24,7 +24,7 @@ import numpy as np
 
 from model_store.dtypes import numpy_to_triton, triton_to_numpy
 from model_store.errors import InvalidConfig, UnsupportedDataType
-from model_store.text import say
+from model_store.text import Said, say
 
 Layout = Literal["NCHW", "NHWC"]
 # Axis holding the colour channels in each layout of a rank-4 image batch.
@@ -66,7 +66,7 @@ class TensorSpec:
         """Whether the tensor carries bytes strings (Triton BYTES)."""
         return self.triton_type == "TYPE_STRING"
 
-    def describe_shape(self) -> str:
+    def describe_shape(self) -> Said:
         """The shape as people read it, e.g. ``"[batch, 3, 224, 224]"`` (``?`` = unnamed)."""
         if not self.rank_known:
             return say("any shape")
@@ -76,7 +76,7 @@ class TensorSpec:
         ]
         return f"[{', '.join(parts)}]"
 
-    def describe_free_dims(self) -> str:
+    def describe_free_dims(self) -> Said:
         """Explains the shape's unknown axes, e.g. ``" (batch: any size)"``; empty if none."""
         free = [
             n or UNKNOWN_DIM for d, n in zip(self.dims, self.dim_names, strict=True) if d is None

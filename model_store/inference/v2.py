@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from model_store.inference.errors import InferenceInputError
-from model_store.text import Text, say
+from model_store.text import Message, say
 
 #: The protocol's tensor datatypes and the numpy dtype each is carried in.
 DATATYPES: dict[str, str] = {
@@ -149,5 +149,5 @@ def tensor_json(name: str, array: np.ndarray) -> dict[str, Any]:
     return {"name": name, "datatype": datatype or "BYTES", "shape": list(array.shape), "data": data}
 
 
-def _bad(name: str | None, message: Text) -> InferenceInputError:
+def _bad(name: str | None, message: Message) -> InferenceInputError:
     return InferenceInputError(message, code="bad_format", field=name)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from model_store.text import Text, said, say, with_texts
+from model_store.text import Message, Said, as_json, said, say
 
 __all__ = [
     "MIN_GAIN",
@@ -75,7 +75,7 @@ class Objective:
         else:
             raise ValueError(f"unknown objective {self.kind!r}; use throughput or latency")
 
-    def describe(self) -> Text:
+    def describe(self) -> Message:
         if self.kind == "throughput":
             return say("highest throughput with p99 <= %(p99)s ms", p99=f"{self.p99_ms:g}")
         return say("lowest p99 at %(rate)s requests/s", rate=f"{self.rate_rps:g}")
@@ -201,16 +201,16 @@ class Trial:
 
     index: int
     changes: dict[str, Any]
-    label: str
+    label: Said
     state: Literal["measured", "skipped", "failed"]
-    reason: str = ""
+    reason: Said = ""
     measured: Measurement | None = None
     score: float | None = None
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         m = self.measured
-        return with_texts({
+        return as_json({
             "index": self.index,
             "changes": self.changes,
             "label": self.label,
@@ -243,7 +243,7 @@ class TuneResult:
         }
 
 
-def _label(changes: Mapping[str, Any]) -> str:
+def _label(changes: Mapping[str, Any]) -> Said:
     if not changes:
         return say("serving config")
     parts = []
@@ -399,7 +399,7 @@ def grid(
     return _finish(trials.result)
 
 
-def _why_not(objective: Objective, measured: Measurement) -> str:
+def _why_not(objective: Objective, measured: Measurement) -> Said:
     if measured.failed:
         return say("%(count)s request(s) failed", count=measured.failed)
     if measured.p99_ms is None:

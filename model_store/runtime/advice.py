@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from model_store.runtime.series import Point
 from model_store.targets import get_target
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 
 __all__ = ["Advice", "ServingConfig", "advise"]
 
@@ -43,10 +43,10 @@ BUSY = 0.5
 class Advice:
     level: str  # "ok" | "info" | "warning"
     code: str
-    message: str  # a Text: the English, with its template for translation
+    message: Said  # a Message: the English, with its template for translation
 
     def to_dict(self) -> dict[str, str]:
-        """``level``, ``code`` and ``message`` (the :class:`~model_store.text.Text` itself, so
+        """``level``, ``code`` and ``message`` (the :class:`~model_store.text.Message` itself, so
         the web layer can still translate it; it is the English ``str`` for everyone else)."""
         return {"level": self.level, "code": self.code, "message": self.message}
 
@@ -108,7 +108,7 @@ def _capacity(recent: Point, config: ServingConfig) -> Advice | None:
     excess = queue_ms - delay_ms
     if excess <= QUEUE_FACTOR * compute_ms or excess < MIN_QUEUE_EXCESS_MS:
         return None
-    remedy: Text
+    remedy: Message
     if config.dynamic_batching and config.max_batch_size > 0:
         remedy = say(
             "raise max_batch_size (now %(max_batch)s) so one execution takes more of the queue",
@@ -120,12 +120,12 @@ def _capacity(recent: Point, config: ServingConfig) -> Advice | None:
         remedy = say(
             "give the model a batch dimension (max_batch_size) and enable dynamic batching"
         )
-    delay_note: Text | str = (
+    delay_note: Message | str = (
         say(" (not counting the batcher's own wait of up to %(delay)s)", delay=_ms(delay_ms))
         if delay_ms
         else ""
     )
-    pending: Text | str = (
+    pending: Message | str = (
         say("; up to %(pending)s requests were waiting", pending=f"{recent.pending:.0f}")
         if recent.pending
         else ""
@@ -216,7 +216,7 @@ def advise(
     total: Point | None,
     recent: Point | None,
     config: ServingConfig | None,
-    range_label: str | Text,
+    range_label: str | Message,
 ) -> list[Advice]:
     """What to tell the operator about one model.
 

@@ -40,7 +40,7 @@ from model_store.serving.restart_needed import needs_restart
 from model_store.serving.trial import trial_model
 from model_store.serving.triton_index import ServingRuntime
 from model_store.store import ModelStore
-from model_store.text import Text, said, say
+from model_store.text import Message, said, say
 
 #: The model file loaded into Triton (run there by the Python backend's stub).
 PROBE_MODEL = Path(__file__).resolve().parent / "facts_probe" / "model.py"
@@ -93,7 +93,7 @@ def ask_serving_side(
     return summarise(raw, asked_at=now())
 
 
-def unavailable(reason: Text, asked_at: float) -> dict[str, Any]:
+def unavailable(reason: Message, asked_at: float) -> dict[str, Any]:
     return {"available": False, "reason": reason, "asked_at": asked_at}
 
 

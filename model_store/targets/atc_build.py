@@ -28,7 +28,7 @@ from model_store.compile.atc.options import InvalidAtcOptions, atc_path_problem
 from model_store.compile.atc.slots import build_slot
 from model_store.targets.base import BuildCancelled, BuildContext, TargetStatus
 from model_store.targets.options import InvalidOptions
-from model_store.text import Text, say
+from model_store.text import Message, say
 
 ATC_TIMEOUT_S = 3600.0
 # ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (docs/atc.md#onnx-opsets).
@@ -148,7 +148,7 @@ def compile_with_atc(
     return command, Path(result.om_path)
 
 
-def _failure_message(result: AtcResult) -> Text:
+def _failure_message(result: AtcResult) -> Message:
     """ATC's exit status and up to five of its error codes, each with its explanation
     (one :func:`~model_store.text.say` sentence nesting the explanations, so a job error keeps
     every template for translation)."""

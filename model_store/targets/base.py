@@ -34,7 +34,7 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.batching import check_batching_options, resolve_batching
 from model_store.targets.findings import Finding, error
 from model_store.targets.options import InvalidOptions, OptionSpec, parse_value
-from model_store.text import say
+from model_store.text import Said, say
 
 Precision = Literal["fp32", "fp16", "mixed"]
 
@@ -140,7 +140,7 @@ class VerifyPlan:
     precision: Precision
     batch: int
     input_shapes: dict[str, list[int]] | None
-    note: str
+    note: Said
     device_id: int = 0
 
 
@@ -295,7 +295,7 @@ class Target(ABC):
 
     def copies_per_device(
         self, instances: int, *, devices: int = 1, parameters: Mapping[str, str] | None = None
-    ) -> tuple[int, str]:
+    ) -> tuple[int, Said]:
         """How many copies of the model's weights and buffers one device holds, and why.
 
         The default: every instance is its own session with its own weights, and instances

@@ -1,16 +1,15 @@
 """Findings: one problem a target sees in a model, with a stable code and advice.
 
-``message`` and ``advice`` are :class:`~model_store.text.Text` sentences (English ``str`` that
-remember their gettext template), so the web layer can show them in the reader's language;
-:meth:`Finding.to_dict` keeps the plain English and adds their templates under ``texts``.
+``message`` and ``advice`` are :class:`~model_store.text.Message` sentences, so the web layer can
+show them in the reader's language; :meth:`Finding.to_dict` stores them as messages.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from model_store.text import with_texts
+from model_store.text import Said, as_json
 
 FindingLevel = Literal["error", "warning"]
 
@@ -29,21 +28,24 @@ class Finding:
 
     level: FindingLevel
     code: str
-    message: str
-    advice: str
+    message: Said
+    advice: Said
 
     def to_dict(self) -> dict[str, Any]:
-        """The finding as JSON-able data: the English as plain strings, and under ``texts``
-        the templates of the sentences that have them (:func:`model_store.text.with_texts`)."""
-        plain = {key: str(value) for key, value in asdict(self).items()}
-        return with_texts({**plain, "message": self.message, "advice": self.advice}) | plain
+        """The finding as JSON-able data, its sentences as stored messages."""
+        return {
+            "level": self.level,
+            "code": self.code,
+            "message": as_json(self.message),
+            "advice": as_json(self.advice),
+        }
 
 
-def error(code: str, message: str, advice: str) -> Finding:
+def error(code: str, message: Said, advice: Said) -> Finding:
     """Shorthand for an error finding."""
     return Finding("error", code, message, advice)
 
 
-def warning(code: str, message: str, advice: str) -> Finding:
+def warning(code: str, message: Said, advice: Said) -> Finding:
     """Shorthand for a warning finding."""
     return Finding("warning", code, message, advice)

@@ -53,7 +53,7 @@ from model_store.targets.signature import (
     symbol_sizes,
     warmup_for,
 )
-from model_store.text import say
+from model_store.text import Said, say
 
 ARTIFACT = "model.onnx"
 STEPS_DIR = ".build"
@@ -90,7 +90,7 @@ class NpuGeTarget(Target):
 
     def copies_per_device(
         self, instances: int, *, devices: int = 1, parameters: Mapping[str, str] | None = None
-    ) -> tuple[int, str]:
+    ) -> tuple[int, Said]:
         """GE sessions per device: ``device_exec_blocks`` when set, else
         ``ceil(instances x instance_exec_blocks / devices)`` (docs/ge-backend.md#config-parameters,
         docs/ge-backend.md#instances-and-devices; read from the backend's code, not measured)."""

@@ -18,7 +18,7 @@ from model_store.onnx_info import Dim, OnnxInfo
 from model_store.targets.atc_build import ATC_OPSETS
 from model_store.targets.findings import Finding, error, warning
 from model_store.targets.signature import effective_dims, is_fixed, symbol_sizes
-from model_store.text import Text, say
+from model_store.text import Message, say
 
 SUGGESTED_OPSET = 14
 # GE's ONNX parser is ATC's: the same opsets.
@@ -192,7 +192,7 @@ def output_name_findings(
     return found
 
 
-def _unknown_names(expression: str, input_axes: set[str]) -> Text | None:
+def _unknown_names(expression: str, input_axes: set[str]) -> Message | None:
     """None when ``expression`` only uses input axis names and + - * / ( ); else the problem."""
     names_used = 0
     position = 0

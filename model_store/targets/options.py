@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_tensor_name
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 
 if TYPE_CHECKING:
     from model_store.targets.base import Target
@@ -68,8 +68,8 @@ class OptionSpec:
     name: str
     kind: OptionKind
     default: Any
-    label: str
-    help: str
+    label: Said
+    help: Said
     choices: list[tuple[str, str]] | None = None
     minimum: float | None = None
     maximum: float | None = None
@@ -134,7 +134,7 @@ def _allow_null(schema: dict[str, Any]) -> None:
     schema["default"] = None
 
 
-def _fail(spec: OptionSpec, problem: str) -> InvalidOptions:
+def _fail(spec: OptionSpec, problem: Said) -> InvalidOptions:
     """The refusal naming the option; ``problem`` is a ``say()`` sentence (model_store.text)."""
     return InvalidOptions(
         say(
@@ -154,7 +154,7 @@ def _parse_bool(spec: OptionSpec, value: object) -> bool:
     raise _fail(spec, say("expected true or false, got %(value)s.", value=repr(value)))
 
 
-def _check_range(spec: OptionSpec, number: float, what: Text | None = None) -> None:
+def _check_range(spec: OptionSpec, number: float, what: Message | None = None) -> None:
     what = what or say("value")
     if spec.minimum is not None and number < spec.minimum:
         raise _fail(
@@ -178,7 +178,7 @@ def _check_range(spec: OptionSpec, number: float, what: Text | None = None) -> N
         )
 
 
-def _to_int(spec: OptionSpec, value: object, what: Text | None = None) -> int:
+def _to_int(spec: OptionSpec, value: object, what: Message | None = None) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):

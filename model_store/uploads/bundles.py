@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from model_store.errors import UnsafePath
 from model_store.store import safe_join
-from model_store.text import say
+from model_store.text import Said, say
 from model_store.uploads.errors import InvalidUpload, UploadTooLarge, human_bytes, quoted
 from model_store.uploads.records import DIR_MODE, FILE_MODE, PIECE_SIZE
 
@@ -49,7 +49,7 @@ _ZIP64_EOCD_SIGNATURE = b"PK\x06\x06"
 _MAX_ZIP_COMMENT = 0xFFFF
 
 
-def _not_a_zip() -> str:
+def _not_a_zip() -> Said:
     return say("The bundle is not a valid .zip file. %(rules)s", rules=_BUNDLE_RULES)
 
 

@@ -8,8 +8,10 @@ bundle reader raise the same errors without importing each other.
 
 from __future__ import annotations
 
+from typing import Any
+
 from model_store.errors import ModelStoreError
-from model_store.text import say
+from model_store.text import Said, say
 
 
 class InvalidUpload(ModelStoreError):
@@ -33,11 +35,11 @@ class UploadOffsetMismatch(ModelStoreError):
 
     code = "upload_offset"
 
-    def __init__(self, message: str, expected: int) -> None:
+    def __init__(self, message: Said, expected: int) -> None:
         super().__init__(message)
         self.expected = expected
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, Any]:
         """The API shape plus ``expected_offset`` (as text, like the other fields)."""
         return {**super().as_dict(), "expected_offset": str(self.expected)}
 
@@ -72,7 +74,7 @@ class InsufficientStorage(ModelStoreError):
     code = "insufficient_storage"
 
 
-def human_bytes(count: int) -> str:
+def human_bytes(count: int) -> Said:
     """Formats a byte count for people: ``1536`` -> ``"1.5 KiB"``, ``2**31`` -> ``"2 GiB"``."""
     value = float(count)
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from model_store.errors import ModelStoreError
 from model_store.store import atomic_write_text, fsync_dir
-from model_store.text import say
+from model_store.text import Said, say
 from model_store.uploads.direct_io import (
     DIRECT_MIN_BYTES,
     IDLE_FLUSH_S,
@@ -550,7 +550,7 @@ class UploadStore:
                 )
             )
 
-    def _check_free_space(self, incoming: int, what: str) -> None:
+    def _check_free_space(self, incoming: int, what: Said) -> None:
         if self.min_free_bytes <= 0:
             return
         free = shutil.disk_usage(self.uploads_dir).free

@@ -13,7 +13,7 @@ from django.utils import translation
 from model_store.inference import InferenceInputError
 from model_store.inference.coerce import fit_shape
 from model_store.inference.signature import specs_from_signature
-from model_store.text import Text, from_json
+from model_store.text import Message, from_json
 from webapp.errors import HubError
 from webapp.registry import placement
 from webapp.registry.actions import models as model_actions
@@ -93,7 +93,7 @@ def test_a_refusal_reads_the_same_in_english(model, operator) -> None:
 
 def test_placement_is_described_as_text() -> None:
     said = placement.describe({"nodes": ["local", "b"]})
-    assert isinstance(said, Text)
+    assert isinstance(said, Message)
     assert said == "nodes local, b"
     assert said.template == "nodes %(nodes)s"
     assert placement.describe({"labels": {}}) == "every node"
@@ -104,7 +104,7 @@ def test_a_shape_error_in_try_it_is_a_template() -> None:
     with pytest.raises(InferenceInputError) as info:
         fit_shape(spec, np.zeros((2, 5), dtype=np.float32))
     message = info.value.message
-    assert isinstance(message, Text)
+    assert isinstance(message, Message)
     assert message.template == "Input %(input)s has shape %(shape)s; %(takes)s."
     assert message.startswith("Input 'x' has shape [2, 5]; the model takes ")
     with translation.override("en"):

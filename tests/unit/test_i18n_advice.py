@@ -26,7 +26,7 @@ from model_store.memory_fit import (
 from model_store.runtime.advice import ServingConfig, advise
 from model_store.runtime.series import Point
 from model_store.targets.atc_build import _failure_message
-from model_store.text import Text, from_json
+from model_store.text import Message, from_json
 from webapp.registry.models import Model
 
 MARK = "[zh] "
@@ -51,14 +51,14 @@ def test_advice_is_said_with_templates_and_the_english_is_unchanged() -> None:
     (failed, few) = advise(
         target="onnxruntime", total=total, recent=None, config=None, range_label="the last hour"
     )
-    assert isinstance(failed.message, Text) and failed.code == "failures"
+    assert isinstance(failed.message, Message) and failed.code == "failures"
     assert failed.message == (
         "10 requests failed in the last hour (10.0% of 100, 0.10/s). Triton's log and the "
         "Server page say why; Try it shows the error of a single request."
     )
     assert failed.message.template.startswith("%(failed)s requests failed in %(range)s")
     assert failed.message.params["failed"] == "10"
-    assert isinstance(few.message, Text) and few.message.params == {"seen": 0, "needed": 20}
+    assert isinstance(few.message, Message) and few.message.params == {"seen": 0, "needed": 20}
     assert failed.to_dict()["message"] is failed.message
 
 
@@ -76,9 +76,9 @@ def test_capacity_advice_nests_its_parts_and_reads_as_before() -> None:
         "(instance_group count, now 1), or enable dynamic batching so one execution serves "
         "several requests."
     )
-    assert isinstance(advice.message, Text)
-    assert isinstance(advice.message.params["remedy"], Text)
-    assert isinstance(advice.message.params["pending"], Text)
+    assert isinstance(advice.message, Message)
+    assert isinstance(advice.message.params["remedy"], Message)
+    assert isinstance(advice.message.params["pending"], Message)
     assert advice.message.params["delay_note"] == ""
     # Through JSON and back, the same English.
     assert from_json(json.loads(json.dumps(advice.message.to_json()))) == advice.message
@@ -88,7 +88,7 @@ def test_range_labels_are_said_too() -> None:
     from webapp.ops.metrics_store import RANGES
 
     label = RANGES["24h"][2]
-    assert isinstance(label, Text) and label == "the last 24 hours"
+    assert isinstance(label, Message) and label == "the last 24 hours"
 
 
 @pytest.mark.django_db
@@ -135,10 +135,10 @@ def test_the_api_in_english_is_unchanged(api) -> None:
 
 
 def test_atc_explanations_are_texts_and_unknown_codes_carry_the_code() -> None:
-    assert all(isinstance(text, Text) for text in EXPLANATIONS.values())
+    assert all(isinstance(text, Message) for text in EXPLANATIONS.values())
     unsupported = explain("EZ3003")
     assert unsupported.template.endswith("cannot compile it. %(advice)s")
-    assert isinstance(unsupported.params["advice"], Text)
+    assert isinstance(unsupported.params["advice"], Message)
     assert "npu_ge" in unsupported and "%(" not in unsupported
     unknown = explain("E12345")
     assert unknown.params == {"code": "E12345"} and unknown.startswith("ATC reported error E12345.")
@@ -165,7 +165,7 @@ def test_a_failed_atc_run_keeps_every_explanation_for_the_job_error() -> None:
     stored = json.loads(json.dumps(said.to_json()))
     assert from_json(stored) == said
     assert result.summary() == f"ATC failed with E10001: bad soc — {EXPLANATIONS['E10001']}"
-    assert isinstance(result.summary().params["explanation"], Text)
+    assert isinstance(result.summary().params["explanation"], Message)
     no_code = _failure_message(_failed([], returncode=2))
     assert no_code == (
         "ATC failed (exit status 2). ATC failed with exit status 2 and no error code; see the log."
@@ -176,12 +176,12 @@ def test_atc_python_verdicts_are_texts_with_the_same_english() -> None:
     report = {"version": [3, 6, 9], "executable": "/usr/bin/python3", "packages": {},
               "libpython": {"name": "libpython3.6m.so.1.0", "loaded": None}}  # fmt: skip
     verdict = assess_probe(report, "8.0.0", "PATH")
-    assert isinstance(verdict.summary, Text) and isinstance(verdict.advice, Text)
+    assert isinstance(verdict.summary, Message) and isinstance(verdict.advice, Message)
     assert verdict.summary.startswith(
         "ATC's Python is /usr/bin/python3 (PATH), Python 3.6.9: Python 3.6.9 is older than 3.7, "
         "which ATC refuses (E40002); numpy, protobuf,"
     )
-    assert all(isinstance(problem, Text) for problem in verdict.problems)
+    assert all(isinstance(problem, Message) for problem in verdict.problems)
     assert from_json(json.loads(json.dumps(verdict.summary.to_json()))) == verdict.summary
 
 
@@ -192,7 +192,7 @@ def test_memory_verdicts_and_notes_are_texts() -> None:
     estimate = estimate_memory(100 << 20, instances=2, max_batch=8,
                                activation_bytes_per_sample=4 << 20)  # fmt: skip
     verdict = fits(estimate, 200 << 20, device="NPU 0")
-    assert isinstance(verdict.message, Text)
+    assert isinstance(verdict.message, Message)
     assert verdict.message == (
         "Does not fit NPU 0: needs about 264.0 MiB, 200.0 MiB free. Lower the instance count or "
         "the batch size, or free the device."
@@ -204,19 +204,19 @@ def test_memory_verdicts_and_notes_are_texts() -> None:
     note = activations_from_signature(
         {"inputs": [{"name": "x", "numpy": "float32", "dims": [-1, 4]}], "outputs": []}
     )
-    assert isinstance(note.note, Text) and note.note.params["bytes"] == 16
+    assert isinstance(note.note, Message) and note.note.params["bytes"] == 16
     stored = json.loads(json.dumps(note.to_dict()))
     assert stored["texts"]["note"]["template"] == note.note.template
     again = ActivationEstimate.from_dict(stored)
-    assert again == note and again is not None and isinstance(again.note, Text)
+    assert again == note and again is not None and isinstance(again.note, Message)
     # A note stored before translation existed reads as stored.
     old = ActivationEstimate.from_dict({"bytes_per_sample": 1, "method": "io_factor", "note": "x"})
-    assert old is not None and old.note == "x" and not isinstance(old.note, Text)
+    assert old is not None and old.note == "x" and not isinstance(old.note, Message)
 
 
 def test_cann_skew_messages_are_texts_with_the_same_english() -> None:
     too_new = skew("8.0.0", "8.0.RC3")
-    assert isinstance(too_new.message, Text)
+    assert isinstance(too_new.message, Message)
     assert too_new.message == (
         "built with CANN 8.0.0, the serving host runs 8.0.RC3; an OM must not run on an older "
         "CANN: rebuild on a host with CANN <= 8.0.RC3 or upgrade the serving host"
@@ -227,7 +227,7 @@ def test_cann_skew_messages_are_texts_with_the_same_english() -> None:
         "CANN (not reported) unknown. Make sure the serving host runs a CANN at least as new as "
         "the one that built this OM."
     )
-    assert isinstance(unknown.message.params["which"], Text)
+    assert isinstance(unknown.message.params["which"], Message)
 
 
 @pytest.mark.django_db
@@ -250,4 +250,4 @@ def test_the_version_page_renders_the_cann_check_through_localize(
         from webapp.registry.cann_check import cann_skew
 
         found = cann_skew(Version.objects.get(model=model, number=1))
-        assert found is not None and isinstance(found.message, Text)
+        assert found is not None and isinstance(found.message, Message)

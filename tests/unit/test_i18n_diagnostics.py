@@ -20,7 +20,7 @@ from model_store.diagnostics.context import Check, DiagnosticsContext
 from model_store.diagnostics.host_checks import reported_checks
 from model_store.diagnostics.triton_checks import check_triton_reachable
 from model_store.host_report import build_host_report
-from model_store.text import Text, from_json
+from model_store.text import Message, from_json
 from tests.fixtures.users import token_for
 from webapp.ops import host_reports
 
@@ -41,12 +41,12 @@ def _unreachable() -> Check:
 
 def test_a_checks_found_keeps_its_template_through_to_dict_and_json() -> None:
     check = _unreachable()
-    assert isinstance(check.found, Text) and check.found.template == NOT_REACHABLE
+    assert isinstance(check.found, Message) and check.found.template == NOT_REACHABLE
     assert (
         check.found
         == "Triton at http://127.0.0.1:9 is not reachable (no answer on /v2/health/live)."
     )
-    assert check.title == "Triton reachable" and isinstance(check.title, Text)
+    assert check.title == "Triton reachable" and isinstance(check.title, Message)
 
     sent = json.loads(json.dumps(check.to_dict()))  # as a node's report crosses the network
     assert sent["found"] == str(check.found)  # the English stays where it always was
@@ -54,22 +54,22 @@ def test_a_checks_found_keeps_its_template_through_to_dict_and_json() -> None:
     assert sent["texts"]["found"]["params"] == {"url": "http://127.0.0.1:9"}
     assert sent["texts"]["title"]["template"] == "Triton reachable"
     said = from_json(sent["texts"]["advice"])
-    assert isinstance(said, Text) and said == check.advice
+    assert isinstance(said, Message) and said == check.advice
 
 
 def test_a_reported_check_gets_its_templates_back_and_plain_english_stays_plain() -> None:
     sent = json.loads(json.dumps(_unreachable().to_dict()))
     [check] = reported_checks({"diagnostics": [sent]})
-    assert isinstance(check.found, Text) and check.found.template == NOT_REACHABLE
+    assert isinstance(check.found, Message) and check.found.template == NOT_REACHABLE
     assert check.to_dict()["texts"]["found"]["template"] == NOT_REACHABLE
 
     old = {k: v for k, v in sent.items() if k != "texts"}  # a worker older than translation
     [check] = reported_checks({"diagnostics": [old]})
-    assert check.found == sent["found"] and not isinstance(check.found, Text)
+    assert check.found == sent["found"] and not isinstance(check.found, Message)
 
     odd = {**sent, "texts": {"found": {"template": "Something else.", "params": {}}}}
     [check] = reported_checks({"diagnostics": [odd]})  # disagrees with the English: English wins
-    assert check.found == sent["found"] and not isinstance(check.found, Text)
+    assert check.found == sent["found"] and not isinstance(check.found, Message)
     broken = {**sent, "texts": {"found": {"template": "%(x)s", "params": [1]}}}
     [check] = reported_checks({"diagnostics": [broken]})
     assert check.found == sent["found"]
@@ -79,7 +79,7 @@ def test_the_summary_line_is_one_sentence_with_its_counts() -> None:
     checks = [Check("a", "A", "ok", "fine"), Check("b", "B", "failing", "bad")]
     line = summary_line(checks)
     assert line == "2 checks: 1 ok, 1 failing"
-    assert isinstance(line, Text) and line.template == "%(count)s check: %(counts)s"
+    assert isinstance(line, Message) and line.template == "%(count)s check: %(counts)s"
     assert line.plural == "%(count)s checks: %(counts)s" and line.number == 2
     assert summary_line([]) == "0 checks"
     assert summary_line([{"state": "warning"}]) == "1 check: 1 warning"

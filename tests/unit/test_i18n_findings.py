@@ -19,7 +19,7 @@ from model_store.onnx_info import OnnxInfo, TensorInfo
 from model_store.targets.findings import Finding, error
 from model_store.targets.npu_ge_checks import gear_findings
 from model_store.targets.signature import signature_findings
-from model_store.text import Text, say
+from model_store.text import Message, say
 
 
 def _info(*, inputs: list[TensorInfo], outputs: list[TensorInfo]) -> OnnxInfo:
@@ -48,7 +48,7 @@ def _fixed_batch_finding() -> Finding:
     return found
 
 
-# model_store: Text with the English unchanged ---------------------------------------------------
+# model_store: messages and their English ------------------------------------------------
 
 
 def test_a_finding_keeps_its_english_and_its_template() -> None:
@@ -57,7 +57,7 @@ def test_a_finding_keeps_its_english_and_its_template() -> None:
         "The input 'x' has shape [1, 3], whose first axis is fixed, but max_batch_size is 8, "
         "which makes Triton treat the first axis as the batch."
     )
-    assert isinstance(found.message, Text) and isinstance(found.advice, Text)
+    assert isinstance(found.message, Message) and isinstance(found.advice, Message)
     assert found.message.template.startswith("The input %(name)r has shape %(dims)s")
     assert found.message.params == {"name": "x", "dims": "[1, 3]", "max_batch_size": 8}
 
@@ -104,7 +104,7 @@ def test_config_lint_problems_are_templates_with_the_same_english() -> None:
     problems = lint(cfg)
     assert "The model has no outputs; list at least one." in problems
     assert "dynamic_batching needs max_batch_size > 0; set one or remove batching." in problems
-    assert all(isinstance(p, Text) for p in problems)
+    assert all(isinstance(p, Message) for p in problems)
     assert {p.template for p in problems} >= {"The model has no outputs; list at least one."}
 
 
@@ -112,7 +112,7 @@ def test_config_lint_problems_are_templates_with_the_same_english() -> None:
 
 
 def test_selftest_titles_and_blocked_summaries_are_templates() -> None:
-    assert all(isinstance(spec.title, Text) for spec in STAGES)
+    assert all(isinstance(spec.title, Message) for spec in STAGES)
 
     def broken(_ctx: Any) -> Outcome:
         raise RuntimeError("boom")
@@ -124,7 +124,7 @@ def test_selftest_titles_and_blocked_summaries_are_templates() -> None:
     first, second = run_selftest(None, stages=specs)  # type: ignore[arg-type]
     assert first.summary == "the stage itself failed: RuntimeError: boom"
     assert second.summary == "skipped: needs CANN environment and version"
-    assert isinstance(second.summary, Text)
+    assert isinstance(second.summary, Message)
     assert second.summary.template == "skipped: needs %(stage)s"
 
 

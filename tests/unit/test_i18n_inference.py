@@ -32,7 +32,7 @@ from model_store.inference import (
 from model_store.inference.limits import Budget
 from model_store.inference.v2 import payload_from_v2
 from model_store.names import validate_model_name, validate_tensor_name, validate_version
-from model_store.text import Text
+from model_store.text import Message
 from tests.fixtures.registry import served_model
 from tests.fixtures.users import PASSWORD, token_for
 from webapp.errors import HubError
@@ -55,11 +55,11 @@ def _translate(monkeypatch: pytest.MonkeyPatch, msgid: str, msgstr: str) -> None
     monkeypatch.setitem(catalog._catalogs[0], msgid, msgstr)
 
 
-def _refusal(call, *args, **kwargs) -> Text:  # type: ignore[no-untyped-def]
+def _refusal(call, *args, **kwargs) -> Message:  # type: ignore[no-untyped-def]
     with pytest.raises(InferenceInputError) as caught:
         call(*args, **kwargs)
     message = caught.value.message
-    assert isinstance(message, Text), message
+    assert isinstance(message, Message), message
     return message
 
 
@@ -126,7 +126,7 @@ def test_name_checks_are_said_from_templates() -> None:
         "digits, '_', '-' and '.', start with a letter or digit, and keep it to 64 characters."
     )
     message = caught.value.message
-    assert isinstance(message, Text)
+    assert isinstance(message, Message)
     assert message.template == "The %(kind)s %(value)s is not allowed: %(reason)s. %(rules)s"
     assert message.params["kind"].template == "model name"
     with pytest.raises(InvalidVersion) as version:
@@ -140,7 +140,7 @@ def test_name_checks_are_said_from_templates() -> None:
 
 
 def test_preset_labels_and_the_preprocessing_summary_keep_their_english() -> None:
-    assert all(isinstance(label, Text) for label in PRESET_LABELS.values())
+    assert all(isinstance(label, Message) for label in PRESET_LABELS.values())
     with translation.override("en"):
         assert localize(PRESET_LABELS["raw"]) == "Raw pixels 0..255"
         summary = _preprocess_summary(PRESETS["efficientnet"].to_dict())

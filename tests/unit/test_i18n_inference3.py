@@ -13,7 +13,7 @@ from django.utils import translation
 from django.utils.translation import trans_real
 
 from model_store.inference import InferenceInputError, Limits, decode_inputs, specs_from_signature
-from model_store.text import Text
+from model_store.text import Message
 from webapp.registry.try_views import _present_output
 from webapp.text import localize
 
@@ -32,11 +32,11 @@ def _translate(monkeypatch: pytest.MonkeyPatch, msgid: str, msgstr: str) -> None
     monkeypatch.setitem(catalog._catalogs[0], msgid, msgstr)
 
 
-def _refusal(payload: dict[str, object]) -> Text:
+def _refusal(payload: dict[str, object]) -> Message:
     with pytest.raises(InferenceInputError) as caught:
         decode_inputs(specs_from_signature(ANY_SHAPE), payload, Limits())
     message = caught.value.message
-    assert isinstance(message, Text), message
+    assert isinstance(message, Message), message
     return message
 
 

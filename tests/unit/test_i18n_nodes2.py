@@ -23,7 +23,7 @@ from model_store.devices import read_devices
 from model_store.devices.info_table import parse_npu_smi_info
 from model_store.host_report import kept_texts
 from model_store.perf.tune import Measurement, Objective, Trial, _label, _why_not
-from model_store.text import Text, say
+from model_store.text import Message, say
 from model_store.text import said as _said
 from webapp import live
 from webapp import text as web_text
@@ -113,7 +113,7 @@ def test_node_serving_error_keeps_its_template(db: None, zh: None) -> None:
     data = row.to_dict()
     assert data["error"] == row.error
     assert render('{{ r|translated_field:"error" }}', r=data).startswith("ZH[node b")
-    assert isinstance(row.error_text, Text)
+    assert isinstance(row.error_text, Message)
 
 
 def test_an_old_node_serving_error_shows_as_stored(db: None, zh: None) -> None:
@@ -144,7 +144,7 @@ def test_node_task_sentences_are_whole_per_task() -> None:
 
 def test_incompatibility_is_a_text_and_its_stored_english_is_recognised(db: None, zh: None) -> None:
     said = incompatibility("0.9.1", hub="0.1.0")
-    assert isinstance(said, Text)
+    assert isinstance(said, Message)
     assert said == (
         "the node runs hub code 0.9.1, this hub runs 0.1.0: the major.minor versions must match; "
         "update the node"
@@ -152,7 +152,7 @@ def test_incompatibility_is_a_text_and_its_stored_english_is_recognised(db: None
     not_a_version = incompatibility("abc", hub="0.1.0")
     assert not_a_version == "the node runs hub code version 'abc', which is not a version"
     again = refusal_text(str(said))
-    assert isinstance(again, Text) and again.template == said.template
+    assert isinstance(again, Message) and again.template == said.template
     assert again.params == {"node": "0.9.1", "hub": "0.1.0"}
     assert refusal_text("something else") == "something else"
     Node.objects.create(name="b", refused_reason=str(said))
@@ -164,7 +164,7 @@ def test_incompatibility_is_a_text_and_its_stored_english_is_recognised(db: None
 
 def test_a_refused_report_is_stored_in_english(db: None) -> None:
     reason = ops_nodes.refusal({"protocol": 99})
-    assert isinstance(reason, Text)
+    assert isinstance(reason, Message)
     error = ops_nodes.refuse("b", reason)
     assert Node.objects.get(name="b").refused_reason == str(reason)
     assert "report protocol 99" in error.message
@@ -176,12 +176,12 @@ def test_a_refused_report_is_stored_in_english(db: None) -> None:
 def test_npu_smi_reasons_and_warnings_are_texts() -> None:
     missing = read_devices(which=lambda name: None)
     assert missing["reason"] == "no Ascend NPU on this host (npu-smi not found)"
-    assert isinstance(missing["reason"], Text)
+    assert isinstance(missing["reason"], Message)
     report = parse_npu_smi_info("")
     assert report.warnings == ["npu-smi printed nothing; no NPU table to read."]
-    assert isinstance(report.warnings[0], Text)
+    assert isinstance(report.warnings[0], Message)
     odd = parse_npu_smi_info("| weird |\nnot a table line")
-    assert all(isinstance(w, Text) for w in odd.warnings)
+    assert all(isinstance(w, Message) for w in odd.warnings)
 
 
 def test_devices_cross_as_json_and_come_back_translatable(zh: None) -> None:
@@ -207,10 +207,10 @@ def test_devices_cross_as_json_and_come_back_translatable(zh: None) -> None:
 
 def test_cann_status_reasons_and_layout_names_are_texts(tmp_path: Path) -> None:
     status = cann_status({"PATH": str(tmp_path)}, default_homes=[])
-    assert isinstance(status.reason, Text)
+    assert isinstance(status.reason, Message)
     assert status.reason.startswith("ATC (CANN toolkit) is not installed here; set ATC_PATH")
     assert status.reason.template == "%(problem)s; %(hint)s."
-    assert isinstance(LAYOUT_NAMES["cann"], Text)
+    assert isinstance(LAYOUT_NAMES["cann"], Message)
 
 
 def test_start_a_worker_and_the_ok_word_are_said_in_english_by_default(settings) -> None:  # type: ignore[no-untyped-def]
@@ -242,7 +242,7 @@ def test_version_error_is_shown_from_its_compile_job(db: None, zh: None) -> None
 def test_tuning_notes_are_texts_kept_in_the_trial_record(zh: None) -> None:
     goal = Objective("throughput", p99_ms=50)
     assert goal.describe() == "highest throughput with p99 <= 50 ms"
-    assert isinstance(goal.describe(), Text)
+    assert isinstance(goal.describe(), Message)
     assert Objective("latency", rate_rps=20).describe() == "lowest p99 at 20 requests/s"
     measured = Measurement(throughput_rps=10.0, p50_ms=20.0, p99_ms=80.0, load=4)
     why = _why_not(goal, measured)

@@ -15,25 +15,25 @@ from model_store.targets import all_targets, get_target
 from model_store.targets.findings import error
 from model_store.targets.options import InvalidOptions, options_json_schema, parse_value
 from model_store.targets.revise import normalize_changes
-from model_store.text import Text, say
+from model_store.text import Message, say
 from webapp.registry.actions.revisions import localized_preview
 from webapp.registry.adopt import _finding
-from webapp.registry.memory import APPROXIMATION, localized_estimate
+from webapp.registry.memory import APPROXIMATION
 from webapp.registry.models import Model, Version
 from webapp.registry.option_forms import OptionsForm
-from webapp.text import localize
+from webapp.text import localize, localized
 
 
 def _spec(target: str, name: str) -> Any:
     return next(s for s in get_target(target).option_specs() if s.name == name)
 
 
-# model_store: Text with the English unchanged ---------------------------------------------------
+# model_store: messages and their English ------------------------------------------------
 
 
 def test_target_labels_and_descriptions_are_texts_with_their_english() -> None:
     for target in all_targets():
-        assert isinstance(target.label, Text) and isinstance(target.description, Text)
+        assert isinstance(target.label, Message) and isinstance(target.description, Message)
     assert get_target("onnxruntime").label == "CPU (ONNX Runtime)"
     assert get_target("onnxruntime").label.template == "CPU (ONNX Runtime)"
 
@@ -41,8 +41,8 @@ def test_target_labels_and_descriptions_are_texts_with_their_english() -> None:
 def test_every_option_label_and_help_is_a_text() -> None:
     for target in all_targets():
         for spec in target.option_specs():
-            assert isinstance(spec.label, Text), (target.name, spec.name)
-            assert isinstance(spec.help, Text), (target.name, spec.name)
+            assert isinstance(spec.label, Message), (target.name, spec.name)
+            assert isinstance(spec.help, Message), (target.name, spec.name)
 
 
 def test_an_option_help_keeps_its_numbers_as_parameters() -> None:
@@ -55,10 +55,10 @@ def test_an_option_help_keeps_its_numbers_as_parameters() -> None:
 
 def test_choice_labels_that_are_words_are_texts_and_codes_stay() -> None:
     labels = dict(_spec("onnxruntime", "ort_optimization_level").choices)
-    assert isinstance(labels["basic"], Text)
+    assert isinstance(labels["basic"], Message)
     assert labels["basic"] == "Basic (constant folding, redundant nodes)"
     socs = dict(_spec("acl", "soc_version").choices)
-    assert not isinstance(socs["Ascend910B1"], Text)
+    assert not isinstance(socs["Ascend910B1"], Message)
 
 
 def test_a_refused_value_names_the_option_in_one_template() -> None:
@@ -69,12 +69,12 @@ def test_a_refused_value_names_the_option_in_one_template() -> None:
     assert message == (
         "Option 'max_batch_size' (Max batch size): value 5000 is above the maximum 1024."
     )
-    assert isinstance(message, Text)
+    assert isinstance(message, Message)
     assert message.template == "Option '%(name)s' (%(label)s): %(problem)s"
     problem = message.params["problem"]
     assert problem.template == "%(what)s %(number)s is above the maximum %(maximum)s."
     assert problem.params["what"].template == "value"
-    assert isinstance(message.params["label"], Text)
+    assert isinstance(message.params["label"], Message)
 
 
 def test_shape_refusals_keep_the_names_as_data() -> None:
@@ -101,7 +101,7 @@ def test_cross_option_refusals_are_texts(
     with pytest.raises(InvalidOptions) as caught:
         get_target(target).parse_options(options)
     message = caught.value.message
-    assert isinstance(message, Text) and message.template.startswith(template_start)
+    assert isinstance(message, Message) and message.template.startswith(template_start)
     assert "%(" not in str(message)
 
 
@@ -112,7 +112,7 @@ def test_revise_refusals_are_texts() -> None:
         "Unknown key(s) in 'dynamic_batching': bogus. It takes "
         "preferred_batch_size and max_queue_delay_microseconds, or true/false."
     )
-    assert isinstance(caught.value.message, Text)
+    assert isinstance(caught.value.message, Message)
 
 
 def test_the_json_schema_title_is_a_text() -> None:
@@ -124,7 +124,7 @@ def test_the_json_schema_title_is_a_text() -> None:
 def test_copies_notes_are_texts() -> None:
     copies, note = copies_per_device("onnxruntime", 3)
     assert (copies, note) == (3, "each instance holds its own weights and buffers")
-    assert isinstance(note, Text)
+    assert isinstance(note, Message)
     copies, note = copies_per_device("npu_ge", 4, devices=2)
     assert copies == 2
     assert note.startswith("npu_ge: ceil(4 instances x 1 / 2 device(s)) GE sessions per device")
@@ -163,11 +163,11 @@ def test_localized_estimate_says_every_text_and_keeps_data() -> None:
         "instances": 2,
     }
     with translation.override("en"):
-        said = localized_estimate(result)
+        said = localized(result)
     assert said == result
-    assert not isinstance(said["weights"]["source"], Text)
-    assert not isinstance(said["host"]["message"], Text)
-    assert not isinstance(said["approximation"], Text)
+    assert not isinstance(said["weights"]["source"], Message)
+    assert not isinstance(said["host"]["message"], Message)
+    assert not isinstance(said["approximation"], Message)
     assert said["instances"] == 2
 
 

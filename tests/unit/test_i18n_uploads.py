@@ -14,7 +14,7 @@ from model_store.errors import ModelStoreError
 from model_store.package_tar.files import _parts
 from model_store.store import safe_join
 from model_store.targets.findings import error
-from model_store.text import Text, from_json, say
+from model_store.text import Message, from_json, say
 from model_store.uploads.errors import InvalidUpload, human_bytes
 from model_store.uploads.records import check_upload_filename, check_upload_id
 from model_store.uploads.upload_store import UploadStore
@@ -28,7 +28,7 @@ def test_upload_refusal_is_a_template_with_the_english_unchanged() -> None:
     with pytest.raises(InvalidUpload) as caught:
         check_upload_filename("../model.onnx")
     message = caught.value.message
-    assert isinstance(message, Text)
+    assert isinstance(message, Message)
     assert message.template.startswith("The file name %(name)s contains a folder or '..'.")
     assert message.params == {"name": "'../model.onnx'"}
     assert str(caught.value) == (
@@ -42,12 +42,12 @@ def test_nested_texts_say_the_allowed_extensions() -> None:
         check_upload_filename("")
     message = caught.value.message
     assert message == "The file name is empty. Upload a .onnx or .zip file."
-    assert isinstance(message.params["allowed"], Text)
+    assert isinstance(message.params["allowed"], Message)
 
 
 def test_human_bytes_says_bytes_through_a_template() -> None:
     said = human_bytes(12)
-    assert said == "12 bytes" and isinstance(said, Text)
+    assert said == "12 bytes" and isinstance(said, Message)
     assert human_bytes(1536) == "1.5 KiB"
 
 
@@ -56,7 +56,7 @@ def test_upload_store_errors_keep_templates(tmp_path: Path) -> None:
     with pytest.raises(ModelStoreError) as caught:
         store.create("m.onnx", 11)
     message = caught.value.message
-    assert isinstance(message, Text)
+    assert isinstance(message, Message)
     assert message.template.startswith("The file %(name)s is %(size)s; the limit is %(limit)s.")
     assert str(message).startswith("The file 'm.onnx' is 11 bytes; the limit is 10 bytes.")
 
@@ -73,7 +73,7 @@ def test_the_api_renders_a_store_error_with_localize() -> None:
 def test_store_and_package_tar_paths_say_templates(tmp_path: Path) -> None:
     with pytest.raises(ModelStoreError) as caught:
         safe_join(tmp_path, "..", "x")
-    assert isinstance(caught.value.message, Text)
+    assert isinstance(caught.value.message, Message)
     assert caught.value.message.template.startswith("The path %(path)s leads outside %(root)s.")
     with pytest.raises(ModelStoreError) as tar_error:
         _parts("/abs")
@@ -108,7 +108,7 @@ def test_verification_reason_and_problems_keep_their_templates() -> None:
     assert data["outputs"][0]["problem"] == "the x output contains NaN or infinity"
     assert "texts" in data["outputs"][0]
     restored = from_json(data["texts"]["reason"])
-    assert isinstance(restored, Text) and restored == data["reason"]
+    assert isinstance(restored, Message) and restored == data["reason"]
     with translation.override("en"):
         assert localized_field(data, "reason") == data["reason"]
     plain = VerificationReport("not_run", "fp32", {}, reason="as stored").to_dict()

@@ -8,7 +8,7 @@ import pickle
 
 from django.utils import translation
 
-from model_store.text import Text, field_of, from_json, say, say_n, with_texts
+from model_store.text import Message, field_of, from_json, say, say_n, with_texts
 from webapp.text import localize, localized_field, localized_record
 
 
@@ -32,7 +32,7 @@ def test_plural_chooses_the_english_form_and_offers_count() -> None:
 def test_copies_and_pickles_keep_the_template() -> None:
     text = say("%(a)s then %(b)s", a="x", b=say("stop"))
     for again in (copy.deepcopy(text), pickle.loads(pickle.dumps(text))):  # noqa: S301 (our own bytes)
-        assert isinstance(again, Text)
+        assert isinstance(again, Message)
         assert again == text
         assert again.template == text.template
 
@@ -40,9 +40,9 @@ def test_copies_and_pickles_keep_the_template() -> None:
 def test_json_round_trip_keeps_nested_sentences() -> None:
     text = say("Load failed: %(why)s", why=say("timed out after %(s)s s", s=5))
     back = from_json(json.loads(json.dumps(text.to_json())))
-    assert isinstance(back, Text)
+    assert isinstance(back, Message)
     assert back == "Load failed: timed out after 5 s"
-    assert isinstance(back.params["why"], Text)
+    assert isinstance(back.params["why"], Message)
 
 
 def test_stored_english_without_a_template_is_shown_as_stored() -> None:
@@ -80,7 +80,7 @@ def test_odd_stored_data_from_a_node_is_shown_as_its_english_never_a_crash() -> 
 
 def test_a_precision_in_the_hubs_own_templates_still_round_trips() -> None:
     back = from_json(say("%(ms).1f ms", ms=2.25).to_json())
-    assert isinstance(back, Text)
+    assert isinstance(back, Message)
     assert back == "2.2 ms"
 
 
@@ -88,5 +88,5 @@ def test_field_of_prefers_the_kept_template_and_keeps_live_texts() -> None:
     live = say("%(n)s devices", n=2)
     assert field_of({"found": live}, "found") is live
     stored = json.loads(json.dumps(with_texts({"found": live})))
-    assert isinstance(field_of(stored, "found"), Text)
+    assert isinstance(field_of(stored, "found"), Message)
     assert field_of({"found": None}, "found") == ""

@@ -12,8 +12,9 @@ from webapp.api import types
 from webapp.api.app import errors
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
-from webapp.registry.memory import localized_estimate, memory_estimate
+from webapp.registry.memory import memory_estimate
 from webapp.registry.models import Model, Version
+from webapp.text import localized
 
 router = Router(tags=["versions"], exclude_unset=True)
 
@@ -62,4 +63,4 @@ def memory_estimate_view(request: HttpRequest, name: str, query: Query[types.Mem
             409,
         )
     estimate = memory_estimate(version, instances=query.instances, max_batch=query.max_batch)
-    return localized_estimate(estimate)
+    return localized(estimate)

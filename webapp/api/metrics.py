@@ -14,7 +14,7 @@ from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
 from webapp.ops import nodes
 from webapp.ops.metrics_store import RANGES, model_metrics
-from webapp.text import localized_record
+from webapp.text import localized
 
 router = Router(tags=["metrics"], exclude_unset=True)
 
@@ -41,5 +41,5 @@ def metrics(request: HttpRequest, name: str, query: Query[types.MetricsQuery]) -
     node = nodes.get(query.node).name if query.node is not None else None
     data = model_metrics(model, query.range, node=node)
     # The advice in the request's language (Accept-Language); level and code never change.
-    data["advice"] = [localized_record(advice) for advice in data["advice"]]
+    data["advice"] = localized(data["advice"])
     return data

@@ -95,8 +95,7 @@ def _finished(job: Job) -> HttpResponse:
     if not job.is_finished:
         body |= {"error": gettext("Still running; follow the job."), "code": "pending"}
         return JsonResponse(body, status=202)
-    # Said in the request's language when the job kept the error's template (Job.texts).
-    body |= {"error": localize(job.error_text), "code": job.error_code or "failed"}
+    body |= {"error": localize(job.error), "code": job.error_code or "failed"}
     return JsonResponse(body, status=409)
 
 

@@ -41,7 +41,7 @@ from webapp.registry.actions import versions as version_actions
 from webapp.registry.jobs import full_log_download
 from webapp.registry.models import Job
 from webapp.registry.storage import get_uploads
-from webapp.text import localize, localized_record
+from webapp.text import localize, localized
 
 router = Router(tags=["versions"], exclude_unset=True)
 
@@ -64,7 +64,7 @@ def targets(request: HttpRequest) -> Any:
                 "label": localize(t.label),
                 "needs_cann": t.needs_cann,
                 "hardware_verified": t.hardware_verified,
-                "status": localized_record(host_reports.target_status(t.name)),
+                "status": localized(host_reports.target_status(t.name)),
                 "options_schema": options_json_schema(t),
             }
             for t in all_targets()

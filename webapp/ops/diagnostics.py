@@ -40,7 +40,7 @@ from model_store.text import say
 from webapp.ops import host_reports, nodes
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_log_path
-from webapp.text import localize, localized_field, localized_record
+from webapp.text import localize, localized
 
 #: Where each check ran, as the page and the API name it (``ran_on``).
 RAN_ON_HOST = "host"
@@ -199,7 +199,7 @@ def last_known(state: str, age_s: float | None) -> str:
 def page_summary(report: dict[str, Any] | None, sections: list[dict[str, Any]]) -> str:
     """The line above the sections: every shown check counted, and the nodes that are down.
 
-    A :class:`~model_store.text.Text` the page shows with ``|translated``.
+    A :class:`~model_store.text.Message` the page shows with ``|translated``.
     """
     checks = [c for section in sections for c in section["checks"]]
     checks += report["hub_checks"] if report else []
@@ -341,8 +341,8 @@ def for_page(report: dict[str, Any]) -> dict[str, Any]:
             **c,
             "label": STATE_LABELS[c["state"]],
             "badge": STATE_BADGES[c["state"]],
-            "found_html": with_code(localized_field(c, "found")),
-            "advice_html": with_code(localized_field(c, "advice")),
+            "found_html": with_code(localize(c.get("found"))),
+            "advice_html": with_code(localize(c.get("advice"))),
         }
         for c in report["checks"]
     ]
@@ -360,11 +360,11 @@ def for_page(report: dict[str, Any]) -> dict[str, Any]:
 
 def for_api(report: dict[str, Any]) -> dict[str, Any]:
     """The report for ``GET /api/v1/diagnostics`` in the request's language (Accept-Language):
-    each check's title, found and advice said from the templates it keeps (``texts`` left out,
-    as before), and the summary line; ``id``, ``state`` and the other codes as they are."""
+    each check's title, found and advice said from their templates, and the summary line;
+    ``id``, ``state`` and the other codes as they are."""
     said = {
         **report,
-        "checks": [localized_record(c) for c in report["checks"]],
+        "checks": localized(report["checks"]),
         "summary_line": localize(report.get("summary_line")),
     }
     if report.get("failed"):

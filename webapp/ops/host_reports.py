@@ -21,7 +21,7 @@ from django.utils.translation import gettext
 
 from model_store.host_report import add_serving_side, build_host_report
 from model_store.targets import get_target
-from model_store.text import Text, from_json, say
+from model_store.text import Message, restored, say
 from webapp.hub_version import hub_version
 from webapp.ops.models import HostReport, Node
 from webapp.ops.triton_files import triton_backends_dir
@@ -83,7 +83,7 @@ def stale_after_s() -> float:
     return 3 * settings.HOST_PROBE_SECONDS + 10
 
 
-def not_reported_reason() -> Text:
+def not_reported_reason() -> Message:
     return say(
         "no worker has reported this host yet (a worker probes its host when it starts and "
         "every %(seconds)s s)",
@@ -99,25 +99,6 @@ def start_a_worker() -> str:
         "and CANN (`make run` starts one; in compose, the `worker` service), which probes its "
         "host when it starts and every %(seconds)s s"
     ) % {"seconds": settings.HOST_PROBE_SECONDS}
-
-
-def restore_texts(found: dict[str, Any]) -> dict[str, Any]:
-    """A part of a report (its ``devices``, its ``cann``) with each field kept under ``texts``
-    as the :class:`~model_store.text.Text` it was (a list field: each item), so that pages say
-    it in their language while JSON still shows the English; ``texts`` itself is dropped. Parts
-    from older workers have no ``texts`` and stay as stored."""
-    texts = found.get("texts")
-    out = {key: value for key, value in found.items() if key != "texts"}
-    if not isinstance(texts, dict):
-        return out
-    for key, stored in texts.items():
-        plain = out.get(key)
-        if isinstance(stored, list) and isinstance(plain, list) and len(stored) == len(plain):
-            out[key] = [from_json(item) if isinstance(item, dict) else plain[i]
-                        for i, item in enumerate(stored)]  # fmt: skip
-        elif isinstance(stored, dict) and isinstance(plain, str):
-            out[key] = from_json(stored)
-    return out
 
 
 def age(report: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +123,7 @@ def cann(node: str = LOCAL_NODE) -> dict[str, Any] | None:
     found = report.get("cann")
     if not isinstance(found, dict):
         found = {"available": None, "reason": say("the worker's report does not describe CANN")}
-    return {**restore_texts(found), **age(report)}
+    return {**restored(found), **age(report)}
 
 
 def serving(node: str = LOCAL_NODE) -> dict[str, Any] | None:
@@ -153,7 +134,7 @@ def serving(node: str = LOCAL_NODE) -> dict[str, Any] | None:
     found = None if report is None else report.get("serving")
     if not isinstance(found, dict):
         return None
-    return {**restore_texts(found), **age(report)}  # type: ignore[arg-type]
+    return {**restored(found), **age(report)}  # type: ignore[arg-type]
 
 
 def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
@@ -161,7 +142,7 @@ def devices(node: str = LOCAL_NODE) -> dict[str, Any]:
     report = latest(node)
     if report is None:
         return {"available": False, "reason": not_reported_reason(), "npus": [], "age_s": None}
-    found = restore_texts(dict(report["devices"]))
+    found = restored(dict(report["devices"]))
     found.setdefault("reason", "")
     return found | age(report)
 
@@ -184,8 +165,8 @@ def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:
             "reason": say("The last report does not mention %(name)s.", name=name),
         }
     else:
-        # The reason as the reporting worker said it (a Text when the report kept its template).
-        found = restore_texts({**status, "available": bool(status["available"])})
+        # The reason as the reporting worker said it (a message, or a node's plain words).
+        found = restored({**status, "available": bool(status["available"])})
     if not found["available"] and node == LOCAL_NODE:
         # Another node may build it (webapp/ops/routing.py sends the build there).
         from webapp.ops.routing import nodes_that_build

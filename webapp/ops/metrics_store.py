@@ -60,7 +60,7 @@ from webapp.ops.nodes import state as node_state
 
 log = logging.getLogger(__name__)
 
-#: range key -> (seconds shown, tier width read, label: a say() Text, English as a str)
+#: range key -> (seconds shown, tier width read, label: a say() Message, English as a str)
 RANGES: dict[str, tuple[int, int, str]] = {
     "1h": (3600, RAW, say("the last hour")),
     "6h": (6 * 3600, MINUTE, say("the last 6 hours")),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from webapp.text import MessageEncoder, MessageField
+
 
 class MetricPoint(models.Model):
     """One model version on one node over ``[start, start + seconds)`` in one tier (0 raw,
@@ -95,7 +97,7 @@ class HostReport(models.Model):
     node = models.CharField(max_length=64, unique=True)
     made_at = models.DateTimeField()
     received = models.DateTimeField(auto_now=True)
-    data = models.JSONField(default=dict)
+    data = models.JSONField(default=dict, encoder=MessageEncoder)
 
     def __str__(self) -> str:
         return f"{self.node} at {self.made_at:%Y-%m-%d %H:%M:%S}"
@@ -117,7 +119,7 @@ class Node(models.Model):
     hub_version = models.CharField(max_length=40, blank=True)
     labels = models.JSONField(default=dict)
     draining = models.BooleanField(default=False)
-    refused_reason = models.TextField(blank=True)
+    refused_reason = MessageField()
     refused_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 

@@ -27,10 +27,10 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from model_store.host_report import PROTOCOL
-from model_store.text import Text
+from model_store.text import Message, Said
 from webapp.accounts import node_scope
 from webapp.errors import HubError
-from webapp.hub_version import OTHER_PROTOCOL, incompatibility, refusal_text
+from webapp.hub_version import OTHER_PROTOCOL, incompatibility
 from webapp.ops import host_reports
 from webapp.ops.models import HostReport, Node
 from webapp.text import localize
@@ -115,8 +115,8 @@ def summary(node: Node, report: HostReport | None, now: datetime) -> dict[str, A
         "hub_version": node.hub_version or None,
         "last_report_at": report.received.isoformat() if report else None,
         "last_report_age_s": round((now - report.received).total_seconds(), 1) if report else None,
-        # A Text when its template is known (pages: ``|translated``); JSON has the English.
-        "refused_reason": refusal_text(node.refused_reason) if node.refused_reason else None,
+        # A message (pages: ``|translated``; answers: webapp.text.localized).
+        "refused_reason": node.refused_reason or None,
         "refused_at": node.refused_at.isoformat() if node.refused_at else None,
     }
 
@@ -138,14 +138,14 @@ def soc_of(npus: list[dict[str, Any]]) -> str | None:
 # --------------------------------------------------------------------------- a node's report
 
 
-def refusal(body: dict[str, Any]) -> Text | None:
+def refusal(body: dict[str, Any]) -> Message | None:
     """Why the hub cannot work with the node that sent ``body``, or None.
 
     Only well-typed values are judged here; a wrong type is the body check's 400.
     """
     protocol = body.get("protocol")
     if isinstance(protocol, int) and not isinstance(protocol, bool) and protocol != PROTOCOL:
-        return Text(OTHER_PROTOCOL, {"theirs": protocol, "ours": PROTOCOL})
+        return Message(OTHER_PROTOCOL, {"theirs": protocol, "ours": PROTOCOL})
     about = body.get("node")
     version = about.get("hub_version") if isinstance(about, dict) else None
     if isinstance(version, str):
@@ -153,13 +153,12 @@ def refusal(body: dict[str, Any]) -> Text | None:
     return None
 
 
-def refuse(name: str, reason: str) -> HubError:
+def refuse(name: str, reason: Said) -> HubError:
     """Record that ``name``'s report was refused (the Nodes page shows it); the 409 to raise."""
     node, _ = Node.objects.get_or_create(name=name)
-    node.refused_reason = str(reason)
+    node.refused_reason = reason
     node.refused_at = timezone.now()
     node.save(update_fields=["refused_reason", "refused_at"])
-    # Stored in English; pages say it in their language (hub_version.refusal_text).
     message = gettext("Node %(name)s refused: %(reason)s.")
     return HubError(
         message % {"name": repr(name), "reason": localize(reason)}, "node_incompatible", 409

@@ -30,7 +30,7 @@ from model_store.adopt import (
     scan_repository,
 )
 from model_store.errors import ModelStoreError
-from model_store.text import say, with_texts
+from model_store.text import as_json, say
 from webapp import dispatch
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
@@ -180,11 +180,9 @@ def _record_model(
 
 
 def _finding(problem: Any) -> dict[str, Any]:
-    """A scan or lint problem as a stored finding: the English as before, and the template of
-    a ``say()`` message under ``texts`` so the version page can say it in its reader's language
-    (model_store.text.with_texts)."""
-    record = {"level": problem.level, "code": problem.code, "message": problem.message}
-    return with_texts(record) | {"message": str(problem.message), "advice": ""}
+    """A scan or lint problem as a stored finding (its message said on the version page)."""
+    message = as_json(problem.message)
+    return {"level": problem.level, "code": problem.code, "message": message, "advice": ""}
 
 
 def _record_version(model: Model, found: ScannedModel, scanned: Any, user: User | None) -> Job:

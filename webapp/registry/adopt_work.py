@@ -26,7 +26,7 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.store import ModelStore, atomic_write_text, link_or_copy
 from model_store.targets import get_target
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 from model_store.verify import verify
 from webapp.registry import jobs
 from webapp.registry.models import Job, Version
@@ -40,7 +40,7 @@ CHUNK = 1024 * 1024
 class AdoptFailed(Exception):
     """A version could not be adopted; the message says why and what to do."""
 
-    def __init__(self, message: str, code: str) -> None:
+    def __init__(self, message: Said, code: str) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -56,7 +56,7 @@ def run_adopt_job(job_id: int) -> None:
         _adopt(job, store)
     except (AdoptFailed, ModelStoreError, OSError) as exc:
         message = getattr(exc, "message", None) or str(exc)
-        message = message if isinstance(message, Text) else str(message)
+        message = message if isinstance(message, Message) else str(message)
         code = getattr(exc, "code", "adopt_failed")
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             message = say("The store's disk filled up; nothing was kept.")
@@ -247,7 +247,7 @@ def _undo(job: Job, store: ModelStore) -> None:
         store.remove_version(name, number)
 
 
-def _failed(job: Job, message: str, code: str) -> None:
+def _failed(job: Job, message: Said, code: str) -> None:
     if job.version_id:
         Version.objects.filter(pk=job.version_id).update(
             status=Version.Status.FAILED, error=message

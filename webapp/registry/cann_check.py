@@ -17,7 +17,7 @@ from typing import Any
 
 from model_store.cann_versions import Skew, skew
 from model_store.targets import get_target
-from model_store.text import say
+from model_store.text import Said, say
 from webapp.ops import host_reports
 from webapp.registry.models import Version
 
@@ -92,7 +92,7 @@ def device_ids_of(version: Version) -> list[int]:
     return [int(part) for part in str(raw or "").split(",") if part.strip().isdigit()]
 
 
-def device_problem(version: Version) -> str | None:
+def device_problem(version: Version) -> Said | None:
     """Why the version's device ids do not exist where it serves, or None.
 
     In a container, pyACL numbers the NPUs mapped into it from 0 (hicann/runtime's device

@@ -18,9 +18,12 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.utils import translation
 
+from webapp.accounts.language import SESSION_KEY, supported
 from webapp.accounts.roles import Role, role_of
 from webapp.live import TOPIC_RE, group_name
+from webapp.text import localized
 
 USAGE = 'send {"subscribe": [topic, ...]}'
 
@@ -36,6 +39,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         self.topics: set[str] = set()
+        # Messages in pushed data are said in the language the person's pages use.
+        session = self.scope.get("session")
+        saved = session.get(SESSION_KEY) if session is not None else None
+        self.language = supported(saved) or settings.LANGUAGE_CODE
         await self.accept()
 
     async def receive(
@@ -92,7 +99,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(group_name(topic), self.channel_name)
 
     async def live_event(self, event: dict[str, Any]) -> None:
-        await self.send_json({"topic": event["topic"], "data": event["data"]})
+        with translation.override(self.language):
+            data = localized(event["data"])
+        await self.send_json({"topic": event["topic"], "data": data})
 
 
 def _size(text: str | None, data: bytes | None, limit: int) -> int:

@@ -28,12 +28,12 @@ from django.http import FileResponse, Http404
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
-from model_store.text import Text, say
+from model_store.text import Message, Said, as_json, say
 from webapp import live
 from webapp.registry.db_outage import CONNECTION_ERRORS, drop_connection, retrying
 from webapp.registry.models import Event, Job, JobLogLine, Version
 from webapp.registry.storage import get_store
-from webapp.text import localized_field
+from webapp.text import localize
 
 COMPILE_STEPS = ("validate", "compile", "verify", "package")
 #: Each step's label, stored in English with the job (``steps[i]["label"]``) and said in the
@@ -87,8 +87,7 @@ def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
     """A stored step as a page shows it: its label, state and message in the active language.
 
     A label is translated when it is the one this hub stores for the step's name (a job made
-    before a label changed keeps its own words); the message is said from its template
-    (``step["texts"]["message"]``) when the step kept one, else shown as stored.
+    before a label changed keeps its own words); the message is said from its template.
     """
     name, label = step.get("name"), str(step.get("label") or step.get("name") or "")
     known = (STEP_LABELS.get(str(name)), NAMED_STEPS.get(str(name)))
@@ -97,33 +96,11 @@ def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
         **step,
         "label": gettext(label) if label in known else label,
         "state_label": STEP_STATES.get(state, state),
-        "message": localized_field(step, "message"),
+        "message": localize(step.get("message")),
     }
 
 
-def texts_with(texts: Mapping[str, Any] | None, **fields: Any) -> dict[str, Any]:
-    """``texts`` with each field that is a :class:`~model_store.text.Text` kept as JSON (its
-    template and values); plain strings are left out, so they show as stored."""
-    kept = dict(texts or {})
-    for field, value in fields.items():
-        if isinstance(value, Text):
-            kept[field] = value.to_json()
-        else:
-            kept.pop(field, None)
-    return kept
-
-
-def event_data(message: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """An event's ``data`` with its message's template under ``texts`` (``Event.message_text``)
-    when the message is a :class:`~model_store.text.Text`."""
-    out = dict(data or {})
-    texts = texts_with(out.get("texts"), message=message)
-    if texts:
-        out["texts"] = texts
-    return out
-
-
-def verification_word(status: str | None) -> Text | str:
+def verification_word(status: str | None) -> Message | str:
     """A verification status inside an event's sentence ("verification passed"), said so that
     the page can translate it; an unknown status as it is."""
     words = {
@@ -136,10 +113,16 @@ def verification_word(status: str | None) -> Text | str:
     return words.get(status or "", status or "")
 
 
-def record_event(*, message: str, data: Mapping[str, Any] | None = None, **fields: Any) -> Event:
-    """``Event.objects.create`` that keeps a :class:`~model_store.text.Text` message's
-    template beside its English (see :func:`event_data`)."""
-    return Event.objects.create(message=message, data=event_data(message, data), **fields)
+def record_event(
+    kind: str, message: Said, *, data: Mapping[str, Any] | None = None, **fields: Any
+) -> Event:
+    """Add one line to the audit trail: the one way events are written.
+
+    ``message`` is what the history shows (a :class:`~model_store.text.Message`, said in each
+    reader's language); ``data`` the facts behind it; ``fields`` the model, version, job and
+    actor it concerns (``model=``, ``actor=``, ... or their ``*_id``).
+    """
+    return Event.objects.create(kind=kind, message=message, data=dict(data or {}), **fields)
 
 
 def _push(job: Job, **extra: Any) -> None:
@@ -189,13 +172,12 @@ def start_step(job: Job, name: str, version_status: str | None = None) -> None:
     _push(job)
 
 
-def finish_step(job: Job, name: str, message: str = "", state: str = "done") -> None:
-    """Mark step ``name`` finished; a :class:`~model_store.text.Text` ``message`` keeps its
-    template under ``step["texts"]["message"]`` so that pages can say it in their language."""
+def finish_step(job: Job, name: str, message: Said = "", state: str = "done") -> None:
+    """Mark step ``name`` finished, with what it found (a message pages say in their language)."""
     for step in job.steps:
         if step["name"] == name:
-            step |= {"state": state, "finished": timezone.now().isoformat(), "message": message}
-            _keep_texts(step, message=message)
+            step |= {"state": state, "finished": timezone.now().isoformat()}
+            step["message"] = as_json(message)
     done = sum(1 for s in job.steps if s["state"] in ("done", "warning"))
     job.progress = done / max(len(job.steps), 1)
     _save(job, "steps", "progress")
@@ -216,7 +198,7 @@ def set_progress(job: Job, fraction_of_step: float) -> None:
     _push(job)
 
 
-def log(job: Job, text: str, level: str = "info") -> None:
+def log(job: Job, text: Said, level: str = "info") -> None:
     """Append one line: to the full log file, and to the database while under the cap.
 
     Rows cut long lines (a page is for people, not for dumps); the file keeps them whole.
@@ -246,14 +228,6 @@ def _store_line(job: Job, text: str, level: str) -> bool:
         line = JobLogLine.objects.create(job=job, seq=seq, level=level, text=text)
     live.publish(job.topic, {"line": line.to_dict()})
     return seq <= cap
-
-
-def _keep_texts(record: dict[str, Any], **fields: Any) -> None:
-    texts = texts_with(record.get("texts"), **fields)
-    if texts:
-        record["texts"] = texts
-    else:
-        record.pop("texts", None)
 
 
 def _cap_note(cap: int) -> str:
@@ -304,27 +278,25 @@ def add_command(job: Job, command: str) -> None:
     _save(job, "commands")
 
 
-def succeed(job: Job, message: str = "") -> None:
+def succeed(job: Job, message: Said = "") -> None:
     job.state = Job.State.SUCCEEDED
     job.progress = 1.0
     job.finished = timezone.now()
     job.step = ""
     _save(job, "state", "progress", "finished", "step")
-    _push(job, message=message)
+    _push(job, message=as_json(message))
     live.publish("jobs", {"id": str(job.uuid), "state": job.state})
 
 
-def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
+def fail(job: Job, error: Said, code: str, *, cancelled: bool = False) -> None:
     job.state = Job.State.CANCELLED if cancelled else Job.State.FAILED
     job.error = error
     job.error_code = code
-    # The error's template, when it has one, so that pages say it in the reader's language.
-    job.texts = texts_with(job.texts, error=error)
     job.finished = timezone.now()
     for step in job.steps:
         if step["state"] == "running":
-            step |= {"state": "cancelled" if cancelled else "failed", "message": error[:500]}
-            _keep_texts(step, message=error)
+            step["state"] = "cancelled" if cancelled else "failed"
+            step["message"] = as_json(_bounded(error, 500))
     # Only a failed build fails its version: a switch or a sweep that failed (Triton down, a
     # restart) leaves a packaged version packaged, so that it can be served again. The version
     # is written first: whoever sees the job finished must see its version's outcome too.
@@ -332,20 +304,26 @@ def fail(job: Job, error: str, code: str, *, cancelled: bool = False) -> None:
     if version_id and job.kind == Job.Kind.COMPILE:
         status = Version.Status.CANCELLED if cancelled else Version.Status.FAILED
         retrying(lambda: Version.objects.filter(pk=version_id).update(status=status, error=error))
-    _save(job, "state", "error", "error_code", "texts", "finished", "steps")
+    _save(job, "state", "error", "error_code", "finished", "steps")
     retrying(
-        lambda: Event.objects.create(
+        lambda: record_event(
+            "job.cancelled" if cancelled else "job.failed",
+            _bounded(error, 1000),
+            data={"code": code, "step": job.step},
             model_id=job.model_id,
             version_id=job.version_id,
             job_id=job.pk,
-            kind="job.cancelled" if cancelled else "job.failed",
             actor_id=job.created_by_id,
-            message=error[:1000],
-            data=event_data(error, {"code": code, "step": job.step}),
         )
     )
-    _push(job, error=error, code=code)
+    _push(job, error=as_json(error), code=code)
     live.publish("jobs", {"id": str(job.uuid), "state": job.state})
+
+
+def _bounded(said: Said, limit: int) -> Said:
+    """Plain words cut to ``limit`` characters (an outside tool's output can be long); a
+    message is the hub's own sentence and stays whole."""
+    return said if isinstance(said, Message) else said[:limit]
 
 
 class CancelCheck:

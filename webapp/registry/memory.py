@@ -28,11 +28,10 @@ from model_store.memory_fit import (
     mib,
 )
 from model_store.targets import get_target
-from model_store.text import Text, say
+from model_store.text import Message, say
 from webapp.ops.server_state import devices_summary
 from webapp.registry.models import Version
 from webapp.registry.storage import get_store
-from webapp.text import localize
 
 MAX_INSTANCES = 256
 MAX_BATCH = 65536
@@ -56,7 +55,7 @@ def _config(version: Version) -> ModelConfig | None:
         return None
 
 
-def _weights(version: Version) -> tuple[int, Text]:
+def _weights(version: Version) -> tuple[int, Message]:
     """Bytes of what the server loads, and where the figure comes from."""
     folder = get_store().package_dir(version.model.name, version.number) / str(version.number)
     try:
@@ -150,7 +149,7 @@ def memory_estimate(
         "max_batch": max_batch,
         "from_config": from_config,
         "weights": {"bytes": weights, "mib": mib(weights), "source": weights_source},
-        "activations": {k: v for k, v in activations.to_dict().items() if k != "texts"}
+        "activations": activations.to_dict()
         | {"mib_per_sample": mib(activations.bytes_per_sample)},
         "approximation": APPROXIMATION,
         "devices": {"available": False, "reason": "", "fit": []},
@@ -201,7 +200,7 @@ def memory_estimate(
     warnings: list[str] = [v.message for v in verdicts if v.state == "does_not_fit"]
     if activations.bytes_per_sample is None:
         warnings.append(say("Activations are unknown; only the weights are counted."))
-    warning: Text | str | None = warnings[0] if warnings else None
+    warning: Message | str | None = warnings[0] if warnings else None
     for more in warnings[1:]:
         warning = say("%(before)s %(after)s", before=warning, after=more)
     result["warning"] = warning
@@ -209,7 +208,7 @@ def memory_estimate(
     return result
 
 
-def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) -> Text:
+def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) -> Message:
     """One ``say()`` text (English unchanged) nesting the sum and the verdicts."""
     text = say("Memory estimate: %(estimate)s.", estimate=described)
     if get_target(result["target"]).device == "npu" and not result["devices"]["available"]:
@@ -222,15 +221,3 @@ def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) ->
     for verdict in verdicts:
         text = say("%(before)s %(after)s", before=text, after=verdict.message)
     return text
-
-
-def localized_estimate(value: Any) -> Any:
-    """A :func:`memory_estimate` answer in the request's language (``Accept-Language``): every
-    ``say()`` text in it said from its template; numbers, codes and names unchanged."""
-    if isinstance(value, Text):
-        return localize(value)
-    if isinstance(value, dict):
-        return {key: localized_estimate(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [localized_estimate(item) for item in value]
-    return value

@@ -5,18 +5,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
 
-from model_store import text as model_text
 from model_store.targets import all_targets
 from webapp.access_epoch import WatchedQuerySet
-from webapp.text import localized_record
+from webapp.text import MessageEncoder, MessageField, localize, localized
+
+_said_lazily = lazy(localize, str)  # a choice's label, said when a page shows it
 
 #: Where a model's versions are built to run: the targets of ``model_store.targets``, with
 #: their labels, in their order (the CPU default first). Built from there so that a new target
 #: is one new module; the column keeps no choices, so adding one needs no migration.
 Target = models.TextChoices(  # type: ignore[call-overload]
-    "Target", [(t.name.upper(), (t.name, t.label)) for t in all_targets()]
+    "Target", [(t.name.upper(), (t.name, _said_lazily(t.label))) for t in all_targets()]
 )
 DEFAULT_TARGET = all_targets()[0].name
 
@@ -145,10 +147,7 @@ class NodeServing(models.Model):
     node = models.CharField(max_length=64)
     version = models.PositiveIntegerField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.PLACING)
-    error = models.TextField(blank=True)
-    #: ``{"error": <Text as JSON>}``: the error's template, so pages say it in their language
-    #: (``error`` keeps the English; rows written before have no template and show as stored).
-    texts = models.JSONField(default=dict, blank=True)
+    error = MessageField()
     duration_s = models.FloatField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -168,17 +167,10 @@ class NodeServing(models.Model):
             "node": self.node,
             "version": self.version,
             "state": self.state,
-            "error": self.error or None,
-            "texts": self.texts or {},
+            "error": localize(self.error) or None,
             "duration_s": self.duration_s,
             "updated": self.updated.isoformat(),
         }
-
-    @property
-    def error_text(self) -> Any:
-        """``error`` with its template (a Text) when it was kept, else as stored."""
-        stored = (self.texts or {}).get("error")
-        return model_text.from_json(stored) if stored and self.error else self.error
 
 
 class ModelTag(models.Model):
@@ -219,8 +211,8 @@ class Version(models.Model):
     options = models.JSONField(default=dict, blank=True)
     signature = models.JSONField(default=dict, blank=True)
     onnx_summary = models.JSONField(default=dict, blank=True)
-    findings = models.JSONField(default=list, blank=True)
-    verification = models.JSONField(null=True, blank=True)
+    findings = models.JSONField(default=list, blank=True, encoder=MessageEncoder)
+    verification = models.JSONField(null=True, blank=True, encoder=MessageEncoder)
     verification_override = models.JSONField(null=True, blank=True)
     # An input the uploader supplied ({input name: nested list}); verified besides random ones.
     verification_sample = models.JSONField(null=True, blank=True)
@@ -237,7 +229,7 @@ class Version(models.Model):
     revision_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
     )
-    error = models.TextField(blank=True)
+    error = MessageField()
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -266,19 +258,6 @@ class Version(models.Model):
             self.verification_passed or self.verification_override is not None
         )
 
-    @property
-    def error_text(self) -> Any:
-        """``error`` as pages show it (``{{ version.error_text|translated }}``): the error of the
-        compile job that failed it, with its template, when that job kept one; else as stored."""
-        if not self.error:
-            return self.error
-        job = (
-            self.jobs.filter(kind__in=(Job.Kind.COMPILE, Job.Kind.ADOPT), error=self.error)
-            .order_by("-created")
-            .first()
-        )
-        return job.error_text if job is not None else self.error
-
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "version": self.number,
@@ -293,7 +272,7 @@ class Version(models.Model):
             "publishable": self.publishable,
             "created": self.created.isoformat(),
             "created_by": self.created_by.get_username() if self.created_by else None,
-            "error": self.error,
+            "error": localize(self.error),
             "revision_of": self.revision_of.number if self.revision_of else None,
         }
         if detail:
@@ -301,11 +280,9 @@ class Version(models.Model):
                 "options": self.options,
                 "signature": self.signature,
                 "onnx": self.onnx_summary,
-                # Said in the request's language (Accept-Language); stored templates left out.
-                "findings": [
-                    localized_record(f) if isinstance(f, dict) else f for f in self.findings or []
-                ],
-                "verification_report": self.verification,
+                # Said in the request's language (Accept-Language).
+                "findings": localized(self.findings or []),
+                "verification_report": localized(self.verification),
                 "config": self.config_pbtxt,
                 "artifact": {
                     "name": self.artifact_name,
@@ -354,13 +331,10 @@ class Job(models.Model):
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     step = models.CharField(max_length=40, blank=True)
     progress = models.FloatField(default=0.0)
-    steps = models.JSONField(default=list, blank=True)
+    steps = models.JSONField(default=list, blank=True, encoder=MessageEncoder)
     commands = models.JSONField(default=list, blank=True)
-    error = models.TextField(blank=True)
+    error = MessageField()
     error_code = models.CharField(max_length=40, blank=True)
-    # ``error`` as its template and parameters (model_store.text), so that a page can say it in
-    # the reader's language: {"error": Text.to_json()}. Empty for older jobs (shown as stored).
-    texts = models.JSONField(default=dict, blank=True)
     cancel_requested = models.BooleanField(default=False)
     # Lines logged past JOB_LOG_MAX_LINES: counted here, kept only in the full log file.
     log_lines_more = models.PositiveIntegerField(default=0)
@@ -394,13 +368,6 @@ class Job(models.Model):
         return f"job.{self.uuid.hex}"
 
     @property
-    def error_text(self) -> Any:
-        """``error`` with its template (a Text) when it was kept, else as stored; pages show it
-        with ``{{ job.error_text|translated }}``."""
-        stored = (self.texts or {}).get("error")
-        return model_text.from_json(stored) if stored else self.error
-
-    @property
     def shown_steps(self) -> list[dict[str, Any]]:
         """The steps as a page shows them: label, state and message in the active language."""
         from webapp.registry.jobs import shown_step
@@ -426,11 +393,10 @@ class Job(models.Model):
             "state": self.state,
             "step": self.step,
             "progress": round(self.progress, 4),
-            "steps": self.steps,
+            "steps": localized(self.steps),
             "commands": self.commands,
-            "error": self.error,
+            "error": localize(self.error),
             "error_code": self.error_code,
-            "texts": self.texts,
             "cancel_requested": self.cancel_requested,
             "created": self.created.isoformat(),
             "started": self.started.isoformat() if self.started else None,
@@ -481,23 +447,15 @@ class Event(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    message = models.TextField()
-    data = models.JSONField(default=dict, blank=True)
+    message = MessageField(blank=False)
+    data = models.JSONField(default=dict, blank=True, encoder=MessageEncoder)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.message[:60]}"
-
-    @property
-    def message_text(self) -> Any:
-        """The message with its template (a Text) when ``data["texts"]["message"]`` keeps one,
-        else as stored (events from before translation); ``{{ event.message_text|translated }}``."""
-        texts = (self.data or {}).get("texts") if isinstance(self.data, dict) else None
-        stored = texts.get("message") if isinstance(texts, dict) else None
-        return model_text.from_json(stored) if stored else self.message
+        return f"{self.kind}: {str(self.message)[:60]}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -505,8 +463,8 @@ class Event(models.Model):
             "model": self.model.name if self.model else None,
             "version": self.version.number if self.version else None,
             "actor": self.actor.get_username() if self.actor else None,
-            "message": self.message,
-            "data": self.data,
+            "message": localize(self.message),
+            "data": localized(self.data),
             "time": self.created.isoformat(),
         }
 
@@ -515,31 +473,12 @@ class ReconcileReport(models.Model):
     """The last comparison of database, repository files and Triton's index (one row)."""
 
     created = models.DateTimeField(auto_now=True)
-    repairs = models.JSONField(default=list, blank=True)
-    warnings = models.JSONField(default=list, blank=True)
-    #: ``{"repairs": [...], "warnings": [...]}``: each line's template as JSON (or its plain
-    #: English), in the order of the lists above, which keep the English for older readers.
-    texts = models.JSONField(default=dict, blank=True)
+    #: Lines as messages (``{{ line|translated }}``) or plain words.
+    repairs = models.JSONField(default=list, blank=True, encoder=MessageEncoder)
+    warnings = models.JSONField(default=list, blank=True, encoder=MessageEncoder)
 
     def __str__(self) -> str:
         return f"reconcile at {self.created:%Y-%m-%d %H:%M:%S}"
-
-    @property
-    def repair_texts(self) -> list[Any]:
-        """The repairs as pages show them: ``{{ line|translated }}`` (Texts where kept)."""
-        return self._texts_of("repairs")
-
-    @property
-    def warning_texts(self) -> list[Any]:
-        """The warnings as pages show them: ``{{ line|translated }}`` (Texts where kept)."""
-        return self._texts_of("warnings")
-
-    def _texts_of(self, field: str) -> list[Any]:
-        plain = list(getattr(self, field) or [])
-        kept = (self.texts or {}).get(field)
-        if not isinstance(kept, list) or len(kept) != len(plain):
-            return plain  # written before templates were kept: as stored
-        return [model_text.from_json(item) for item in kept]
 
 
 class TryExample(models.Model):
@@ -582,8 +521,8 @@ class PerfRun(models.Model):
     # The config Triton served during the run: runs compare only under the same config.
     config_sha256 = models.CharField(max_length=64)
     config_summary = models.JSONField(default=dict, blank=True)
-    plan = models.JSONField(default=dict, blank=True)
-    levels = models.JSONField(default=list, blank=True)
+    plan = models.JSONField(default=dict, blank=True, encoder=MessageEncoder)
+    levels = models.JSONField(default=list, blank=True, encoder=MessageEncoder)
     stopped = models.CharField(max_length=20, blank=True)
     server_stats = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -633,7 +572,7 @@ class TuningRun(models.Model):
     node = models.CharField(max_length=64, default="local")
     max_concurrency = models.PositiveIntegerField(default=4)
     # Every trial in the order tried: its option changes, state, numbers and why.
-    trials = models.JSONField(default=list, blank=True)
+    trials = models.JSONField(default=list, blank=True, encoder=MessageEncoder)
     best = models.IntegerField(null=True, blank=True)
     stopped = models.CharField(max_length=20, blank=True)
     grid_size = models.PositiveIntegerField(default=0)

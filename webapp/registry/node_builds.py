@@ -169,7 +169,7 @@ def _checked_verification(report: object, node: str) -> dict[str, Any]:
     """The node's verification report, as the version page shows one, said to be from it."""
     if not isinstance(report, dict) or report.get("status") not in ("passed", "failed", "not_run"):
         reason = say("node %(node)s sent no verification report", node=node)
-        return {"status": "not_run", "reason": reason, "texts": {"reason": reason.to_json()}}
+        return {"status": "not_run", "reason": reason.to_json()}
     return {**report, "node": node}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 from webapp.ops import nodes
 from webapp.registry import jobs
 from webapp.registry.models import Job
@@ -26,7 +26,7 @@ STILL_WAITING_S = 60.0
 class NodeTaskFailed(Exception):
     """The node crashed on the task, went down, the job was cancelled or the wait timed out."""
 
-    def __init__(self, message: str, code: str, *, cancelled: bool = False) -> None:
+    def __init__(self, message: Said, code: str, *, cancelled: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -78,7 +78,7 @@ def wait_for_answer(
 # One whole sentence per task (``what``), so that a translator sees each as it is said.
 
 
-def _crashed(what: str, **values: Any) -> Text:
+def _crashed(what: str, **values: Any) -> Message:
     if what == "build":
         return say("Node %(node)s crashed running the build: %(error)s", **values)
     if what == "switch":
@@ -90,7 +90,7 @@ def _crashed(what: str, **values: Any) -> Text:
     return say("Node %(node)s crashed running the %(what)s: %(error)s", what=what, **values)
 
 
-def _stopped_reporting(what: str, **values: Any) -> Text:
+def _stopped_reporting(what: str, **values: Any) -> Message:
     if what == "build":
         return say(
             "Node %(node)s stopped reporting during the build (down after %(seconds)s s "
@@ -123,7 +123,7 @@ def _stopped_reporting(what: str, **values: Any) -> Text:
     )
 
 
-def _too_slow(what: str, **values: Any) -> Text:
+def _too_slow(what: str, **values: Any) -> Message:
     if what == "build":
         return say("Node %(node)s did not finish the build within %(seconds)s s.", **values)
     if what == "switch":

@@ -29,7 +29,7 @@ from model_store.onnx_info import MAX_PROTOBUF_BYTES, OnnxInfo, inspect_onnx
 from model_store.store import ModelStore, link_or_copy, sha256_file
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import Text, field_of, joined, said, say
+from model_store.text import Message, Said, as_json, from_json, joined, said, say
 from model_store.uploads import human_bytes, unpack_bundle
 from model_store.validate import validate_model
 from model_store.verification_inputs import check_samples, sample_to_json
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 class StepFailed(Exception):
     """A deterministic failure: recorded on the job, never retried."""
 
-    def __init__(self, message: str, code: str, *, cancelled: bool = False) -> None:
+    def __init__(self, message: Said, code: str, *, cancelled: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -58,7 +58,7 @@ class StepFailed(Exception):
 # --------------------------------------------------------------------------- helpers
 
 
-def _check_free_space(store: ModelStore, need: int, what: str) -> None:
+def _check_free_space(store: ModelStore, need: int, what: Said) -> None:
     """Refuse a step before it writes when the store's disk would fall under its floor
     (``STORE_MIN_FREE_BYTES``, the one uploads keep too), with the numbers."""
     floor = settings.STORE_MIN_FREE_BYTES
@@ -76,7 +76,7 @@ def _check_free_space(store: ModelStore, need: int, what: str) -> None:
         )  # fmt: skip
 
 
-def _disk_full(store: ModelStore, step: str) -> Text:
+def _disk_full(store: ModelStore, step: str) -> Message:
     free = shutil.disk_usage(store.root).free
     return say(
         "The store's disk filled up during the %(step)s step (%(free)s free now, %(floor)s "
@@ -356,16 +356,14 @@ def run_verify(job: Job) -> None:
     data = report.to_dict()
     if should_try_triton(plan, report):
         # The worker cannot execute it (no pyACL or no NPU here): the serving Triton may.
-        jobs.log(job, f"Not run on this worker: {report.reason}", "warning")
+        jobs.log(job, f"Not run on this worker: {report.reason!s}", "warning")
         data = verify_through_triton(job, version, plan, source, artifact, samples, report)
     _record_verification(job, version, plan.note, data)
 
 
-def _record_verification(job: Job, version: Version, note: str, data: dict[str, Any]) -> None:
+def _record_verification(job: Job, version: Version, note: Said, data: dict[str, Any]) -> None:
     if note:
-        data["note"] = note
-        if isinstance(note, Text):
-            data["texts"] = {**data.get("texts", {}), "note": note.to_json()}
+        data["note"] = as_json(note)
     version.verification = data
     version.save(update_fields=["verification", "updated"])
     for output in data.get("outputs", []):
@@ -378,10 +376,9 @@ def _record_verification(job: Job, version: Version, note: str, data: dict[str, 
     if status == "passed":
         jobs.finish_step(job, "verify", _passed(data))
     elif status == "not_run":
-        jobs.log(job, f"Not verified: {data.get('reason')}", "warning")
-        jobs.finish_step(
-            job, "verify", say("not run: %(reason)s", reason=field_of(data, "reason")), "warning"
-        )
+        reason = from_json(data.get("reason"))
+        jobs.log(job, f"Not verified: {reason!s}", "warning")
+        jobs.finish_step(job, "verify", say("not run: %(reason)s", reason=reason), "warning")
     else:
         jobs.log(
             job,
@@ -391,7 +388,7 @@ def _record_verification(job: Job, version: Version, note: str, data: dict[str, 
         jobs.finish_step(job, "verify", say("failed; publishing is blocked"), "warning")
 
 
-def _passed(data: dict[str, Any]) -> Text:
+def _passed(data: dict[str, Any]) -> Message:
     """The verify step's message for a pass: where it ran (through Triton, on a node)."""
     triton, node = data.get("via") == "triton", data.get("node")
     if triton and node:
@@ -453,8 +450,7 @@ def run_reuse(job: Job) -> None:
         "verification holds. Only config.pbtxt changed.",
         number=number,
     )
-    verification["note"] = note
-    verification["texts"] = {**verification.get("texts", {}), "note": note.to_json()}
+    verification["note"] = note.to_json()
     version.verification = verification
     version.cann_version = original.cann_version
     version.cann_ops_version = original.cann_ops_version
@@ -634,7 +630,7 @@ def record_database_lost(job_id: int, step: str, exc: BaseException) -> None:
     )  # fmt: skip
 
 
-def _record_failure(job: Job, message: str, code: str, *, cancelled: bool = False) -> None:
+def _record_failure(job: Job, message: Said, code: str, *, cancelled: bool = False) -> None:
     # Clean up before announcing the end, so whoever sees "failed" also sees no leftovers.
     store = get_store()
     store.remove_work_dir(job.uuid.hex)
@@ -658,7 +654,7 @@ def _remove_unfinished_package(store: ModelStore, job: Job, version: Version) ->
         store.remove_version(name, number)
 
 
-def fail_interrupted_compiles() -> list[Text]:
+def fail_interrupted_compiles() -> list[Message]:
     """Compile jobs whose step is "running" in a process of this host that is gone (a killed
     or restarted worker): failed with the reason; their scratch files and any half-built
     package are removed. Called by reconcile (each worker start sends one)."""
@@ -689,8 +685,8 @@ def fail_interrupted_compiles() -> list[Text]:
         if runner.get("host") != host or not step_running or _alive(runner, psutil):
             continue
         # The template is one of the marked sentences above (a variable, so say() is told
-        # by Text directly; gettext_noop put each in the catalogue).
-        message = Text(retry[Job.Kind(job.kind)], {"step": job.step})
+        # by Message directly; gettext_noop put each in the catalogue).
+        message = Message(retry[Job.Kind(job.kind)], {"step": job.step})
         _record_failure(job, message, "interrupted")
         if job.kind == Job.Kind.ADOPT and job.version is not None:
             # A failed adopted version is adopted again next time (webapp.registry.adopt).

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.utils.translation import gettext
 
-from model_store.text import Text, say
+from model_store.text import Message, say
 from webapp.errors import HubError
 
 LOCAL = "local"
@@ -97,9 +97,9 @@ def resolve(placement: dict[str, Any], nodes: list[dict[str, Any]]) -> list[str]
     )
 
 
-def describe(placement: dict[str, Any]) -> Text:
+def describe(placement: dict[str, Any]) -> Message:
     """``nodes local, b`` or ``nodes labelled soc=Ascend310P3`` (``every node`` for ``{}``):
-    a :class:`~model_store.text.Text`, stored in events and said in the reader's language."""
+    a :class:`~model_store.text.Message`, stored in events and said in the reader's language."""
     if "nodes" in placement:
         return say("nodes %(nodes)s", nodes=", ".join(placement["nodes"]))
     labels = placement.get("labels") or {}

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 from webapp import dispatch
 from webapp.registry import jobs, package_tars
 from webapp.registry.models import Job, Model, NodeServing, Version
@@ -40,7 +40,7 @@ class NodeStep:
     from_version: int | None
     to_version: int | None
     duration_s: float
-    reason: str = ""
+    reason: Said = ""
     fetched: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,8 +57,8 @@ def place_on_node(job: Job, model: Model, node: str, version: Version) -> NodeSt
     before = serving_on(model, node)
     started = time.monotonic()
     row, _ = NodeServing.objects.get_or_create(model=model, node=node)
-    row.state, row.error, row.texts = NodeServing.State.PLACING, "", {}
-    row.save(update_fields=["state", "error", "texts", "updated"])
+    row.state, row.error = NodeServing.State.PLACING, ""
+    row.save(update_fields=["state", "error", "updated"])
     try:
         tar = package_tars.tar_of(version, f"rollout:{job.uuid.hex}")
         result = dispatch.node_task(
@@ -87,9 +87,9 @@ def place_on_node(job: Job, model: Model, node: str, version: Version) -> NodeSt
         # switch_version put the previous version back when the new one did not load.
         row.version = before
         row.state = NodeServing.State.FAILED
-        _set_error(row, step.reason or say("the node did not switch"))
+        row.error = step.reason or say("the node did not switch")
     row.duration_s = step.duration_s
-    row.save(update_fields=["version", "state", "error", "texts", "duration_s", "updated"])
+    row.save(update_fields=["version", "state", "error", "duration_s", "updated"])
     return step
 
 
@@ -110,27 +110,15 @@ def unload_from_node(job: Job, model: Model, node: str) -> NodeStep:
         NodeServing.objects.filter(model=model, node=node).delete()
     else:
         NodeServing.objects.filter(model=model, node=node).update(
-            state=NodeServing.State.FAILED, error=step.reason[:1000],
-            texts=_error_texts(step.reason), updated=timezone.now(),
+            state=NodeServing.State.FAILED, error=step.reason, updated=timezone.now(),
         )  # fmt: skip
     return step
 
 
-def _set_error(row: NodeServing, error: str) -> None:
-    """``row.error`` in English, its template (when it has one) in ``row.texts``."""
-    row.error = str(error)[:1000]
-    row.texts = _error_texts(error)
-
-
-def _error_texts(error: str) -> dict[str, Any]:
-    fits = isinstance(error, Text) and len(error) <= 1000
-    return {"error": error.to_json()} if fits and isinstance(error, Text) else {}
-
-
-def _reason(value: Any) -> str:
-    """A node step's reason: a hub-made :class:`~model_store.text.Text` stays translatable; a
+def _reason(value: Any) -> Said:
+    """A node step's reason: a hub-made :class:`~model_store.text.Message` stays translatable; a
     node's own words are kept as plain text (at most 1000 characters)."""
-    return value if isinstance(value, Text) and len(value) <= 1000 else str(value or "")[:1000]
+    return value if isinstance(value, Message) else str(value or "")[:1000]
 
 
 def log_step(job: Job, step: NodeStep) -> None:
@@ -142,7 +130,7 @@ def log_step(job: Job, step: NodeStep) -> None:
     if step.ok:
         jobs.log(job, f"Node {step.node}: {change} in {step.duration_s:.2f} s.")
     else:
-        jobs.log(job, f"Node {step.node}: {change} FAILED: {step.reason}", "error")
+        jobs.log(job, f"Node {step.node}: {change} FAILED: {step.reason!s}", "error")
 
 
 def where_now(model: Model, local_version: int | None, nodes: list[str]) -> str:
@@ -198,12 +186,11 @@ def note_triton_models(node: str, served: object) -> list[str]:
         if isinstance(versions, list) and row.version in versions:
             continue
         row.state = NodeServing.State.FAILED
-        _set_error(
-            row,
-            say("node %(node)s's Triton does not serve v%(version)s (it restarted, or was "
-                "changed by hand); reconcile places it again", node=node, version=row.version),
+        row.error = say(
+            "node %(node)s's Triton does not serve v%(version)s (it restarted, or was changed by "
+            "hand); reconcile places it again", node=node, version=row.version,
         )  # fmt: skip
-        row.save(update_fields=["state", "error", "texts", "updated"])
+        row.save(update_fields=["state", "error", "updated"])
         drifted.append(row.model.name)
     return drifted
 

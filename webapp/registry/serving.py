@@ -31,7 +31,7 @@ from model_store.serving import (
     switch_version,
     unload_model,
 )
-from model_store.text import Text, joined, said, say
+from model_store.text import Message, Said, joined, said, say, say_n
 from webapp import live
 from webapp.errors import HubError
 from webapp.ops import nodes as ops_nodes
@@ -123,7 +123,7 @@ def _as_uuid(text: str) -> uuid.UUID | None:
 # --------------------------------------------------------------------------- the publish gate
 
 
-def refusal_with_code(version: Version) -> tuple[str, str] | None:
+def refusal_with_code(version: Version) -> tuple[str, Said] | None:
     """``(why, code)`` when ``version`` may not answer under its model's name, else None.
 
     The one gate for every path that makes a version answer clients' requests: serve,
@@ -523,14 +523,14 @@ def _run_load(job: Job) -> None:
     jobs.succeed(job)
 
 
-def _failed(job: Job, message: str, code: str, evidence: dict[str, Any] | None = None) -> None:
+def _failed(job: Job, message: Said, code: str, evidence: dict[str, Any] | None = None) -> None:
     jobs.log(job, message, "error")
     jobs.fail(job, message, code)
-    data = jobs.event_data(message, evidence or {"code": code})
+    data = evidence or {"code": code}
     retrying(lambda: Event.objects.filter(job=job, kind__in=("job.failed",)).update(data=data))
 
 
-def _who(job: Job) -> str:
+def _who(job: Job) -> Said:
     return job.created_by.get_username() if job.created_by else say("the hub")
 
 
@@ -546,8 +546,8 @@ def reconcile() -> ReconcileReport:
     """
     store = get_store()
     runtime = get_runtime(timeout=SWITCH_TIMEOUT_S)
-    repairs: list[str] = []
-    warnings: list[str] = []
+    repairs: list[Said] = []
+    warnings: list[Said] = []
     # Jobs whose worker is gone are failed whether or not Triton answers.
     _fail_interrupted_jobs(repairs)
     if not runtime.is_live():
@@ -604,7 +604,7 @@ def reconcile() -> ReconcileReport:
     return _save_report(repairs, warnings)
 
 
-def _keep_off_local(runtime: Any, model: Model, repairs: list[str]) -> None:
+def _keep_off_local(runtime: Any, model: Model, repairs: list[Said]) -> None:
     """The placement leaves ``local`` out: the stack's Triton should not serve the model."""
     ready = any(
         r["name"] == model.name and r.get("state") == "READY" for r in runtime.repository_index()
@@ -739,7 +739,7 @@ def requeue_stalled_jobs(now: Any = None) -> list[str]:
     return [str(job.uuid) for job in [*stalled, *unsent]]
 
 
-def _fail_interrupted_jobs(repairs: list[str]) -> None:
+def _fail_interrupted_jobs(repairs: list[Said]) -> None:
     """A serving job still "running" after its lock expired lost its worker (killed, host
     down): say so, so nobody waits for it; the model itself is repaired below. A compile job
     whose step runs in a process that is gone, likewise (pipeline.fail_interrupted_compiles)."""
@@ -781,7 +781,7 @@ def _fail_interrupted_jobs(repairs: list[str]) -> None:
 
 
 def _reconcile_model(
-    store: Any, runtime: Any, model: Model, repairs: list[str], warnings: list[str]
+    store: Any, runtime: Any, model: Model, repairs: list[Said], warnings: list[Said]
 ) -> None:
     state = repository_state(store, runtime, model.name)
     for path in state.get("stale_staging", []):
@@ -853,7 +853,7 @@ def _note_late_reload(model: Model, serving: int) -> None:
     )  # fmt: skip
 
 
-def interrupted_repair(model: str, kind: str, job: str) -> Text:
+def interrupted_repair(model: str, kind: str, job: str) -> Message:
     """The repair line for a job whose worker is gone: one whole sentence per job kind."""
     values = {"model": model, "job": job}
     if kind == Job.Kind.SERVE:
@@ -870,30 +870,30 @@ def interrupted_repair(model: str, kind: str, job: str) -> Text:
                kind=str(kind), **values)  # fmt: skip
 
 
-def _line_texts(lines: list[str]) -> list[Any]:
-    """Each line's template as JSON (:meth:`Text.to_json`), or the line itself when it has none."""
-    return [line.to_json() if isinstance(line, Text) else str(line) for line in lines]
-
-
 def _passes_gate(model: Model, number: int) -> bool:
     version = model.versions.filter(number=number).first()
     return version is not None and refusal(version) is None
 
 
-def _repairs_said(repairs: list[str]) -> str:
-    """The repairs one after the other, translatable; a very long list cut as plain English
-    (an event's message stays short)."""
-    plain = " ".join(repairs)
-    return joined(repairs) if len(plain) <= 900 else plain[:900]
+def _repairs_said(repairs: list[Said]) -> Said:
+    """The repairs one after the other, translatable; a very long list is cut to its first
+    lines and a count of the rest (an event's message stays short)."""
+    shown: list[Said] = []
+    for line in repairs:
+        if sum(len(str(kept)) for kept in [*shown, line]) > 900:
+            break
+        shown.append(line)
+    if len(shown) < len(repairs):
+        rest = len(repairs) - len(shown)
+        shown.append(say_n("and %(count)s more.", "and %(count)s more.", rest))
+    return joined(shown)
 
 
-def _save_report(repairs: list[str], warnings: list[str]) -> ReconcileReport:
-    """Keep the lines as plain English (``repairs``, ``warnings``, what the API and older
-    readers show) and, in ``texts``, each line's template so that pages say it translated."""
+def _save_report(repairs: list[Said], warnings: list[Said]) -> ReconcileReport:
+    """Keep the lines as messages, which pages and answers say in their reader's language."""
     report, _ = ReconcileReport.objects.get_or_create(pk=1)
-    report.repairs = [str(line) for line in repairs]
-    report.warnings = [str(line) for line in warnings]
-    report.texts = {"repairs": _line_texts(repairs), "warnings": _line_texts(warnings)}
+    report.repairs = list(repairs)
+    report.warnings = list(warnings)
     report.save()
     if repairs:
         jobs.record_event(

@@ -38,7 +38,7 @@ from model_store.perf.tune import (
 )
 from model_store.serving import remove_trial
 from model_store.targets import get_target
-from model_store.text import Text, say
+from model_store.text import Message, say
 from webapp import live
 from webapp.ops import nodes as ops_nodes
 from webapp.ops.server_state import devices_summary
@@ -283,7 +283,7 @@ def _measure_on_node(
     return list(answer.get("levels") or [])
 
 
-def _summary(trials: list[Trial], best: int | None, objective: Objective) -> Text:
+def _summary(trials: list[Trial], best: int | None, objective: Objective) -> Message:
     if best is None:
         return say("No config met the objective (%(objective)s).", objective=objective.describe())
     winner = trials[best]
@@ -303,7 +303,7 @@ def _summary(trials: list[Trial], best: int | None, objective: Objective) -> Tex
     )  # fmt: skip
 
 
-def remove_abandoned_trials() -> list[Text]:
+def remove_abandoned_trials() -> list[Message]:
     """Trials whose tuning job is over (a dead worker's, once reconcile failed its job):
     unloaded and removed now rather than after the hour stale trials wait."""
     from webapp.ops.triton import get_runtime

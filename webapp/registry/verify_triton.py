@@ -21,7 +21,7 @@ from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving import TrialLoadFailed, trial_model
 from model_store.targets import get_target
 from model_store.targets.base import VerifyPlan
-from model_store.text import say, texts_of
+from model_store.text import Said, as_json, say
 from model_store.verify import VIA_TRITON, VerificationReport, verify_with
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
@@ -99,21 +99,12 @@ def verify_through_triton(
             say("%(reason)s Verifying it through the serving Triton failed: %(error)s",
                 reason=direct.reason, error=error),
         )  # fmt: skip
-    data = report.to_dict() | {"trial_model": trial, "worker_reason": direct.reason}
-    data["texts"] = {**data.get("texts", {}), **texts_of(data)}
-    return data
+    return report.to_dict() | {"trial_model": trial, "worker_reason": as_json(direct.reason)}
 
 
-def _fallback(direct: VerificationReport, triton_reason: str, reason: str) -> dict[str, Any]:
-    """The worker's own report, with why Triton could not verify it either.
-
-    ``texts`` carries the templates of the sentences that replace the worker's, so the page
-    says the new reason (not the worker's alone) in its reader's language.
-    """
-    data = direct.to_dict() | {
-        "worker_reason": direct.reason,
-        "triton_reason": triton_reason,
-        "reason": reason,
-    }
-    data["texts"] = {**data.get("texts", {}), **texts_of(data)}
-    return data
+def _fallback(direct: VerificationReport, triton_reason: Said, reason: Said) -> dict[str, Any]:
+    """The worker's own report, with why Triton could not verify it either (the new reason
+    replaces the worker's, which is kept as ``worker_reason``)."""
+    return direct.to_dict() | as_json(
+        {"worker_reason": direct.reason, "triton_reason": triton_reason, "reason": reason}
+    )

@@ -80,7 +80,7 @@ def validate_node_name(name: object) -> str:
     except ModelStoreError as exc:
         # The rules are the model names'; the sentence should name what was given.
         raise NodeSettingsError(
-            f"NODE_NAME: {exc.message.replace('model name', 'node name')}"
+            f"NODE_NAME: {str(exc.message).replace('model name', 'node name')}"
         ) from None
 
 

@@ -20,7 +20,7 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import say
+from model_store.text import Said, say
 
 #: The name the trial config is made for (the trial loader renames it: docs/selftest.md).
 ACL_MODEL_NAME = "ascend-selftest-acl"
@@ -44,7 +44,7 @@ def acl_options(ctx: SelftestContext) -> dict[str, Any]:
     }
 
 
-def _next_step(exc: AtcFailed) -> str:
+def _next_step(exc: AtcFailed) -> Said:
     """What to do about ATC's first error code (its explanation), or where to look."""
     result = exc.result
     codes = [m.code for m in (result.errors if result else []) if m.code]
@@ -82,7 +82,7 @@ def compile_demo(ctx: SelftestContext) -> Outcome:
     lines: deque[str] = deque(maxlen=LOG_TAIL)
     commands: list[str] = []
 
-    def log(line: str) -> None:
+    def log(line: Said) -> None:
         if not commands:  # the build logs ATC's command line first (compile_with_atc)
             commands.append(line)
         lines.append(line)

@@ -25,7 +25,7 @@ from model_store.inference import (
     parse_labels,
 )
 from model_store.onnx_info import OnnxInfo
-from model_store.text import say
+from model_store.text import Said, say
 
 #: What the demo model must see in the photo (demo/README.md, "The model").
 EXPECTED_LABEL = "espresso"
@@ -77,7 +77,7 @@ class Classification:
         label = self.top1.get("label")
         return str(label) if label is not None else None
 
-    def describe(self) -> str:
+    def describe(self) -> Said:
         """E.g. ``"espresso (967) 0.957"``."""
         best = self.top1
         if not best:

@@ -19,7 +19,7 @@ from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.backends.acl.model import AclError, AclUnavailable
 from model_store.compile.atc import KNOWN_SOC_VERSIONS, SOC_PATTERN
 from model_store.diagnostics import check_npu_smi
-from model_store.text import say
+from model_store.text import Said, say
 
 DRIVER_HINT = say(
     "Run `npu-smi info` by hand on this host. Check that the NPU driver is installed "
@@ -115,7 +115,7 @@ def check_npus(ctx: SelftestContext) -> Outcome:
     return passed(summary, **evidence)
 
 
-def _pyacl_view(ctx: SelftestContext) -> tuple[str | None, int | None, str]:
+def _pyacl_view(ctx: SelftestContext) -> tuple[str | None, int | None, Said]:
     """``(SoC, device count, why pyACL did not answer)`` from pyACL, where it imports."""
     try:
         acl = initialised_acl()

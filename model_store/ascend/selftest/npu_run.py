@@ -15,7 +15,7 @@ from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.demo import classify
 from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.errors import ModelStoreError
-from model_store.text import Text, joined, say
+from model_store.text import Message, joined, say
 
 PYACL_HINT = say(
     "Source CANN's set_env.sh (or set ASCEND_TOOLKIT_HOME) in this shell or container so that "
@@ -37,7 +37,7 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
     labels = ctx.demo.label_list()
     wanted = [t.name for t in info.outputs]
     per_device: list[dict[str, Any]] = []
-    problems: list[Text] = []
+    problems: list[Message] = []
     for device in devices:
         started = time.monotonic()
         where = f"pyACL, NPU {device}"

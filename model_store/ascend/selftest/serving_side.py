@@ -25,7 +25,7 @@ from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, p
 from model_store.cann_versions import skew
 from model_store.serving.facts import ask_serving_side
 from model_store.serving.restart_needed import needs_restart
-from model_store.text import Text, joined, say
+from model_store.text import Message, joined, say
 
 
 def check_serving_side(ctx: SelftestContext) -> Outcome:
@@ -75,8 +75,8 @@ def _worker_cann(ctx: SelftestContext) -> str | None:
     return ctx.facts.cann.version if ctx.facts.cann is not None else None
 
 
-def _problems(ctx: SelftestContext, facts: dict[str, Any]) -> list[Text]:
-    problems: list[Text] = []
+def _problems(ctx: SelftestContext, facts: dict[str, Any]) -> list[Message]:
+    problems: list[Message] = []
     wedged = needs_restart(ctx.store)
     if wedged:
         problems.append(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from model_store.text import with_texts
+from model_store.text import Said
 
 if TYPE_CHECKING:
     from model_store.ascend.selftest.context import SelftestContext
@@ -29,22 +29,22 @@ class Outcome:
     """What a stage function found (the runner turns it into a :class:`Stage`)."""
 
     verdict: Verdict
-    summary: str
-    next_step: str = ""
+    summary: Said
+    next_step: Said = ""
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def passed(summary: str, **evidence: Any) -> Outcome:
+def passed(summary: Said, **evidence: Any) -> Outcome:
     """The stage proved what it checks."""
     return Outcome("passed", summary, "", evidence)
 
 
-def failed(summary: str, next_step: str, **evidence: Any) -> Outcome:
+def failed(summary: Said, next_step: Said, **evidence: Any) -> Outcome:
     """The stage found a problem; ``next_step`` says what the operator should do."""
     return Outcome("failed", summary, next_step, evidence)
 
 
-def not_applicable(summary: str, **evidence: Any) -> Outcome:
+def not_applicable(summary: Said, **evidence: Any) -> Outcome:
     """The stage does not apply to this host (e.g. no npu_ge backend installed): not a failure."""
     return Outcome("skipped", summary, "", evidence)
 
@@ -67,10 +67,10 @@ class Stage:
     """
 
     id: str
-    title: str
+    title: Said
     verdict: Verdict
-    summary: str
-    next_step: str = ""
+    summary: Said
+    next_step: Said = ""
     evidence: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     blocked_by: str | None = None
@@ -81,16 +81,12 @@ class Stage:
         return self.verdict == "passed" or (self.verdict == "skipped" and self.blocked_by is None)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stage as JSON-ready data: ``title``, ``summary`` and ``next_step`` in plain
-        English, and under ``texts`` the templates of those written with ``say()``
-        (:func:`model_store.text.with_texts`), so a reader can show them in its language."""
+        """The stage as JSON-ready data for the report an operator attaches to a bug: its
+        sentences in English, which is what the people reading those reports share."""
         data = asdict(self)
         data["seconds"] = round(self.seconds, 3)
-        said = {"title": self.title, "summary": self.summary, "next_step": self.next_step}
-        texts = with_texts(said).get("texts")
-        data |= {key: str(value) for key, value in said.items()}
-        if texts:
-            data["texts"] = texts
+        data |= {"title": str(self.title), "summary": str(self.summary)}
+        data["next_step"] = str(self.next_step)
         return data
 
 
@@ -102,6 +98,6 @@ class StageSpec:
     """A stage as the runner knows it: its id, title, the stages it needs, and its function."""
 
     id: str
-    title: str
+    title: Said
     needs: tuple[str, ...]
     run: StageFn

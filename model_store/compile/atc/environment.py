@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from model_store.errors import ModelStoreError
-from model_store.text import joined, say
+from model_store.text import Message, Said, joined, say
 
 
 class AtcUnavailable(ModelStoreError):
@@ -46,7 +46,7 @@ ATC_PYTHON_VAR = "ATC_PYTHON"
 
 CannLayout = Literal["cann", "ascend-toolkit"]
 #: How each layout is described to a person.
-LAYOUT_NAMES: dict[str, str] = {
+LAYOUT_NAMES: dict[str, Message] = {
     "cann": say("the CANN 8.5+ layout (<root>/cann, its own set_env.sh)"),
     "ascend-toolkit": say("the pre-8.5 layout (<root>/ascend-toolkit/latest)"),
 }
@@ -71,7 +71,7 @@ class CannStatus:
     atc_path: str | None
     toolkit_home: str | None
     version: str | None
-    reason: str
+    reason: Said
     layout: CannLayout | None = None
     set_env: str | None = None
     ops_version: str | None = None

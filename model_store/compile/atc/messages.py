@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from model_store.text import Text, say
+from model_store.text import Message, as_json, say
 
 #: Console phrases ATC prints (main_impl.cc; docs/atc.md#console-output).
 START_PHRASE = "ATC start working now"
@@ -57,18 +57,13 @@ class AtcMessage:
     details: list[str] = field(default_factory=list)
 
     @property
-    def explanation(self) -> Text | None:
+    def explanation(self) -> Message | None:
         """What the code means and what to do, in plain words (None for phrases)."""
         return explain(self.code) if self.code else None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form, with the explanation included (its template under ``texts``)."""
-        data = asdict(self)
-        explanation = self.explanation
-        data["explanation"] = explanation
-        if explanation is not None:
-            data["texts"] = {"explanation": explanation.to_json()}
-        return data
+        """JSON-ready form, with the explanation included (a stored message)."""
+        return asdict(self) | {"explanation": as_json(self.explanation)}
 
 
 def parse_atc_line(line: str) -> AtcMessage | None:
@@ -113,7 +108,7 @@ _UNSUPPORTED_OP_ADVICE = say(
 )
 
 #: Known ATC codes -> what they mean and what to do.
-EXPLANATIONS: dict[str, Text] = {
+EXPLANATIONS: dict[str, Message] = {
     "E10001": say(
         "A command-line value is invalid (ATC names the parameter and the reason). Fix that "
         "option: a typo in soc_version, an input name in input_shape that the model does not "
@@ -193,7 +188,7 @@ EXPLANATIONS: dict[str, Text] = {
 }
 
 
-def explain(code: str) -> Text:
+def explain(code: str) -> Message:
     """Plain-words meaning of an ATC code, with a generic answer for unknown ones."""
     known = EXPLANATIONS.get(code)
     if known:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from model_store.text import Text, joined, say
+from model_store.text import Message, Said, joined, say
 
 #: The packages CANN's install guides list for every release (distribution, module to import).
 ATC_PYTHON_PACKAGES: tuple[tuple[str, str], ...] = (
@@ -99,9 +99,9 @@ class PythonAssessment:
     """
 
     state: Verdict
-    summary: str
-    problems: list[str] = field(default_factory=list)
-    advice: str = ""
+    summary: Said
+    problems: list[Said] = field(default_factory=list)
+    advice: Said = ""
     details: list[str] = field(default_factory=list)
 
 
@@ -136,7 +136,7 @@ def _release(cann_version: str | None) -> str | None:
 
 def _package_warnings(
     packages: Mapping[str, Any], python: tuple[int, ...], release: str | None
-) -> list[Text]:
+) -> list[Message]:
     """Versions outside the documented pins (docs/atc.md#python-environment)."""
     found = []
     protobuf = packages.get("protobuf") or {}
@@ -169,7 +169,7 @@ def _package_warnings(
 
 
 def assess_probe(
-    report: Mapping[str, Any], cann_version: str | None, where: str
+    report: Mapping[str, Any], cann_version: str | None, where: Said
 ) -> PythonAssessment:
     """Judges a probe report against CANN's documented requirements.
 
@@ -180,11 +180,11 @@ def assess_probe(
         where: How the interpreter was chosen, for the summary (e.g. ``"ATC_PYTHON"``).
     """
     version = tuple(int(v) for v in report.get("version") or [] if isinstance(v, int))
-    shown: str = ".".join(map(str, version)) or say("unknown")
+    shown: Said = ".".join(map(str, version)) or say("unknown")
     executable = report.get("executable") or "?"
     packages: Mapping[str, Any] = report.get("packages") or {}
-    failing: list[Text] = []
-    warnings: list[Text] = []
+    failing: list[Message] = []
+    warnings: list[Message] = []
     details = []
     for dist, _ in ATC_PYTHON_PACKAGES:
         entry = packages.get(dist) or {"ok": False, "error": "not probed"}
@@ -239,7 +239,7 @@ def assess_probe(
             )
         )
     elif version[:1] == (3,) and version[:2] > newest:
-        label: str = f"CANN {release}" if release else say("current CANN releases")
+        label: Said = f"CANN {release}" if release else say("current CANN releases")
         warnings.append(
             say(
                 "Python %(version)s is newer than the range documented for %(label)s "

@@ -26,7 +26,7 @@ from model_store import spawn
 from model_store.compile.atc.environment import MISSING_HINT, AtcUnavailable
 from model_store.compile.atc.messages import AtcMessage, parse_atc_line
 from model_store.errors import ModelStoreError
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 
 
 @dataclass
@@ -55,7 +55,7 @@ class AtcResult:
         """The coded warning lines, in order."""
         return [m for m in self.messages if m.kind == "warning"]
 
-    def summary(self) -> Text:
+    def summary(self) -> Message:
         """One paragraph for the job page: what happened and, on failure, what to do
         (a :func:`~model_store.text.say` sentence, so the page can translate it)."""
         if self.success:
@@ -107,7 +107,7 @@ class AtcFailed(ModelStoreError):
 
     code = "atc_failed"
 
-    def __init__(self, message: str, result: AtcResult | None = None) -> None:
+    def __init__(self, message: Said, result: AtcResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 

@@ -15,7 +15,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from webapp.hub_version import hub_version
-from webapp.text import localize, localized_field
+from webapp.text import localize
 
 register = template.Library()
 
@@ -60,13 +60,6 @@ def other_languages() -> list[tuple[str, str]]:
 
 @register.filter
 def translated(value: object) -> str:
-    """``{{ finding.message|translated }}``: a model_store sentence in the page's language
-    (a :class:`model_store.text.Text` or its stored JSON; plain text is shown as it is)."""
+    """``{{ finding.message|translated }}``: the one filter for messages, said in the page's
+    language (a :class:`model_store.text.Message` or its stored JSON; plain words as they are)."""
     return localize(value)
-
-
-@register.filter
-def translated_field(record: object, field: str) -> str:
-    """``{{ check|translated_field:"found" }}``: a stored record's field in the page's
-    language, from the ``texts`` kept beside its English (see webapp/text.py)."""
-    return localized_field(record, field)

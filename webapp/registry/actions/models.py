@@ -18,16 +18,16 @@ from django.utils.translation import gettext
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_model_name
-from model_store.text import Text, say
+from model_store.text import Message, say
 from webapp import live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
 from webapp.registry.actions.serving import queue_locked_job, with_reason
+from webapp.registry.jobs import record_event
 from webapp.registry.models import (
     MAX_TAGS_PER_MODEL,
     TAG_MAX_LENGTH,
     TAG_PATTERN,
-    Event,
     Job,
     Model,
     ModelTag,
@@ -173,12 +173,12 @@ def edit_model(
                 fields=_listed(list(changes)),
                 model=model.name,
             )
-            Event.objects.create(
+            record_event(
+                "model.edited",
+                text,
                 model=model,
-                kind="model.edited",
                 actor=user,
-                message=text,
-                data={**changes, "texts": {"message": text.to_json()}},
+                data=changes,
             )
     if hasattr(model, "_prefetched_objects_cache"):
         model._prefetched_objects_cache.pop("tags", None)
@@ -194,7 +194,7 @@ _FIELD_NAMES = {
 }
 
 
-def _listed(words: list[str]) -> Text:
+def _listed(words: list[str]) -> Message:
     names = [_FIELD_NAMES[word] for word in words]
     if len(names) == 1:
         return names[0]
@@ -260,7 +260,7 @@ def request_retire(
     )
 
 
-def _retire_message(user: str, model: str, purge_sources: bool, reason: str) -> Text:
+def _retire_message(user: str, model: str, purge_sources: bool, reason: str) -> Message:
     if purge_sources:
         request = say(
             "%(user)s asked to retire %(model)s and purge its sources", user=user, model=model

@@ -29,10 +29,10 @@ from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
 from webapp.registry.actions.versions import _enqueue_compile
-from webapp.registry.jobs import initial_steps
-from webapp.registry.models import Event, Job, Model, Version
+from webapp.registry.jobs import initial_steps, record_event
+from webapp.registry.models import Job, Model, Version
 from webapp.registry.storage import get_store
-from webapp.text import localize, localized_record
+from webapp.text import localize, localized
 
 
 @functools.lru_cache(maxsize=16)
@@ -120,19 +120,16 @@ def plan_for(version: Version, changes: object) -> RevisionPlan:
 def preview_revision(version: Version, changes: object) -> dict[str, Any]:
     """What revising ``version`` with ``changes`` would do; nothing is written.
 
-    Findings keep their templates under ``texts`` (the page says them in its language); an
-    API answer passes this through :func:`localized_preview`.
+    Findings are messages (the page says them in its language); an API answer passes this
+    through :func:`localized_preview`.
     """
     return plan_for(version, changes).to_dict() | {"revision_of": version.number}
 
 
 def localized_preview(preview: dict[str, Any]) -> dict[str, Any]:
     """A :func:`preview_revision` answer in the request's language (``Accept-Language``):
-    findings and the linter's problems said from their templates, ``texts`` left out."""
-    return preview | {
-        "findings": [localized_record(f) for f in preview.get("findings") or []],
-        "problems": [localize(p) for p in preview.get("problems") or []],
-    }
+    findings and the linter's problems said from their templates."""
+    return localized(preview)  # type: ignore[no-any-return]
 
 
 def _describe(plan: RevisionPlan) -> str:
@@ -213,19 +210,18 @@ def request_revision(
                 changes=_describe(plan),
                 why=why,
             )
-            Event.objects.create(
+            record_event(
+                "version.revised",
+                text,
                 model=locked,
                 version=revision,
                 job=job,
-                kind="version.revised",
                 actor=user,
-                message=text,
                 data={
                     "revision_of": version.number,
                     "changed": plan.changed,
                     "rebuild": plan.rebuild,
                     "diff": plan.diff,
-                    "texts": {"message": text.to_json()},
                 },
             )
             locked.save(update_fields=["updated"])

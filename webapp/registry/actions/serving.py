@@ -18,11 +18,11 @@ from django.utils.translation import gettext
 
 from model_store.serving import signature_changes
 from model_store.targets import get_target
-from model_store.text import Text, say
+from model_store.text import Message, Said, say
 from webapp import dispatch
 from webapp.errors import HubError
 from webapp.registry import jobs
-from webapp.registry.models import Event, Job, Model, Version
+from webapp.registry.models import Job, Model, Version
 from webapp.registry.serving import (
     SWITCH_TIMEOUT_S,
     acquire_lock_or_wait_for_reconcile,
@@ -39,7 +39,7 @@ def request_switch(
     model: Model,
     number: int,
     user: User,
-    reason: str = "",
+    reason: Said = "",
     kind: str = Job.Kind.SERVE,
     confirm_breaking: bool = False,
 ) -> Job:
@@ -162,7 +162,7 @@ def _queue(
         "from": model.serving_version,
         "to": version.number if version else model.serving_version,
         # The hub's own reasons are Texts (said in the reader's language); a person's, cut.
-        "reason": reason if isinstance(reason, Text) else reason[:500],
+        "reason": reason if isinstance(reason, Message) else reason[:500],
         "changes": changes or [],
         **(extra or {}),
     }
@@ -176,7 +176,7 @@ def queue_locked_job(
     user: User | None,
     *,
     params: dict[str, Any],
-    message: str,
+    message: Said,
     version: Version | None = None,
 ) -> Job:
     """Take the model's switch lock, record the job and its ``<kind>.requested`` Event, and send
@@ -199,28 +199,20 @@ def queue_locked_job(
                 params=params,
                 created_by=user,
             )
-            Event.objects.create(
+            jobs.record_event(
+                f"{kind}.requested",
+                message,
                 model=model,
                 version=version,
                 job=job,
-                kind=f"{kind}.requested",
                 actor=user,
-                message=message,
-                data=_with_message_text(job.params, message),
+                data=job.params,
             )
             transaction.on_commit(lambda: enqueue_serving_job(job))
     except Exception:
         release_lock(model, job_uuid.hex)
         raise
     return job
-
-
-def _with_message_text(data: dict[str, Any], message: str) -> dict[str, Any]:
-    """An event's data, with the message's template under ``texts`` when it has one (a
-    request made by the system, such as reconcile's, may give plain English)."""
-    if isinstance(message, Text):
-        return {**data, "texts": {"message": message.to_json()}}
-    return dict(data)
 
 
 def enqueue_serving_job(job: Job) -> None:
@@ -233,7 +225,7 @@ def enqueue_serving_job(job: Job) -> None:
         log.warning("serving job %s could not be queued yet", job.uuid, exc_info=True)
 
 
-def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> Text:
+def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> Message:
     """The request's Event message, from the job's kind and params (``p``)."""
     who = user.get_username()
     if kind == Job.Kind.ROLLBACK:
@@ -275,7 +267,7 @@ def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> Text:
     return with_reason(text, p.get("reason") or "")
 
 
-def with_reason(request: Text, reason: str) -> Text:
+def with_reason(request: Message, reason: str) -> Message:
     """A request's Event message: the request, then the reason given (or a full stop)."""
     if reason:
         return say("%(request)s: %(reason)s", request=request, reason=reason)

@@ -18,7 +18,7 @@ from model_store.text import say
 from webapp import dispatch, live
 from webapp.errors import HubError
 from webapp.registry import jobs
-from webapp.registry.models import Event, Job, Model, PerfRun
+from webapp.registry.models import Job, Model, PerfRun
 from webapp.registry.sweeps import config_summary
 
 
@@ -159,14 +159,13 @@ def request_sweep(
             version=version.number,
             what=what,
         )
-        Event.objects.create(
+        jobs.record_event(
+            "perf.sweep_requested",
+            text,
             model=model,
             version=version,
             job=job,
-            kind="perf.sweep_requested",
             actor=user,
-            message=text,
-            data={"texts": {"message": text.to_json()}},
         )
         transaction.on_commit(lambda: _enqueue(job))
     return run

@@ -15,14 +15,14 @@ from django.utils.translation import gettext
 
 from model_store.perf.tune import Objective
 from model_store.targets import get_target
-from model_store.text import Text, say
+from model_store.text import Message, say
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
 from webapp.ops import nodes as ops_nodes
 from webapp.registry import jobs, placement
 from webapp.registry.actions.revisions import request_revision
-from webapp.registry.models import Event, Job, Model, TuningRun, Version
+from webapp.registry.models import Job, Model, TuningRun, Version
 
 #: Below this, a search cannot measure more than the serving config.
 MIN_BUDGET_S = 30
@@ -155,20 +155,19 @@ def request_tune(
             goal=_goal(goal),
             budget=budget_s,
         )
-        Event.objects.create(
+        jobs.record_event(
+            "tune.requested",
+            text,
             model=model,
             version=version,
             job=job,
-            kind="tune.requested",
             actor=user,
-            message=text,
-            data={"texts": {"message": text.to_json()}},
         )
         transaction.on_commit(lambda: _enqueue(job))
     return run
 
 
-def _goal(goal: Objective) -> Text:
+def _goal(goal: Objective) -> Message:
     """``goal.describe()`` as a sentence the reader's language can say."""
     if goal.kind == "throughput":
         return say("highest throughput with p99 <= %(p99)s ms", p99=f"{goal.p99_ms:g}")

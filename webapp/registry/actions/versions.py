@@ -26,8 +26,8 @@ from model_store.uploads import FinishedUpload
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry.jobs import COMPILE_STEPS, initial_steps
-from webapp.registry.models import Event, Job, Model, Version
+from webapp.registry.jobs import COMPILE_STEPS, initial_steps, record_event
+from webapp.registry.models import Job, Model, Version
 from webapp.registry.serving import (
     acquire_lock_or_wait_for_reconcile,
     lock_busy_error,
@@ -174,18 +174,17 @@ def create_version(
             file=upload.filename,
             number=number,
         )
-        Event.objects.create(
+        record_event(
+            "version.uploaded",
+            text,
             model=locked,
             version=version,
             job=job,
-            kind="version.uploaded",
             actor=user,
-            message=text,
             data={
                 "sha256": upload.sha256,
                 "size": upload.size,
                 "options": options,
-                "texts": {"message": text.to_json()},
             },
         )
         locked.save(update_fields=["updated"])
@@ -220,14 +219,13 @@ def cancel_job(job: Job, user: User) -> Job:
     text = say(
         "%(user)s asked to cancel the %(kind)s job.", user=user.get_username(), kind=job.kind
     )
-    Event.objects.create(
+    record_event(
+        "job.cancel_requested",
+        text,
         model_id=job.model_id,
         version_id=job.version_id,
         job=job,
-        kind="job.cancel_requested",
         actor=user,
-        message=text,
-        data={"texts": {"message": text.to_json()}},
     )
     job.refresh_from_db()
     if job.state == Job.State.QUEUED:
@@ -261,13 +259,13 @@ def override_verification(version: Version, user: User, reason: str) -> Version:
         number=version.number,
         reason=reason,
     )
-    Event.objects.create(
+    record_event(
+        "verification.override",
+        text,
         model=version.model,
         version=version,
-        kind="verification.override",
         actor=user,
-        message=text,
-        data={**version.verification_override, "texts": {"message": text.to_json()}},
+        data=version.verification_override,
     )
     return version
 
@@ -320,15 +318,14 @@ def delete_version(*, version: Version, user: User) -> None:
             number=number,
             model=model.name,
         )
-        Event.objects.create(
+        record_event(
+            "version.deleted",
+            text,
             model=model,
-            kind="version.deleted",
             actor=user,
-            message=text,
             data={
                 "version": number,
                 "sha256": version.source_sha256,
-                "texts": {"message": text.to_json()},
             },
         )
         if model.previous_version == number:
