@@ -336,9 +336,9 @@ def _problem(exc: ModelStoreError) -> Said:
     return exc.message
 
 
-def _lint_tensor(spec: TensorSpec, role: str) -> list[str]:
+def _lint_tensor(spec: TensorSpec, role: str) -> list[Said]:
     """Problems with one tensor on its own: name, type, dims."""
-    problems = []
+    problems: list[Said] = []
     inp = role == "Input"
     try:
         validate_tensor_name(spec.name)
@@ -384,9 +384,9 @@ def _lint_tensor(spec: TensorSpec, role: str) -> list[str]:
     return problems
 
 
-def _lint_tensors(cfg: ModelConfig) -> list[str]:
+def _lint_tensors(cfg: ModelConfig) -> list[Said]:
     """Problems with the input and output lists: empty, duplicates, each tensor."""
-    problems: list[str] = []
+    problems: list[Said] = []
     for role, specs in (("Input", cfg.inputs), ("Output", cfg.outputs)):
         inp = role == "Input"
         if not specs:
@@ -409,9 +409,9 @@ def _lint_tensors(cfg: ModelConfig) -> list[str]:
     return problems
 
 
-def _lint_batching(cfg: ModelConfig) -> list[str]:
+def _lint_batching(cfg: ModelConfig) -> list[Said]:
     """Problems with max_batch_size, dynamic batching and static_model."""
-    problems: list[str] = []
+    problems: list[Said] = []
     mbs = cfg.max_batch_size
     if mbs < 0:
         problems.append(
@@ -449,9 +449,9 @@ def _lint_batching(cfg: ModelConfig) -> list[str]:
     return problems
 
 
-def _lint_instances_and_versions(cfg: ModelConfig) -> list[str]:
+def _lint_instances_and_versions(cfg: ModelConfig) -> list[Said]:
     """Problems with the instance group and the version policy."""
-    problems: list[str] = []
+    problems: list[Said] = []
     if cfg.instance_count < 1:
         problems.append(
             say("instance count is %(count)s; use 1 or more.", count=cfg.instance_count)
@@ -478,9 +478,9 @@ def _lint_instances_and_versions(cfg: ModelConfig) -> list[str]:
     return problems
 
 
-def _lint_warmup(cfg: ModelConfig) -> list[str]:
+def _lint_warmup(cfg: ModelConfig) -> list[Said]:
     """Problems with warm-up requests: batch size and input names."""
-    problems: list[str] = []
+    problems: list[Said] = []
     input_names = {spec.name for spec in cfg.inputs}
     for warmup in cfg.warmup:
         if not 1 <= warmup.batch_size <= max(cfg.max_batch_size, 1):
@@ -520,9 +520,9 @@ def _dim_fits(config_dim: int, model_dim: int | str | None) -> bool:
 
 def _lint_against_model(
     cfg: ModelConfig, model_dims: Mapping[str, Sequence[int | str | None] | None]
-) -> list[str]:
+) -> list[Said]:
     """Problems visible only next to the model's own signature (full shapes, batch included)."""
-    problems: list[str] = []
+    problems: list[Said] = []
     batching = cfg.max_batch_size > 0
     for spec in [*cfg.inputs, *cfg.outputs]:
         if spec.name not in model_dims:
@@ -571,7 +571,7 @@ def _lint_against_model(
 def lint(
     cfg: ModelConfig,
     model_dims: Mapping[str, Sequence[int | str | None] | None] | None = None,
-) -> list[str]:
+) -> list[Said]:
     """Lists what is wrong with a configuration, in plain words; empty means fine.
 
     Args:
@@ -583,10 +583,10 @@ def lint(
             ``max_batch_size`` (when it is > 0 the config dims exclude batch).
 
     Returns:
-        One sentence per problem: a :class:`~model_store.text.Message` (English ``str``) where
+        One sentence per problem: a :class:`~model_store.text.Message` (``str()`` of it is English) where
         the linter wrote it, so the web layer can show it in the reader's language.
     """
-    problems: list[str] = []
+    problems: list[Said] = []
     try:
         validate_model_name(cfg.name)
     except ModelStoreError as exc:

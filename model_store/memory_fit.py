@@ -193,7 +193,7 @@ def copies_per_device(
     *,
     devices: int = 1,
     parameters: Mapping[str, str] | None = None,
-) -> tuple[int, str]:
+) -> tuple[int, Said]:
     """How many copies of the model one device holds, and why.
 
     Args:

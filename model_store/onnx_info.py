@@ -27,7 +27,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoP
 
 from model_store.dtypes import ONNX_TO_TRITON, TRITON_TO_NUMPY
 from model_store.errors import InvalidModel, MissingExternalData, UnsafeExternalData
-from model_store.text import say
+from model_store.text import Message, say
 
 # protobuf cannot parse messages of 2 GiB or more; bigger models keep their
 # weights in external data files.
@@ -37,7 +37,7 @@ _WHAT_TO_DO = say(
     "Export the model to ONNX again (e.g. torch.onnx.export) and upload the .onnx file."
 )
 # Leading bytes of files people upload by mistake, and what to tell them.
-_MAGIC_HINTS: tuple[tuple[bytes, str], ...] = (
+_MAGIC_HINTS: tuple[tuple[bytes, Message], ...] = (
     (b"PK\x03\x04", say("it is a ZIP archive (PyTorch .pt/.pth checkpoints are ZIP files)")),
     (b"\x89HDF\r\n\x1a\n", say("it is an HDF5 file (Keras .h5)")),
     (b"\x89PNG\r\n\x1a\n", say("it is a PNG image")),

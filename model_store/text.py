@@ -123,7 +123,7 @@ class Message:
         return str(other) + str(self)
 
     def __contains__(self, part: str) -> bool:
-        _refuse("searched with `in` (compare str(message) instead)")
+        # Searching the English (``"CANN" in finding.message``) makes no text for a reader.
         return part in str(self)
 
     def render(self, translate: Translate, translate_plural: TranslatePlural) -> str:

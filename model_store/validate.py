@@ -40,7 +40,7 @@ from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets.base import Target
 from model_store.targets.findings import Finding, error
 from model_store.targets.options import InvalidOptions
-from model_store.text import say
+from model_store.text import Said, say
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 ML_DOMAIN = "ai.onnx.ml"
@@ -138,7 +138,7 @@ def validate_model(path: Path, target: Target, options: Mapping[str, object]) ->
 
 def _deduplicate(findings: list[Finding]) -> list[Finding]:
     """Drops repeats (several checks can see the same problem) and puts errors first."""
-    seen: dict[tuple[str, str], Finding] = {}
+    seen: dict[tuple[str, Said], Finding] = {}
     for finding in findings:
         seen.setdefault((finding.code, finding.message), finding)
     unique = list(seen.values())

@@ -449,7 +449,7 @@ def _onnx_runner(path: Path, *, optimised: bool) -> Callable[[Sample], dict[str,
     return run
 
 
-def _not_runnable(reason: str) -> ArtifactRunner:
+def _not_runnable(reason: Said) -> ArtifactRunner:
     def run(sample: Sample) -> dict[str, np.ndarray]:
         raise ArtifactNotRunnable(reason)
 

@@ -12,7 +12,7 @@ import os
 # A message formatted into a string by accident (an f-string, ``+``) raises under the tests, in
 # this process and in every worker and server the tests start (model_store/text.py).
 os.environ["HUB_STRICT_MESSAGES"] = "1"
-from model_store.text import set_strict  # noqa: E402 - after the switch, for the workers
+from model_store.text import set_strict
 
 set_strict(True)  # this process may have imported model_store.text already (Django's setup)
 

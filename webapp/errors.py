@@ -22,13 +22,20 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.defaults import page_not_found, permission_denied
 
+from model_store.text import Said
+from webapp.text import localize
+
 
 class HubError(Exception):
-    """A refusal a user can act on: ``message`` says what and what to do, ``code`` is stable."""
+    """A refusal a user can act on: ``message`` says what and what to do, ``code`` is stable.
+
+    ``message`` is words already in the request's language (``gettext``) or a message, said in
+    the language of whoever is shown it.
+    """
 
     def __init__(
         self,
-        message: str,
+        message: Said,
         code: str = "bad_request",
         status: int = 400,
         headers: Mapping[str, str] | None = None,
@@ -58,14 +65,14 @@ def json_error(
 
 def error_json(exc: HubError) -> JsonResponse:
     """A :class:`HubError` as the API answers it."""
-    return json_error(exc.message, exc.code, exc.status, exc.headers)
+    return json_error(localize(exc.message), exc.code, exc.status, exc.headers)
 
 
 def show_error(request: HttpRequest, exc: HubError) -> None:
     """A :class:`HubError` on a page: a refused role is the 403 page, the rest a message."""
     if exc.status == 403:
-        raise PermissionDenied(exc.message) from None
-    messages.error(request, exc.message)
+        raise PermissionDenied(localize(exc.message)) from None
+    messages.error(request, localize(exc.message))
 
 
 class HubErrorMiddleware:
@@ -84,10 +91,10 @@ class HubErrorMiddleware:
         if request.path.startswith("/api/"):
             return error_json(exception)
         if exception.status == 403:
-            return permission_denied(request, PermissionDenied(exception.message))
+            return permission_denied(request, PermissionDenied(localize(exception.message)))
         if exception.status == 404:
             return page_not_found(request, exception)
-        messages.error(request, exception.message)
+        messages.error(request, localize(exception.message))
         back = request.META.get("HTTP_REFERER", "")
         if not url_has_allowed_host_and_scheme(
             back, allowed_hosts={request.get_host()}, require_https=request.is_secure()

@@ -35,6 +35,7 @@ from webapp.registry.models import Model
 from webapp.registry.ratelimit import RateLimited, check_rate
 from webapp.registry.rollout import inference_node
 from webapp.request_limits import require_infer_body_within_cap
+from webapp.text import localize
 
 PREFIX = "/v2"
 #: The headers of Triton's answer a client needs (the binary extension's among them).
@@ -120,7 +121,7 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
             started = time.perf_counter()
             response = _forward(request, target, rest)
     except HubError as exc:  # too large, or too many slow requests: Triton's error shape
-        refused = _error(exc.message, exc.status)
+        refused = _error(localize(exc.message), exc.status)
         for key, value in (exc.headers or {}).items():
             refused[key] = value
         return refused

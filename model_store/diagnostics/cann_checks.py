@@ -601,7 +601,7 @@ def check_npu_ge_backend(ctx: DiagnosticsContext) -> Check:
             "%(library)s is present and all %(count)s libraries it needs resolve (ldd, in this "
             "process's environment).",
             library=str(library),
-            count=sum("=>" in line for line in lines),
+            count=sum("=>" in line for line in output.splitlines()),
         ),
         details=lines,
     )

@@ -83,7 +83,7 @@ def _check_from(entry: Any) -> Check:
         and isinstance(details, list)
     ):
         title = TITLES.get(cid) or from_json(fields.get("title") or cid)
-        lines = [str(line) for line in details]
+        lines = [from_json(line) for line in details]
         # A node's report is not trusted: from_json gives a template it cannot fill as words.
         return Check(
             cid, title, cast(CheckState, state), from_json(found), from_json(advice), lines

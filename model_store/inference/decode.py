@@ -158,7 +158,7 @@ def _describe(spec: TensorSpec) -> Said:
     kind = spec.triton_type.removeprefix("TYPE_")
     if not spec.rank_known:  # "any shape" is words, said with the rest of the description
         return say("%(name)s (%(type)s any shape)", name=repr(spec.name), type=kind)
-    return f"{spec.name!r} ({kind} {spec.describe_shape()})"
+    return f"{spec.name!r} ({kind} {spec.describe_shape()!s})"  # a known rank: dims, no words
 
 
 def _check_names(
@@ -183,7 +183,7 @@ def _check_names(
         return
     # The names are shown lower-cased, as the English message always did (it capitalised the
     # sentence, whose first character is a quote).
-    parts: list[str] = []
+    parts: list[Said] = []
     if extra:
         parts.append(
             say_n(
@@ -203,11 +203,10 @@ def _check_names(
             )
         )
     described = [_describe(s) for s in specs]
-    takes: str = (
-        joined(described, ", ")
-        if any(isinstance(d, Message) for d in described)
-        else ", ".join(described)
-    ) or say("no inputs")
+    plain = [d for d in described if isinstance(d, str)]
+    takes: Said = (", ".join(plain) if len(plain) == len(described) else joined(described, ", ")) or say(
+        "no inputs"
+    )
     raise _error(
         "extra_input" if extra else "missing_input",
         (extra or missing)[0],

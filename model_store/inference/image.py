@@ -229,7 +229,7 @@ PRESETS: dict[str, Preprocess] = {
     "raw": Preprocess(256, 224, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
 }
 # Said with say(): the web layer shows them in the reader's language (webapp.text.localize).
-PRESET_LABELS: dict[str, str] = {
+PRESET_LABELS: dict[str, Message] = {
     "efficientnet": say("EfficientNet-Lite (pixels scaled to -1..1)"),
     "imagenet": say("ImageNet mean/std (torchvision models)"),
     "unit": say("Pixels scaled to 0..1"),

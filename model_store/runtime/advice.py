@@ -20,10 +20,11 @@ also keeps its template), so the Metrics tab and the API can say it in the reade
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from model_store.runtime.series import Point
 from model_store.targets import get_target
-from model_store.text import Message, Said, say
+from model_store.text import Message, Said, as_json, say
 
 __all__ = ["Advice", "ServingConfig", "advise"]
 
@@ -45,10 +46,10 @@ class Advice:
     code: str
     message: Said  # a Message: the English, with its template for translation
 
-    def to_dict(self) -> dict[str, str]:
-        """``level``, ``code`` and ``message`` (the :class:`~model_store.text.Message` itself, so
-        the web layer can still translate it; it is the English ``str`` for everyone else)."""
-        return {"level": self.level, "code": self.code, "message": self.message}
+    def to_dict(self) -> dict[str, Any]:
+        """``level``, ``code`` and ``message`` as JSON (a message as its template and values,
+        :func:`~model_store.text.as_json`), so the web layer can still translate it."""
+        return {"level": self.level, "code": self.code, "message": as_json(self.message)}
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def _rate(value: float) -> str:
     return f"{value:.2f}/s" if value < 10 else f"{value:.1f}/s"
 
 
-def _failures(total: Point, range_label: str, client_side: bool) -> Advice | None:
+def _failures(total: Point, range_label: Said, client_side: bool) -> Advice | None:
     failed = total.client_failures if client_side else total.failures
     sent = total.client_requests if client_side else total.requests
     if failed <= 0:
@@ -216,7 +217,7 @@ def advise(
     total: Point | None,
     recent: Point | None,
     config: ServingConfig | None,
-    range_label: str | Message,
+    range_label: Said,
 ) -> list[Advice]:
     """What to tell the operator about one model.
 

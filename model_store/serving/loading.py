@@ -32,6 +32,7 @@ from model_store.serving.triton_index import (
     row_for,
 )
 from model_store.store import ModelStore, atomic_write_text
+from model_store.text import Said
 
 
 class ServingTimeout(ModelStoreError):
@@ -180,7 +181,7 @@ class LoadResult(NamedTuple):
     """Outcome of :func:`load_serving`; unpacks as ``ok, reason``."""
 
     ok: bool
-    reason: str
+    reason: Said
 
 
 def load_serving(

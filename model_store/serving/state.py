@@ -27,6 +27,7 @@ from model_store.serving.triton_index import (
 )
 from model_store.store import REMOVING_PREFIX, STAGING_PREFIX, ModelStore
 from model_store.targets import all_targets
+from model_store.text import Said, say
 
 #: Leftovers younger than this are assumed to belong to work in progress (a packaging job
 #: stages versions without the switch lock), so :func:`repository_state` does not list them.
@@ -46,7 +47,7 @@ class RepositoryState(TypedDict):
     name: str
     model_dir_present: bool
     config_present: bool
-    config_error: str
+    config_error: Said
     backend: str | None
     policy_versions: list[int] | None
     version_dirs: list[int]
@@ -57,7 +58,7 @@ class RepositoryState(TypedDict):
     triton_error: str
     triton_versions: dict[str, TritonVersionState]
     ready_versions: list[int]
-    problems: list[str]
+    problems: list[Said]
 
 
 def _older_than(path: Path, cutoff: float) -> bool:
@@ -134,12 +135,12 @@ def _triton_state(runtime: ServingRuntime, name: str, state: RepositoryState) ->
     state["ready_versions"] = ready_versions(rows)
 
 
-def _problems(state: RepositoryState) -> list[str]:
+def _problems(state: RepositoryState) -> list[Said]:
     """Disagreements between files and Triton, in plain words, for the reconcile page."""
-    problems = []
+    problems: list[Said] = []
     policy = state["policy_versions"]
     if state["config_error"]:
-        problems.append(f"config.pbtxt cannot be read: {state['config_error']}")
+        problems.append(say("config.pbtxt cannot be read: %(error)s", error=state["config_error"]))
     elif state["config_present"] and policy is None:
         problems.append("config.pbtxt pins no version (no version_policy specific).")
     for version in policy or []:

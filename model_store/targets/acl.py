@@ -53,14 +53,14 @@ from model_store.targets.signature import (
     symbol_sizes,
     warmup_for,
 )
-from model_store.text import say
+from model_store.text import Said, say
 
 ARTIFACT = "model.om"
 ATC_WORK_DIR = ".atc-work"
 # ATC's --dynamic_batch_size takes 2 to 100 gears (docs/atc.md#dynamic-batch).
 MIN_GEARS, MAX_GEARS = 2, 100
 # ATC's --input_format for ONNX: NCHW, ND or NCDHW; NHWC is E10001 (docs/atc.md#options).
-INPUT_FORMAT_CHOICES: list[tuple[str, str]] = [
+INPUT_FORMAT_CHOICES: list[tuple[str, Said]] = [
     ("NCHW", "NCHW"),
     ("ND", say("ND (any other layout, NHWC included)")),
     ("NCDHW", "NCDHW"),
@@ -97,13 +97,13 @@ SOC_CHOICES: list[tuple[str, str]] = [
     ("Ascend910_9362", "Ascend910_9362 (A3)"),
     ("Ascend910_9363", "Ascend910_9363 (A3)"),
 ]
-PRECISION_MODES: list[tuple[str, str]] = [
+PRECISION_MODES: list[tuple[str, Said]] = [
     ("force_fp16", say("force_fp16 (ATC default: float32 operators run in float16)")),
     ("allow_fp32_to_fp16", say("allow_fp32_to_fp16 (float16 only where the operator has no fp32)")),
     ("must_keep_origin_dtype", say("must_keep_origin_dtype (keep the model's precision)")),
     ("allow_mix_precision", say("allow_mix_precision (fp16 where safe)")),
 ]
-PRECISION_MODES_V2: list[tuple[str, str]] = [
+PRECISION_MODES_V2: list[tuple[str, Said]] = [
     ("fp16", say("fp16 (default)")),
     ("origin", say("origin (keep the model's precision)")),
     ("mixed_float16", say("mixed_float16 (fp16 where safe)")),
@@ -445,12 +445,16 @@ class AclTarget(Target):
         status = cann_status(dict(ctx.env))
         if not status.available:
             raise AtcUnavailable(
-                "The acl target compiles with ATC from the Ascend CANN toolkit, which this "
-                f"worker does not have: {status.reason} {HOW_TO_GET_CANN}"
+                say(
+                    "The acl target compiles with ATC from the Ascend CANN toolkit, which this "
+                    "worker does not have: %(reason)s %(how)s",
+                    reason=status.reason,
+                    how=HOW_TO_GET_CANN,
+                )
             )
         scratch = ctx.workdir / ATC_WORK_DIR
         scratch.mkdir()
-        notes: list[str] = []
+        notes: list[Said] = []
         try:
             model = ctx.source
             target_opset = options.get("target_opset")
@@ -519,7 +523,8 @@ class AclTarget(Target):
     def status(self, env: Mapping[str, str]) -> TargetStatus:
         """Available when ATC is found; otherwise "needs CANN" with the reason."""
         return cann_target_status(
-            env, "Serving also needs a Triton with the acl backend and pyACL on an Ascend machine."
+            env,
+            say("Serving also needs a Triton with the acl backend and pyACL on an Ascend machine."),
         )
 
     def verify_plan(self, options: Mapping[str, Any], info: OnnxInfo) -> VerifyPlan:

@@ -28,20 +28,31 @@ from model_store.compile.atc.options import InvalidAtcOptions, atc_path_problem
 from model_store.compile.atc.slots import build_slot
 from model_store.targets.base import BuildCancelled, BuildContext, TargetStatus
 from model_store.targets.options import InvalidOptions
-from model_store.text import Message, say
+from model_store.text import Message, Said, say
 
 ATC_TIMEOUT_S = 3600.0
 # ATC (and GE's ONNX parser) handle ONNX opsets 11 to 18 (docs/atc.md#onnx-opsets).
 ATC_OPSETS = range(11, 19)
 
 
-def cann_target_status(env: Mapping[str, str], serving_note: str) -> TargetStatus:
+def cann_target_status(env: Mapping[str, str], serving_note: Said) -> TargetStatus:
     """TargetStatus of an Ascend target from the CANN probe ("needs CANN: ..." when absent)."""
     status = cann_status(dict(env))
     if status.available:
-        version = f" {status.version}" if status.version else ""
-        return TargetStatus(True, f"CANN{version} found (atc: {status.atc_path}). {serving_note}")
-    return TargetStatus(False, f"needs CANN: {status.reason} {serving_note}")
+        found = (
+            say(
+                "CANN %(version)s found (atc: %(atc)s). %(note)s",
+                version=status.version,
+                atc=status.atc_path,
+                note=serving_note,
+            )
+            if status.version
+            else say("CANN found (atc: %(atc)s). %(note)s", atc=status.atc_path, note=serving_note)
+        )
+        return TargetStatus(True, found)
+    return TargetStatus(
+        False, say("needs CANN: %(reason)s %(note)s", reason=status.reason, note=serving_note)
+    )
 
 
 def make_atc_options(
@@ -111,7 +122,7 @@ def compile_with_atc(
         BuildCancelled: If ``ctx.cancelled()`` turned True while ATC ran.
     """
     if status.atc_path is None:
-        raise AtcUnavailable(f"ATC is not available: {status.reason}")
+        raise AtcUnavailable(say("ATC is not available: %(reason)s", reason=status.reason))
     for path, what in ((model, "--model"), (output_stem, "--output")):
         problem = atc_path_problem(path, what)
         if problem:
@@ -167,7 +178,7 @@ def _failure_message(result: AtcResult) -> Message:
 
 
 def convert_for_atc(
-    ctx: BuildContext, output: Path, target_opset: int | None, notes: list[str]
+    ctx: BuildContext, output: Path, target_opset: int | None, notes: list[Said]
 ) -> None:
     """Writes the opset-converted model to ``output`` when ATC should read that one."""
     if output == ctx.source or not target_opset:
@@ -176,7 +187,13 @@ def convert_for_atc(
         optimise.convert_opset(ctx.source, output, target_opset, log=ctx.log)
     except optimise.OptimiseError as exc:
         raise optimise.OptimiseError(
-            f"{exc.message}. Export the model with opset {target_opset} (ATC parses "
-            f"{ATC_OPSETS.start} to {ATC_OPSETS.stop - 1}) or set target_opset to 0."
+            say(
+                "%(error)s. Export the model with opset %(opset)s (ATC parses %(first)s to "
+                "%(last)s) or set target_opset to 0.",
+                error=exc.message,
+                opset=target_opset,
+                first=ATC_OPSETS.start,
+                last=ATC_OPSETS.stop - 1,
+            )
         ) from exc
     notes.append(f"Converted from opset {ctx.info.default_opset} to {target_opset} for ATC.")

@@ -34,7 +34,7 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.batching import check_batching_options, resolve_batching
 from model_store.targets.findings import Finding, error
 from model_store.targets.options import InvalidOptions, OptionSpec, parse_value
-from model_store.text import Said, say
+from model_store.text import Said, as_json, say
 
 Precision = Literal["fp32", "fp16", "mixed"]
 
@@ -109,7 +109,7 @@ class BuildResult:
     artifact: Path
     artifact_name: str
     commands: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Said] = field(default_factory=list)
     compiled_info: OnnxInfo | None = None
 
 
@@ -118,7 +118,7 @@ class TargetStatus:
     """Whether this worker can build for a target, and why not."""
 
     available: bool
-    reason: str
+    reason: Said
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,8 @@ class Target(ABC):
     """
 
     name: ClassVar[str]
-    label: ClassVar[str]
-    description: ClassVar[str]
+    label: ClassVar[Said]
+    description: ClassVar[Said]
     backend: ClassVar[str]
     artifact_name: ClassVar[str]
     needs_cann: ClassVar[bool] = False
@@ -308,8 +308,8 @@ class Target(ABC):
         """The target for the UI/API: name, label, flags, options and (with env) status."""
         data: dict[str, Any] = {
             "name": self.name,
-            "label": self.label,
-            "description": self.description,
+            "label": as_json(self.label),
+            "description": as_json(self.description),
             "backend": self.backend,
             "artifact_name": self.artifact_name,
             "needs_cann": self.needs_cann,
@@ -321,5 +321,5 @@ class Target(ABC):
         }
         if env is not None:
             status = self.status(env)
-            data["status"] = {"available": status.available, "reason": status.reason}
+            data["status"] = {"available": status.available, "reason": as_json(status.reason)}
         return data

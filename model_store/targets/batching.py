@@ -10,7 +10,7 @@ from model_store.config import DynamicBatching
 from model_store.onnx_info import OnnxInfo
 from model_store.targets.options import InvalidOptions, OptionSpec
 from model_store.targets.signature import has_dynamic_batch_axis
-from model_store.text import say
+from model_store.text import Said, say
 
 #: Triton's scheduling and instance options: they end up in config.pbtxt only.
 SCHEDULING_OPTIONS = frozenset(
@@ -103,7 +103,7 @@ def batching_specs(*, include_preferred: bool = True) -> list[OptionSpec]:
     return specs
 
 
-def instance_count_spec(help_text: str) -> OptionSpec:
+def instance_count_spec(help_text: Said) -> OptionSpec:
     """How many model instances Triton creates."""
     return OptionSpec(
         "instance_count",

@@ -316,7 +316,7 @@ class NpuGeTarget(Target):
         options = self.parse_options(ctx.options, info=ctx.info)
         steps = ctx.workdir / STEPS_DIR
         steps.mkdir()
-        notes: list[str] = []
+        notes: list[Said] = []
         final = ctx.workdir / ARTIFACT
         try:
             current = self._transform(ctx, options, steps, notes)
@@ -332,7 +332,7 @@ class NpuGeTarget(Target):
         return BuildResult(final, ARTIFACT, commands, notes, compiled)
 
     def _transform(
-        self, ctx: BuildContext, options: Mapping[str, Any], steps: Path, notes: list[str]
+        self, ctx: BuildContext, options: Mapping[str, Any], steps: Path, notes: list[Said]
     ) -> Path:
         """Fix shapes, convert the opset, simplify; each step into ``steps``."""
         current = ctx.source
@@ -352,10 +352,15 @@ class NpuGeTarget(Target):
                 notes.append(f"Converted from opset {ctx.info.default_opset} to {target_opset}.")
             except optimise.OptimiseError as exc:
                 # GE may still parse the original opset (11-18), so this is not fatal.
-                ctx.log(f"warning: {exc.message}; keeping opset {ctx.info.default_opset}")
+                ctx.log(f"warning: {exc.message!s}; keeping opset {ctx.info.default_opset}")
                 notes.append(
-                    f"Opset conversion to {target_opset} failed, so the model keeps opset "
-                    f"{ctx.info.default_opset}: {exc.message}"
+                    say(
+                        "Opset conversion to %(opset)s failed, so the model keeps opset "
+                        "%(kept)s: %(error)s",
+                        opset=target_opset,
+                        kept=ctx.info.default_opset,
+                        error=exc.message,
+                    )
                 )
         ctx.progress(0.3)
         if options.get("simplify"):
@@ -363,8 +368,8 @@ class NpuGeTarget(Target):
             try:
                 current = optimise.simplify_model(current, steps / "slim.onnx", log=ctx.log).output
             except optimise.OptimiseError as exc:
-                ctx.log(f"warning: {exc.message}; continuing with the unsimplified graph")
-                notes.append(f"Simplification skipped: {exc.message}")
+                ctx.log(f"warning: {exc.message!s}; continuing with the unsimplified graph")
+                notes.append(say("Simplification skipped: %(error)s", error=exc.message))
         ctx.progress(0.5)
         return current
 
@@ -374,20 +379,21 @@ class NpuGeTarget(Target):
         options: Mapping[str, Any],
         model: Path,
         info: OnnxInfo,
-        notes: list[str],
+        notes: list[Said],
     ) -> list[str]:
         """Compiles ``model`` with ATC where possible; returns the command lines run."""
         if not options.get("atc_preflight"):
             return []
         status = cann_status(dict(ctx.env))
         if not status.available:
-            note = (
-                f"ATC pre-flight skipped: CANN is not available on this worker "
-                f"({status.reason.rstrip('.')}). Unsupported operators will only show when "
-                "Triton loads the model."
+            # The reason is a sentence of its own (a message cannot lose its full stop).
+            skipped = say(
+                "ATC pre-flight skipped: CANN is not available on this worker. %(reason)s "
+                "Unsupported operators will only show when Triton loads the model.",
+                reason=status.reason,
             )
-            ctx.log(note)
-            notes.append(note)
+            ctx.log(str(skipped))
+            notes.append(skipped)
             return []
         if not options.get("soc_version"):
             note = "ATC pre-flight skipped: no Ascend SoC was chosen (option soc_version)."
@@ -468,8 +474,10 @@ class NpuGeTarget(Target):
         """Available when CANN is found; otherwise "needs CANN" with the reason."""
         return atc_build.cann_target_status(
             env,
-            "Packaging works without it, but the ATC pre-flight check is skipped and the "
-            "model needs a Triton with the npu_ge backend on an Ascend machine.",
+            say(
+                "Packaging works without it, but the ATC pre-flight check is skipped and the "
+                "model needs a Triton with the npu_ge backend on an Ascend machine."
+            ),
         )
 
     def verify_plan(self, options: Mapping[str, Any], info: OnnxInfo) -> VerifyPlan:

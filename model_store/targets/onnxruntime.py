@@ -37,7 +37,7 @@ from model_store.targets.signature import (
     symbol_sizes,
     warmup_for,
 )
-from model_store.text import say
+from model_store.text import Said, say
 
 ARTIFACT = "model.onnx"
 STEPS_DIR = ".build"
@@ -175,7 +175,7 @@ class OnnxRuntimeTarget(Target):
         options = self.parse_options(ctx.options, info=ctx.info)
         steps = ctx.workdir / STEPS_DIR
         steps.mkdir()
-        notes: list[str] = []
+        notes: list[Said] = []
         try:
             current = self._prepare(ctx, options, steps, notes)
             final = ctx.workdir / ARTIFACT
@@ -194,7 +194,7 @@ class OnnxRuntimeTarget(Target):
         return BuildResult(final, ARTIFACT, [], notes, compiled)
 
     def _prepare(
-        self, ctx: BuildContext, options: Mapping[str, Any], steps: Path, notes: list[str]
+        self, ctx: BuildContext, options: Mapping[str, Any], steps: Path, notes: list[Said]
     ) -> Path:
         """Shape fixing, simplification and FP16, each into ``steps``; returns the last file."""
         current = ctx.source
@@ -211,8 +211,8 @@ class OnnxRuntimeTarget(Target):
                 current = optimise.simplify_model(current, steps / "slim.onnx", log=ctx.log).output
             except optimise.OptimiseError as exc:
                 # Simplification is an optimisation: its failure must not block serving.
-                ctx.log(f"warning: {exc.message}; continuing with the unsimplified graph")
-                notes.append(f"Simplification skipped: {exc.message}")
+                ctx.log(f"warning: {exc.message!s}; continuing with the unsimplified graph")
+                notes.append(say("Simplification skipped: %(error)s", error=exc.message))
         ctx.progress(0.5)
         if options["fp16"]:
             ctx.check_cancelled()

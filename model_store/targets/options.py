@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_tensor_name
-from model_store.text import Message, Said, say
+from model_store.text import Message, Said, as_json, say
 
 if TYPE_CHECKING:
     from model_store.targets.base import Target
@@ -70,7 +70,7 @@ class OptionSpec:
     default: Any
     label: Said
     help: Said
-    choices: list[tuple[str, str]] | None = None
+    choices: Sequence[tuple[str, Said]] | None = None
     minimum: float | None = None
     maximum: float | None = None
     advanced: bool = False
@@ -83,11 +83,15 @@ class OptionSpec:
         data["choices"] = (
             [{"value": v, "label": lbl} for v, lbl in self.choices] if self.choices else None
         )
-        return data
+        return dict(as_json(data))
 
     def json_schema(self) -> dict[str, Any]:
-        """JSON schema (draft 2020-12 / OpenAPI 3.1) of this option's value."""
-        schema: dict[str, Any] = {"title": self.label, "description": self.help}
+        """JSON schema (draft 2020-12 / OpenAPI 3.1) of this option's value; its title and
+        description as messages' JSON (:func:`~model_store.text.as_json`)."""
+        schema: dict[str, Any] = {
+            "title": as_json(self.label),
+            "description": as_json(self.help),
+        }
         if self.kind == "bool":
             schema["type"] = "boolean"
         elif self.kind in ("int", "float"):
@@ -359,10 +363,12 @@ def parse_value(spec: OptionSpec, value: object) -> Any:
 
 
 def options_json_schema(target: Target) -> dict[str, Any]:
-    """JSON schema of ``target``'s options object (for OpenAPI and client-side checks)."""
+    """JSON schema of ``target``'s options object (for OpenAPI and client-side checks); its
+    titles and descriptions are messages' JSON, which the web layer says in its reader's
+    language (``webapp.text.localized``)."""
     specs = target.option_specs()
     return {
-        "title": say("%(target)s build options", target=target.label),
+        "title": as_json(say("%(target)s build options", target=target.label)),
         "type": "object",
         "additionalProperties": False,
         "properties": {spec.name: spec.json_schema() for spec in specs},

@@ -24,7 +24,7 @@ from model_store.onnx_info import OnnxInfo
 from model_store.targets.base import Target
 from model_store.targets.findings import Finding
 from model_store.targets.options import InvalidOptions
-from model_store.text import say
+from model_store.text import Said, as_json, say
 
 #: The keys config.pbtxt's ``dynamic_batching`` block takes, and the option each sets.
 _BATCHER_KEYS = {
@@ -60,7 +60,7 @@ class RevisionPlan:
     config_pbtxt: str
     diff: str
     findings: list[Finding] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Said] = field(default_factory=list)
 
     @property
     def reuses_artifact(self) -> bool:
@@ -80,7 +80,7 @@ class RevisionPlan:
             "config_pbtxt": self.config_pbtxt,
             "diff": self.diff,
             "findings": [f.to_dict() for f in self.findings],
-            "problems": self.problems,
+            "problems": as_json(self.problems),
             "ok": self.ok,
         }
 

@@ -428,7 +428,7 @@ class BundleCheck:
 
     info: OnnxInfo
     unused_files: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Said] = field(default_factory=list)
 
 
 def check_bundle_model(onnx_path: Path, bundle_dir: Path | None = None) -> BundleCheck:
@@ -461,7 +461,7 @@ def check_bundle_model(onnx_path: Path, bundle_dir: Path | None = None) -> Bundl
         for path in root.rglob("*")
         if path.is_file() and path.resolve() not in used
     )
-    warnings: list[str] = [
+    warnings: list[Said] = [
         say(
             "The bundle file %(name)s is not used by the model and will not be stored.",
             name=repr(name),

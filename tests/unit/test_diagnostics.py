@@ -94,7 +94,7 @@ def test_a_host_without_cann_or_npus_gets_not_applicable_for_every_ascend_check(
         "No CANN toolkit on this host; Ascend targets cannot compile or serve here. "
         "CPU (onnxruntime) models are unaffected."
     )
-    assert checks["npu_smi"].found.startswith("No Ascend NPU on this host")
+    assert str(checks["npu_smi"].found).startswith("No Ascend NPU on this host")
     assert checks["triton_reachable"].state == "not_applicable"
 
 
@@ -464,7 +464,7 @@ def test_access_is_ok_when_both_ports_refuse_strangers_and_accept_the_hub(
 def test_an_open_repository_api_is_a_warning_naming_the_options(tmp_path: Path) -> None:
     check = check_triton_access(access_context(tmp_path, http=None, grpc=None, key_set=False))
     assert check.state == "warning"
-    assert check.found.startswith(
+    assert str(check.found).startswith(
         "Triton's repository API is open to anyone who can reach it: without any key, "
         "HTTP (triton.example:8000) and gRPC (triton.example:8001) answered"
     )

@@ -17,6 +17,7 @@ from django.test import Client
 from model_store.diagnostics.checklist import CHECKS, HOST_CHECKS, HUB_CHECKS
 from model_store.diagnostics.host_checks import reported_checks
 from model_store.host_report import build_host_report
+from model_store.text import from_json
 from tests.fakes.toolkit import FAKE_CANN_VERSION, make_fake_toolkit
 from tests.fixtures.hosts import npu_tools_that_leave_a_trace, worker_probes_host
 from tests.fixtures.users import token_for
@@ -42,11 +43,11 @@ def test_the_report_carries_cann_and_the_host_checks_as_plain_json(tmp_path: Pat
     assert cann["available"] is True and cann["version"] == "8.5.0"
     assert cann["ops_version"] == "8.5.0" and cann["layout"] == "cann"
     assert cann["toolkit_home"] == str(tmp_path / "Ascend" / "cann")
-    assert cann["atc_path"].endswith("/cann/bin/atc") and "ATC found" in cann["reason"]
+    assert cann["atc_path"].endswith("/cann/bin/atc") and "ATC found" in from_json(cann["reason"])
     assert [c["id"] for c in report["diagnostics"]] == HOST_IDS
     for check in report["diagnostics"]:
-        assert set(check) == {"id", "title", "state", "found", "advice", "details", "texts"}
-        assert check["texts"]["found"]["text"] == check["found"]  # the English, as a template too
+        assert set(check) == {"id", "title", "state", "found", "advice", "details"}
+        assert check["found"]["template"]  # a message, said in the reader's language
     checks = {c["id"]: c for c in report["diagnostics"]}
     assert checks["atc"]["state"] == "ok", checks["atc"]
     assert checks["npu_smi"]["state"] == "not_applicable"
@@ -65,7 +66,7 @@ def test_the_default_install_is_found_under_ascend_root(tmp_path: Path) -> None:
 def test_without_cann_the_report_says_why() -> None:
     report = build_host_report({"PATH": "/nonexistent"}, devices=lambda: NO_NPUS)
     assert report["cann"]["available"] is False and report["cann"]["version"] is None
-    assert "not installed" in report["cann"]["reason"]
+    assert "not installed" in from_json(report["cann"]["reason"])
     assert {c["state"] for c in report["diagnostics"]} == {"not_applicable"}
 
 

@@ -1,5 +1,5 @@
 """Issue 22: the Metrics tab's advice, ATC's error explanations, the memory estimate's verdicts
-and the CANN version check are say() texts (English unchanged, template kept), and where they
+and the CANN version check are say() messages (English unchanged, template kept), and where they
 are shown they go through webapp.text.localize.
 
 The zh-Hans catalogue is merged later, so the rendering path is shown with a stand-in
@@ -59,7 +59,7 @@ def test_advice_is_said_with_templates_and_the_english_is_unchanged() -> None:
     assert failed.message.template.startswith("%(failed)s requests failed in %(range)s")
     assert failed.message.params["failed"] == "10"
     assert isinstance(few.message, Message) and few.message.params == {"seen": 0, "needed": 20}
-    assert failed.to_dict()["message"] is failed.message
+    assert failed.to_dict()["message"] == failed.message.to_json()
 
 
 def test_capacity_advice_nests_its_parts_and_reads_as_before() -> None:
@@ -141,12 +141,13 @@ def test_atc_explanations_are_texts_and_unknown_codes_carry_the_code() -> None:
     assert isinstance(unsupported.params["advice"], Message)
     assert "npu_ge" in unsupported and "%(" not in unsupported
     unknown = explain("E12345")
-    assert unknown.params == {"code": "E12345"} and unknown.startswith("ATC reported error E12345.")
+    assert unknown.params == {"code": "E12345"} and str(unknown).startswith(
+        "ATC reported error E12345."
+    )
     message = parse_atc_line("E10001: Value [x] for parameter [soc_version] is invalid.")
     assert message is not None
     data = message.as_dict()
-    assert data["explanation"] == EXPLANATIONS["E10001"]
-    assert data["texts"]["explanation"]["template"] == EXPLANATIONS["E10001"].template
+    assert data["explanation"] == EXPLANATIONS["E10001"].to_json()
 
 
 def _failed(lines: list[str], returncode: int = 1) -> AtcResult:
@@ -159,12 +160,12 @@ def test_a_failed_atc_run_keeps_every_explanation_for_the_job_error() -> None:
     result = _failed(["E10001: bad soc", "EZ3003: no kernel for Foo"])
     said = _failure_message(result)
     assert said == (
-        f"ATC failed (exit status 1). E10001: bad soc -> {EXPLANATIONS['E10001']} "
-        f"EZ3003: no kernel for Foo -> {EXPLANATIONS['EZ3003']}"
+        f"ATC failed (exit status 1). E10001: bad soc -> {EXPLANATIONS['E10001']!s} "
+        f"EZ3003: no kernel for Foo -> {EXPLANATIONS['EZ3003']!s}"
     )
     stored = json.loads(json.dumps(said.to_json()))
     assert from_json(stored) == said
-    assert result.summary() == f"ATC failed with E10001: bad soc — {EXPLANATIONS['E10001']}"
+    assert result.summary() == f"ATC failed with E10001: bad soc — {EXPLANATIONS['E10001']!s}"
     assert isinstance(result.summary().params["explanation"], Message)
     no_code = _failure_message(_failed([], returncode=2))
     assert no_code == (
@@ -177,7 +178,7 @@ def test_atc_python_verdicts_are_texts_with_the_same_english() -> None:
               "libpython": {"name": "libpython3.6m.so.1.0", "loaded": None}}  # fmt: skip
     verdict = assess_probe(report, "8.0.0", "PATH")
     assert isinstance(verdict.summary, Message) and isinstance(verdict.advice, Message)
-    assert verdict.summary.startswith(
+    assert str(verdict.summary).startswith(
         "ATC's Python is /usr/bin/python3 (PATH), Python 3.6.9: Python 3.6.9 is older than 3.7, "
         "which ATC refuses (E40002); numpy, protobuf,"
     )
@@ -206,7 +207,7 @@ def test_memory_verdicts_and_notes_are_texts() -> None:
     )
     assert isinstance(note.note, Message) and note.note.params["bytes"] == 16
     stored = json.loads(json.dumps(note.to_dict()))
-    assert stored["texts"]["note"]["template"] == note.note.template
+    assert stored["note"] == note.note.to_json()
     again = ActivationEstimate.from_dict(stored)
     assert again == note and again is not None and isinstance(again.note, Message)
     # A note stored before translation existed reads as stored.

@@ -49,11 +49,9 @@ def test_a_checks_found_keeps_its_template_through_to_dict_and_json() -> None:
     assert check.title == "Triton reachable" and isinstance(check.title, Message)
 
     sent = json.loads(json.dumps(check.to_dict()))  # as a node's report crosses the network
-    assert sent["found"] == str(check.found)  # the English stays where it always was
-    assert sent["texts"]["found"]["template"] == NOT_REACHABLE
-    assert sent["texts"]["found"]["params"] == {"url": "http://127.0.0.1:9"}
-    assert sent["texts"]["title"]["template"] == "Triton reachable"
-    said = from_json(sent["texts"]["advice"])
+    assert sent["found"] == {"template": NOT_REACHABLE, "params": {"url": "http://127.0.0.1:9"}}
+    assert sent["title"]["template"] == "Triton reachable"
+    said = from_json(sent["advice"])
     assert isinstance(said, Message) and said == check.advice
 
 
@@ -61,18 +59,18 @@ def test_a_reported_check_gets_its_templates_back_and_plain_english_stays_plain(
     sent = json.loads(json.dumps(_unreachable().to_dict()))
     [check] = reported_checks({"diagnostics": [sent]})
     assert isinstance(check.found, Message) and check.found.template == NOT_REACHABLE
-    assert check.to_dict()["texts"]["found"]["template"] == NOT_REACHABLE
+    assert check.to_dict()["found"]["template"] == NOT_REACHABLE
 
-    old = {k: v for k, v in sent.items() if k != "texts"}  # a worker older than translation
-    [check] = reported_checks({"diagnostics": [old]})
-    assert check.found == sent["found"] and not isinstance(check.found, Message)
+    plain = {**sent, "found": "Plain words of a node."}
+    [check] = reported_checks({"diagnostics": [plain]})
+    assert check.found == "Plain words of a node." and not isinstance(check.found, Message)
 
-    odd = {**sent, "texts": {"found": {"template": "Something else.", "params": {}}}}
-    [check] = reported_checks({"diagnostics": [odd]})  # disagrees with the English: English wins
-    assert check.found == sent["found"] and not isinstance(check.found, Message)
-    broken = {**sent, "texts": {"found": {"template": "%(x)s", "params": [1]}}}
+    broken = {**sent, "found": {"template": "%(x)s", "params": [1]}}  # not what to_json writes
     [check] = reported_checks({"diagnostics": [broken]})
-    assert check.found == sent["found"]
+    assert check.found == "%(x)s" and not isinstance(check.found, Message)
+    wide = {**sent, "found": {"template": "%(x)999999999s", "params": {"x": 1}}}
+    [check] = reported_checks({"diagnostics": [wide]})
+    assert check.found == "%(x)999999999s"
 
 
 def test_the_summary_line_is_one_sentence_with_its_counts() -> None:
@@ -80,7 +78,7 @@ def test_the_summary_line_is_one_sentence_with_its_counts() -> None:
     line = summary_line(checks)
     assert line == "2 checks: 1 ok, 1 failing"
     assert isinstance(line, Message) and line.template == "%(count)s check: %(counts)s"
-    assert line.plural == "%(count)s checks: %(counts)s" and line.number == 2
+    assert line.plural == "%(count)s checks: %(counts)s" and line.count == 2
     assert summary_line([]) == "0 checks"
     assert summary_line([{"state": "warning"}]) == "1 check: 1 warning"
 
@@ -139,7 +137,7 @@ def test_the_page_and_the_api_say_the_checks_from_their_templates(
     assert checks["triton_reachable"]["title"] == "Triton 可达性"
     assert checks["triton_reachable"]["state"] == "failing"  # codes never change
     assert checks["cann_env"]["found"] == "此主机上没有 CANN 工具包。"
-    assert all("texts" not in c for c in body["checks"])
+    assert all(isinstance(c["found"], str) for c in body["checks"])
     assert "项检查 -" in body["summary_line"]
 
 
@@ -167,7 +165,7 @@ def test_in_english_the_page_and_the_api_read_as_before(
     assert body["summary_line"].startswith("10 checks: ")
 
 
-def test_an_old_stored_report_without_texts_shows_as_stored(
+def test_a_stored_report_of_plain_words_shows_as_stored(
     viewer, viewer_client: Client, no_triton, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     report = build_host_report({"PATH": "/nonexistent"}, devices=lambda: NO_NPUS)

@@ -1,6 +1,6 @@
 """Issue 22: what a job and the audit trail show is said from templates, so pages can translate
 it. Step labels are marked for the catalogue, step messages, job errors and events keep their
-template (``texts``) beside the English, and records from before show as stored.
+template once (as a message), and records of plain words show as stored.
 
 The zh-Hans catalogue is merged later, so these tests check the mechanism with English.
 """
@@ -16,7 +16,7 @@ from django.db import connection
 from django.template import Context, Template
 from django.utils import translation
 
-from model_store.text import say
+from model_store.text import Message, say
 from webapp import live
 from webapp.registry import jobs
 from webapp.registry.models import Event, Job, Model
@@ -45,76 +45,65 @@ def render(source: str, **context: Any) -> str:
         return Template("{% load hub_i18n %}" + source).render(Context(context))
 
 
-def test_an_event_stored_with_texts_renders_through_message_text(db: None) -> None:
+def test_an_event_stores_its_message_once_and_says_it_when_shown(db: None) -> None:
     model = Model.objects.create(name="resnet")
     message = say("%(who)s unloaded %(model)s; it no longer answers requests.", who="ana",
                   model="resnet")  # fmt: skip
-    event = jobs.record_event(model=model, kind="unload", message=message, data={"reason": "x"})
+    event = jobs.record_event("unload", message, model=model, data={"reason": "x"})
     event.refresh_from_db()
-    assert event.message == "ana unloaded resnet; it no longer answers requests."
-    stored = event.data["texts"]["message"]
-    assert stored["template"] == "%(who)s unloaded %(model)s; it no longer answers requests."
-    assert stored["params"] == {"who": "ana", "model": "resnet"}
-    assert event.data["reason"] == "x"
-    assert event.message_text.template == stored["template"]  # type: ignore[union-attr]
-    assert render("{{ e.message_text|translated }}", e=event) == event.message
+    assert isinstance(event.message, Message) and event.message == message
+    assert str(event.message) == "ana unloaded resnet; it no longer answers requests."
+    assert event.data == {"reason": "x"}
+    assert render("{{ e.message|translated }}", e=event) == str(message)
+    assert event.to_dict()["message"] == str(message)  # the API: words in the caller's language
 
 
-def test_an_old_event_without_texts_shows_as_stored(db: None) -> None:
+def test_an_event_of_plain_words_shows_as_stored(db: None) -> None:
     event = Event.objects.create(kind="serve", message="bob switched m to v2 in 1.00 s.", data={})
-    assert event.message_text == "bob switched m to v2 in 1.00 s."
-    assert render("{{ e.message_text|translated }}", e=event) == event.message
+    event.refresh_from_db()
+    assert event.message == "bob switched m to v2 in 1.00 s."
+    assert render("{{ e.message|translated }}", e=event) == event.message
 
 
-def test_a_plain_message_makes_no_texts(db: None) -> None:
-    event = jobs.record_event(kind="reconcile", message="plain words", data={"a": 1})
-    assert event.data == {"a": 1}
-
-
-def test_a_step_message_keeps_its_template(job: Job) -> None:
+def test_a_step_message_is_stored_as_its_template(job: Job) -> None:
     jobs.start_step(job, "validate")
     jobs.finish_step(job, "validate", say("%(count)s warning(s)", count=2), "warning")
     job.refresh_from_db()
     step = job.steps[0]
-    assert step["message"] == "2 warning(s)"
-    assert step["texts"]["message"]["template"] == "%(count)s warning(s)"
-    assert step["texts"]["message"]["params"] == {"count": 2}
+    assert step["message"] == {"template": "%(count)s warning(s)", "params": {"count": 2}}
     shown = job.shown_steps[0]
     assert shown["label"] == "Validate the ONNX model"
     assert shown["message"] == "2 warning(s)"
     assert str(shown["state_label"]) == "warning"
+    assert job.to_dict()["steps"][0]["message"] == "2 warning(s)"
 
 
 def test_a_plain_step_message_shows_as_stored(job: Job) -> None:
     jobs.finish_step(job, "validate", "no template here")
     job.refresh_from_db()
-    assert "texts" not in job.steps[0]
+    assert job.steps[0]["message"] == "no template here"
     assert job.shown_steps[0]["message"] == "no template here"
 
 
-def test_a_job_error_keeps_its_template_for_the_page_and_the_event(job: Job) -> None:
+def test_a_job_error_is_one_message_for_the_page_the_step_and_the_event(job: Job) -> None:
     jobs.start_step(job, "compile")
     error = say("The %(step)s step ran past its time limit and was stopped.", step="compile")
     jobs.fail(job, error, "timeout")
     job.refresh_from_db()
-    assert job.error == "The compile step ran past its time limit and was stopped."
-    assert job.texts["error"]["template"] == error.template
-    assert job.error_text.template == error.template  # type: ignore[union-attr]
-    assert job.steps[1]["texts"]["message"]["template"] == error.template
-    assert job.to_dict()["error"] == job.error  # the API keeps its English
+    assert job.error == error
+    assert job.steps[1]["message"]["template"] == error.template
+    assert job.to_dict()["error"] == str(error)  # the API keeps its English
     event = Event.objects.get(job=job, kind="job.failed")
-    assert event.message == job.error
-    assert event.data["code"] == "timeout"
-    assert event.data["texts"]["message"]["template"] == error.template
-    html = render("{{ j.error_text|translated }}", j=job)
-    assert html == job.error
+    assert event.message == error
+    assert event.data == {"code": "timeout", "step": "compile"}
+    assert render("{{ j.error|translated }}", j=job) == str(error)
 
 
-def test_an_old_job_error_shows_as_stored(job: Job) -> None:
+def test_a_job_error_of_plain_words_shows_as_stored(job: Job) -> None:
     jobs.fail(job, "Something went wrong long ago.", "failed")
     job.refresh_from_db()
-    assert job.texts == {}
-    assert job.error_text == "Something went wrong long ago."
+    assert job.error == "Something went wrong long ago."
+    assert render("{{ j.error|translated }}", j=job) == job.error
 
 
 def test_the_job_page_shows_labels_messages_and_errors(job: Job) -> None:

@@ -15,7 +15,7 @@ from model_store.targets import all_targets, get_target
 from model_store.targets.findings import error
 from model_store.targets.options import InvalidOptions, options_json_schema, parse_value
 from model_store.targets.revise import normalize_changes
-from model_store.text import Message, say
+from model_store.text import Message, from_json, say
 from webapp.registry.actions.revisions import localized_preview
 from webapp.registry.adopt import _finding
 from webapp.registry.memory import APPROXIMATION
@@ -47,7 +47,9 @@ def test_every_option_label_and_help_is_a_text() -> None:
 
 def test_an_option_help_keeps_its_numbers_as_parameters() -> None:
     spec = _spec("onnxruntime", "max_batch_size")
-    assert spec.help.startswith("Largest batch Triton forms along the first axis. Automatic: 8 ")
+    assert str(spec.help).startswith(
+        "Largest batch Triton forms along the first axis. Automatic: 8 "
+    )
     assert "%(default)s" in spec.help.template and spec.help.params == {"default": 8}
     gears = _spec("acl", "dynamic_batch_size").help
     assert "(2 to 100 different gears)" in gears and gears.params == {"low": 2, "high": 100}
@@ -82,7 +84,7 @@ def test_shape_refusals_keep_the_names_as_data() -> None:
     with pytest.raises(InvalidOptions) as caught:
         parse_value(spec, "x:1,0")
     message = caught.value.message
-    assert message.endswith("dims of 'x' must be >= 1 (or -1 for dynamic), got [1, 0].")
+    assert str(message).endswith("dims of 'x' must be >= 1 (or -1 for dynamic), got [1, 0].")
     assert message.params["problem"].params == {"name": "'x'", "dims": "[1, 0]"}
 
 
@@ -116,7 +118,8 @@ def test_revise_refusals_are_texts() -> None:
 
 
 def test_the_json_schema_title_is_a_text() -> None:
-    title = options_json_schema(get_target("onnxruntime"))["title"]
+    title = from_json(options_json_schema(get_target("onnxruntime"))["title"])
+    assert isinstance(title, Message)
     assert title == "CPU (ONNX Runtime) build options"
     assert title.template == "%(target)s build options"
 
@@ -127,7 +130,9 @@ def test_copies_notes_are_texts() -> None:
     assert isinstance(note, Message)
     copies, note = copies_per_device("npu_ge", 4, devices=2)
     assert copies == 2
-    assert note.startswith("npu_ge: ceil(4 instances x 1 / 2 device(s)) GE sessions per device")
+    assert str(note).startswith(
+        "npu_ge: ceil(4 instances x 1 / 2 device(s)) GE sessions per device"
+    )
     assert note.params == {"instances": 4, "per_instance": 1, "devices": 2}
     _, explicit = copies_per_device("npu_ge", 4, parameters={"device_exec_blocks": "3"})
     assert explicit.template == "device_exec_blocks from config.pbtxt: one GE session per block"
@@ -174,9 +179,8 @@ def test_localized_estimate_says_every_text_and_keeps_data() -> None:
 def test_adopted_problems_are_stored_with_their_templates() -> None:
     problem_text = say("instance_group count %(count)s must be at least 1.", count=0)
     stored = _finding(SimpleNamespace(level="warning", code="lint", message=problem_text))
-    assert stored["message"] == str(problem_text) and type(stored["message"]) is str
+    assert stored["message"] == problem_text.to_json()
     assert stored["advice"] == ""
-    assert stored["texts"]["message"]["template"] == problem_text.template
     plain = _finding(SimpleNamespace(level="error", code="empty_version", message="No files."))
     assert plain == {
         "level": "error",
@@ -186,7 +190,7 @@ def test_adopted_problems_are_stored_with_their_templates() -> None:
     }
 
 
-def test_the_preview_answer_is_localized_without_texts() -> None:
+def test_the_preview_answer_is_localized() -> None:
     found = error("x", say("Input %(name)s is odd.", name="a"), say("Fix it."))
     preview = {
         "findings": [found.to_dict()],
@@ -200,11 +204,11 @@ def test_the_preview_answer_is_localized_without_texts() -> None:
     ]
     assert said["problems"] == ["Problem 1.", "plain"]
     assert said["ok"] is False
-    assert "texts" in preview["findings"][0]  # the page's copy keeps its templates
+    assert preview["findings"][0]["message"]["template"] == "Input %(name)s is odd."
 
 
 @pytest.mark.django_db
-def test_version_api_findings_follow_the_language_and_leave_texts_out(operator) -> None:
+def test_version_api_findings_follow_the_language(operator) -> None:
     model = Model.objects.create(name="mlp", target="onnxruntime", created_by=operator)
     found = error("x", say("Input %(name)s is odd.", name="a"), say("Fix it."))
     old = {"level": "warning", "code": "old", "message": "Stored English.", "advice": ""}
@@ -222,4 +226,4 @@ def test_version_api_findings_follow_the_language_and_leave_texts_out(operator) 
         {"level": "error", "code": "x", "message": "Input a is odd.", "advice": "Fix it."},
         old,
     ]
-    assert version.findings[0]["texts"]["message"]["template"] == "Input %(name)s is odd."
+    assert version.findings[0]["message"]["template"] == "Input %(name)s is odd."

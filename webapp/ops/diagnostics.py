@@ -36,7 +36,7 @@ from model_store.diagnostics.checklist import (
 )
 from model_store.diagnostics.context import DiagnosticsContext
 from model_store.diagnostics.host_checks import reported_checks
-from model_store.text import say
+from model_store.text import Said, say
 from webapp.ops import host_reports, nodes
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_log_path
@@ -196,7 +196,7 @@ def last_known(state: str, age_s: float | None) -> str:
     ) % {"minutes": minutes}
 
 
-def page_summary(report: dict[str, Any] | None, sections: list[dict[str, Any]]) -> str:
+def page_summary(report: dict[str, Any] | None, sections: list[dict[str, Any]]) -> Said:
     """The line above the sections: every shown check counted, and the nodes that are down.
 
     A :class:`~model_store.text.Message` the page shows with ``|translated``.
@@ -223,7 +223,7 @@ def combined(hub: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
     checks = [{**c, "ran_on": RAN_ON_HOST} for c in host["checks"]]
     checks += [{**c, "ran_on": RAN_ON_HUB} for c in hub["checks"]]
     checks.sort(key=lambda c: _ORDER.get(c["id"], len(_ORDER)))
-    line: str
+    line: Said
     if hub.get("running") and not hub["checks"]:
         line = say("The hub's checks are still running.")
     else:

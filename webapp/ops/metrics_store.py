@@ -53,15 +53,15 @@ from model_store.runtime.series import (
     scrape_to_json,
 )
 from model_store.targets import get_target
-from model_store.text import say
+from model_store.text import Message, say
 from webapp.ops.host_reports import LOCAL_NODE
 from webapp.ops.models import ClientTally, HostReport, MetricPoint, MetricsState, Node
 from webapp.ops.nodes import state as node_state
 
 log = logging.getLogger(__name__)
 
-#: range key -> (seconds shown, tier width read, label: a say() Message, English as a str)
-RANGES: dict[str, tuple[int, int, str]] = {
+#: range key -> (seconds shown, tier width read, label: a say() message)
+RANGES: dict[str, tuple[int, int, Message]] = {
     "1h": (3600, RAW, say("the last hour")),
     "6h": (6 * 3600, MINUTE, say("the last 6 hours")),
     "24h": (24 * 3600, MINUTE, say("the last 24 hours")),

@@ -205,7 +205,7 @@ def log(job: Job, text: Said, level: str = "info") -> None:
     While the database is away (a restart), lines go to the file only and the work goes on:
     a one-hour ATC run must not die of a log line.
     """
-    text = text.rstrip("\n")
+    text = str(text).rstrip("\n")  # the log is English: it is for whoever debugs the job
     _append_to_file(job, text, level)
     try:
         # Once full, always full (nobody deletes log rows): skip the query for the next seq.

@@ -28,7 +28,7 @@ from model_store.memory_fit import (
     mib,
 )
 from model_store.targets import get_target
-from model_store.text import Message, say
+from model_store.text import Message, Said, say
 from webapp.ops.server_state import devices_summary
 from webapp.registry.models import Version
 from webapp.registry.storage import get_store
@@ -197,7 +197,7 @@ def memory_estimate(
     result["copies_note"] = note
     result["estimate"] = estimate.to_dict()
     # One say() sentence nesting the verdicts' (English unchanged), so the page can translate it.
-    warnings: list[str] = [v.message for v in verdicts if v.state == "does_not_fit"]
+    warnings: list[Said] = [v.message for v in verdicts if v.state == "does_not_fit"]
     if activations.bytes_per_sample is None:
         warnings.append(say("Activations are unknown; only the weights are counted."))
     warning: Message | str | None = warnings[0] if warnings else None
@@ -208,7 +208,7 @@ def memory_estimate(
     return result
 
 
-def _summary(result: dict[str, Any], described: str, verdicts: list[Verdict]) -> Message:
+def _summary(result: dict[str, Any], described: Said, verdicts: list[Verdict]) -> Message:
     """One ``say()`` text (English unchanged) nesting the sum and the verdicts."""
     text = say("Memory estimate: %(estimate)s.", estimate=described)
     if get_target(result["target"]).device == "npu" and not result["devices"]["available"]:

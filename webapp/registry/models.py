@@ -339,7 +339,7 @@ class Job(models.Model):
     # Lines logged past JOB_LOG_MAX_LINES: counted here, kept only in the full log file.
     log_lines_more = models.PositiveIntegerField(default=0)
     # What a serve/rollback job switches from and to, and why (the operator's words).
-    params = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(default=dict, blank=True, encoder=MessageEncoder)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -501,7 +501,7 @@ def run_package(job: Job) -> None:
         raise StepFailed(
             say(
                 "The generated config.pbtxt is not valid: %(problems)s",
-                problems="; ".join(problems),
+                problems=joined(problems, "; "),
             ),
             "invalid_config",
         )

@@ -46,7 +46,8 @@ def run_retire(job: Job) -> None:
         if files.sources_kept_at
         else say("it had no sources")
     )
-    jobs.log(job, sources[0].upper() + sources[1:] + ".")
+    said = str(sources)  # the log is English
+    jobs.log(job, said[0].upper() + said[1:] + ".")
     now = timezone.now()
     # The lock goes with the retirement: nothing switches a retired model again.
     Model.all_objects.filter(pk=model.pk).update(

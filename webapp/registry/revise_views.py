@@ -30,6 +30,7 @@ from webapp.http import HubRequest
 from webapp.registry.actions.revisions import preview_revision, request_revision
 from webapp.registry.models import Version
 from webapp.registry.option_forms import OptionsForm
+from webapp.text import localize
 
 # Config-only options in the order an operator tunes them: instances, batching, queue delay,
 # devices. Options not listed keep the target's order after these.
@@ -111,9 +112,9 @@ class RevisionForm(OptionsForm):
 
     def add_hub_error(self, exc: HubError) -> None:
         """The error beside the field it is about when it names one, else above the form."""
-        match = _OPTION_IN_MESSAGE.search(exc.message)
+        match = _OPTION_IN_MESSAGE.search(str(exc.message))  # option names are not translated
         field = f"opt_{match.group(1)}" if match else None
-        self.add_error(field if field in self.fields else None, exc.message)
+        self.add_error(field if field in self.fields else None, localize(exc.message))
 
 
 def _version(name: str, number: int) -> Version:

@@ -123,7 +123,7 @@ def _as_uuid(text: str) -> uuid.UUID | None:
 # --------------------------------------------------------------------------- the publish gate
 
 
-def refusal_with_code(version: Version) -> tuple[str, Said] | None:
+def refusal_with_code(version: Version) -> tuple[Said, str] | None:
     """``(why, code)`` when ``version`` may not answer under its model's name, else None.
 
     The one gate for every path that makes a version answer clients' requests: serve,
@@ -156,7 +156,7 @@ def refusal_with_code(version: Version) -> tuple[str, Said] | None:
     return None
 
 
-def refusal(version: Version) -> str | None:
+def refusal(version: Version) -> Said | None:
     """Why ``version`` may not answer under its model's name, or None when it may."""
     refused = refusal_with_code(version)
     return refused[0] if refused else None
@@ -167,7 +167,11 @@ def ensure_may_answer(version: Version) -> None:
     refused = refusal_with_code(version)
     if refused is not None:
         why, code = refused
-        raise HubError(f"Version {version.number} cannot serve: {why}.", code, 409)
+        raise HubError(
+            say("Version %(number)s cannot serve: %(why)s.", number=version.number, why=why),
+            code,
+            409,
+        )
 
 
 # --------------------------------------------------------------------------- the work (worker)

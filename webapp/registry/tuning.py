@@ -38,7 +38,7 @@ from model_store.perf.tune import (
 )
 from model_store.serving import remove_trial
 from model_store.targets import get_target
-from model_store.text import Message, say
+from model_store.text import Message, joined, say
 from webapp import live
 from webapp.ops import nodes as ops_nodes
 from webapp.ops.server_state import devices_summary
@@ -179,7 +179,11 @@ def run_tune_job(job_id: int) -> None:
         cfg = target.make_config(model.name, config_info, options, version.number)
         problems = lint(cfg)
         if problems:
-            raise ValueError("config.pbtxt would not be valid: " + "; ".join(problems))
+            raise ValueError(
+                say(
+                    "config.pbtxt would not be valid: %(problems)s", problems=joined(problems, "; ")
+                )
+            )
         if run.node == placement.LOCAL:
             levels = measure_trial(
                 get_store(), runtime, cfg, files, version.number, inputs, load,

@@ -32,6 +32,7 @@ from webapp.registry.models import Event, Job, Model, Version
 from webapp.registry.option_forms import OptionsForm
 from webapp.registry.state import state_of
 from webapp.registry.storage import get_store
+from webapp.text import localize
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def model_list(request: HubRequest) -> HttpResponse:
     try:
         page = find_models(query, with_states=True)
     except HubError as exc:  # a hand-edited URL: say what is wrong, show the whole list
-        messages.error(request, exc.message)
+        messages.error(request, localize(exc.message))
         page = find_models(CatalogueQuery(per_page=PAGE_SIZE), with_states=True)
     context = {
         "page": page,
@@ -81,7 +82,7 @@ def model_new(request: HubRequest) -> HttpResponse:
         try:
             model = create_model(user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
         except HubError as exc:
-            form.add_error("name" if exc.code == "name_taken" else None, exc.message)
+            form.add_error("name" if exc.code == "name_taken" else None, localize(exc.message))
         else:
             messages.success(request, gettext("Model %(model)s created.") % {"model": model.name})
             return redirect("model", name=model.name)
@@ -131,7 +132,7 @@ def model_edit(request: HubRequest, name: str) -> HttpResponse:
         try:
             model_actions.edit_model(model=model, user=request.user, **form.cleaned_data)  # type: ignore[arg-type]
         except HubError as exc:
-            form.add_error(_EDIT_FIELDS.get(exc.code), exc.message)
+            form.add_error(_EDIT_FIELDS.get(exc.code), localize(exc.message))
         else:
             messages.success(request, gettext("Saved %(model)s.") % {"model": model.name})
             return redirect("model", name=model.name)
@@ -160,7 +161,7 @@ def model_retire(request: HubRequest, name: str) -> HttpResponse:
         except HubError as exc:
             if exc.status == 403:
                 raise
-            form.add_error(None, exc.message)
+            form.add_error(None, localize(exc.message))
         else:
             messages.info(
                 request,

@@ -34,6 +34,7 @@ from model_store.package_tar.files import extract_files, write_files
 from model_store.package_tar.layout import PackageTarError
 from model_store.targets import UnknownTarget, get_target, known_targets
 from model_store.targets.base import BuildContext
+from model_store.text import as_json, said
 from model_store.verification_inputs import sample_from_json
 from model_store.verify import verify
 from workers.node.hub_client import HubClient
@@ -139,7 +140,7 @@ def build(settings: NodeSettings, hub: HubClient, request: BuildRequest) -> dict
             "artifact_sha256": out.sha256,
             "artifact_size": out.size,
             "commands": result.commands,
-            "notes": result.notes,
+            "notes": as_json(result.notes),
             "log": lines[-MAX_LOG_LINES:],
             "cann": {"version": status.version, "ops_version": status.ops_version},
             "verification": report.to_dict(),
@@ -150,7 +151,7 @@ def build(settings: NodeSettings, hub: HubClient, request: BuildRequest) -> dict
         return {
             "ok": False,
             "code": getattr(exc, "code", "") or exc.__class__.__name__,
-            "reason": str(exc),
+            "reason": as_json(said(exc)),
             "log": lines[-MAX_LOG_LINES:],
         }
     finally:

@@ -16,6 +16,7 @@ from typing import Any
 from model_store.errors import ModelStoreError
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.errors import TritonRuntimeError
+from model_store.text import as_json
 from workers.node import building, placing, trials
 from workers.node.app import app, hub, settings
 from workers.node.hub_client import HubError
@@ -33,7 +34,7 @@ def _failure(model: object, exc: Exception) -> dict[str, Any]:
     code = getattr(exc, "code", "") or exc.__class__.__name__
     message = getattr(exc, "message", "") or str(exc)
     log.warning("node %s: %s refused or failed: %s", settings.name, model, message)
-    return {"ok": False, "code": code, "reason": message}
+    return {"ok": False, "code": code, "reason": as_json(message)}
 
 
 @app.task(name="node.probe")

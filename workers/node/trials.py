@@ -28,6 +28,7 @@ from model_store.perf.sweep import MAX_CONCURRENCY
 from model_store.perf.trials import TrialLoad, measure_trial, random_inputs
 from model_store.runtime.client import TritonRuntime
 from model_store.serving import remove_stale_trials
+from model_store.text import say
 from workers.node import placing
 from workers.node.hub_client import HubClient
 from workers.node.settings import NodeSettings
@@ -65,7 +66,9 @@ def checked(message: dict[str, Any]) -> tuple[placing.PlaceRequest, Any, list[An
     try:
         cfg = parse_pbtxt(text)
     except ModelStoreError as exc:
-        raise TrialRefused(f"The trial's config is not valid: {exc.message}") from None
+        raise TrialRefused(
+            say("The trial's config is not valid: %(error)s", error=exc.message)
+        ) from None
     if cfg.name != request.model:
         raise TrialRefused(f"The trial's config names {cfg.name!r}, not {request.model!r}.")
     inputs = message.get("inputs")

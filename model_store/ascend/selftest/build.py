@@ -82,7 +82,7 @@ def compile_demo(ctx: SelftestContext) -> Outcome:
     lines: deque[str] = deque(maxlen=LOG_TAIL)
     commands: list[str] = []
 
-    def log(line: Said) -> None:
+    def log(line: str) -> None:
         if not commands:  # the build logs ATC's command line first (compile_with_atc)
             commands.append(line)
         lines.append(line)

@@ -17,10 +17,11 @@ _INDENT = " " * 10
 
 def stage_lines(stage: Stage) -> list[str]:
     """E.g. ``PASSED    CANN environment and version: CANN 8.0.RC3 at ... (0.4 s)``."""
-    head = f"{stage.verdict.upper():<9} {stage.title}: {stage.summary} ({stage.seconds:.1f} s)"
+    # The console speaks English, like the report (Stage.to_dict).
+    head = f"{stage.verdict.upper():<9} {stage.title!s}: {stage.summary!s} ({stage.seconds:.1f} s)"
     lines = _wrap(head, "", _INDENT) or [head]
     if stage.verdict == "failed" and stage.next_step:
-        lines += _wrap(f"Next step: {stage.next_step}", _INDENT, _INDENT + "  ")
+        lines += _wrap(f"Next step: {stage.next_step!s}", _INDENT, _INDENT + "  ")
     return lines
 
 

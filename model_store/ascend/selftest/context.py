@@ -25,6 +25,7 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import OnnxInfo
 from model_store.runtime.client import TritonRuntime
 from model_store.store import ModelStore
+from model_store.text import Said
 
 #: Where CANN and the NPU driver install by default (docs/cann.md#install-layouts).
 DEFAULT_ASCEND_ROOT = Path("/usr/local/Ascend")
@@ -64,7 +65,7 @@ class Facts:
     devices: Mapping[str, Any] | None = None
     device_ids: list[int] = field(default_factory=list)
     soc: str | None = None
-    soc_source: str = ""
+    soc_source: Said = ""
     acl_device_count: int | None = None
     info: OnnxInfo | None = None
     tensor: Any = None

@@ -190,7 +190,7 @@ def detect_soc(ctx: SelftestContext) -> Outcome:
             DRIVER_HINT,
             **evidence,
         )
-    source: str
+    source: Said
     if from_acl and from_smi:
         source = say("npu-smi and pyACL, which agree")
     elif from_smi:

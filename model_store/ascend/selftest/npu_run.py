@@ -80,9 +80,16 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
             ),
             **evidence,
         )
-    shown = "; ".join(
-        f"NPU {device}: {ctx.facts.classifications[f'pyACL, NPU {device}'].describe()}"
-        for device in devices
+    shown = joined(
+        [
+            say(
+                "NPU %(device)s: %(result)s",
+                device=device,
+                result=ctx.facts.classifications[f"pyACL, NPU {device}"].describe(),
+            )
+            for device in devices
+        ],
+        "; ",
     )
     return passed(
         say(

@@ -74,7 +74,7 @@ def build_report(
         "versions": versions(ctx, hub_version),
         "atc_python": facts.atc_python or None,
         "cann": facts.cann.as_dict() if facts.cann else None,
-        "soc": {"value": facts.soc, "source": facts.soc_source or None},
+        "soc": {"value": facts.soc, "source": str(facts.soc_source) or None},
         "devices_under_test": facts.device_ids,
         "options": {
             "device": ctx.device,

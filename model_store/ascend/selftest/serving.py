@@ -32,7 +32,7 @@ from model_store.serving.trial import TrialLoadFailed, trial_model
 from model_store.store import ModelStore
 from model_store.targets import get_target
 from model_store.targets.base import BuildContext
-from model_store.text import said, say
+from model_store.text import joined, said, say
 
 NPU_GE_MODEL_NAME = "ascend-selftest-npu-ge"
 
@@ -344,7 +344,10 @@ def same_top1(ctx: SelftestContext) -> Outcome:
             ),
             top1=table,
         )
-    shown = "; ".join(f"{where}: {r.describe()}" for where, r in results.items())
+    shown = joined(
+        [say("%(where)s: %(result)s", where=where, result=r.describe()) for where, r in results.items()],
+        "; ",
+    )
     return failed(
         say("The paths disagree: %(results)s.", results=shown),
         say(

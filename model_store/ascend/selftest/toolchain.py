@@ -77,7 +77,7 @@ _PROBE_SUMMARY = re.compile(
 def check_atc_interpreter(ctx: SelftestContext) -> Outcome:
     """The ``python3`` ATC's operator compiler will embed: 3.7+, CANN's packages, libpython."""
     check = check_atc_python(ctx.diagnostics())
-    match = _PROBE_SUMMARY.search(check.found + " ")
+    match = _PROBE_SUMMARY.search(str(check.found) + " ")
     if match:
         ctx.facts.atc_python = {
             "executable": match.group("executable"),

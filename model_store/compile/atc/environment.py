@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from model_store.errors import ModelStoreError
-from model_store.text import Message, Said, joined, say
+from model_store.text import Message, Said, as_json, joined, say
 
 
 class AtcUnavailable(ModelStoreError):
@@ -77,8 +77,8 @@ class CannStatus:
     ops_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The status as JSON-ready data (diagnostics page, API)."""
-        return asdict(self)
+        """The status as JSON-ready data (diagnostics page, API), its reason as a message."""
+        return dict(as_json(asdict(self)))
 
 
 def _is_executable(path: Path) -> bool:

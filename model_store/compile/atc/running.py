@@ -230,7 +230,12 @@ def run_atc(
         )
     except OSError as exc:
         raise AtcUnavailable(
-            f"ATC could not be started ({argv[0]}): {exc}; {MISSING_HINT}."
+            say(
+                "ATC could not be started (%(atc)s): %(error)s; %(hint)s.",
+                atc=argv[0],
+                error=str(exc),
+                hint=MISSING_HINT,
+            )
         ) from exc
     assert proc.stdout is not None
     lines: queue.Queue[str | None] = queue.Queue()

@@ -223,7 +223,7 @@ def test_json_for_the_load_api_is_serialisable_and_parses_back() -> None:
 
 
 def _problems(cfg: ModelConfig, **dims: list[int | str | None] | None) -> str:
-    return "\n".join(lint(cfg, dims or None))
+    return "\n".join(str(problem) for problem in lint(cfg, dims or None))
 
 
 def test_lint_finds_dynamic_batching_without_max_batch_size() -> None:

@@ -201,7 +201,7 @@ def test_atc_failure_is_explained(build: Build, tmp_path: Path, fake_cann: dict[
     source = models.save(models.custom_domain(), tmp_path / "src" / "c.onnx")
     with pytest.raises(AtcFailed) as caught:
         build(ACL, source, {**SOC, "input_shape": "x:1,8"}, env=fake_cann)
-    message = caught.value.message
+    message = str(caught.value.message)
     assert message.startswith("ATC failed (exit status")
     assert "E19010" in message and "no parser for an operator" in message
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == []
@@ -260,7 +260,7 @@ def test_fixed_shape_override_resolves_output_symbols(mlp_path: Path) -> None:
 
 def test_status(no_cann: dict[str, str], fake_cann: dict[str, str]) -> None:
     missing = ACL.status(no_cann)
-    assert not missing.available and missing.reason.startswith("needs CANN:")
+    assert not missing.available and str(missing.reason).startswith("needs CANN:")
     found = ACL.status(fake_cann)
     assert found.available and "8.0.RC3" in found.reason
     assert ACL.hardware_verified is False and ACL.needs_cann is True
@@ -309,7 +309,7 @@ def test_om_is_not_run_without_pyacl(
     result, _ = build(ACL, conv_fixed, SOC, env=fake_cann)
     report = verify(conv_fixed, result.artifact, "om", precision="fp16")
     assert report.status == "not_run"
-    assert report.reason.startswith("pyACL is not available on this worker")
+    assert str(report.reason).startswith("pyACL is not available on this worker")
     assert report.outputs == [] and report.samples_used == 0
 
 

@@ -199,7 +199,7 @@ def test_build_converts_opset_and_writes_exactly_one_onnx(build: Build, tmp_path
     assert "Converted from opset 18 to 14." in result.notes
     assert any(line.startswith("opset 18 -> 14") for line in lines)
     assert result.commands == []
-    skipped = [n for n in result.notes if n.startswith("ATC pre-flight skipped: CANN")]
+    skipped = [str(n) for n in result.notes if str(n).startswith("ATC pre-flight skipped: CANN")]
     assert skipped and "not available on this worker" in skipped[0]
     assert verify(source, result.artifact, "onnx", precision="fp32", batch=2).passed
 
@@ -320,7 +320,7 @@ def test_gear_config_sets_the_graph_options(tmp_path: Path) -> None:
 
 def test_status_says_needs_cann(no_cann: dict[str, str], fake_cann: dict[str, str]) -> None:
     status = GE.status(no_cann)
-    assert not status.available and status.reason.startswith("needs CANN:")
+    assert not status.available and str(status.reason).startswith("needs CANN:")
     assert GE.status(fake_cann).available
     assert GE.hardware_verified is False
 

@@ -62,7 +62,7 @@ def test_custom_domain_operators_are_unknown(tmp_path: Path) -> None:
     report = validate_model(models.save(models.custom_domain(), tmp_path / "c.onnx"), ORT, {})
     assert not report.ok
     assert [f.code for f in report.errors] == ["unknown_operator"]
-    assert report.errors[0].message.startswith("unknown operator MyOp (domain 'my.custom'")
+    assert str(report.errors[0].message).startswith("unknown operator MyOp (domain 'my.custom'")
 
 
 def test_unknown_standard_domain_operator_is_reported_once(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_checker_failures_are_explained(tmp_path: Path) -> None:
     path = models.save(_one_op("Sqrt", TensorProto.INT32, 17), tmp_path / "s.onnx")
     report = validate_model(path, ORT, {})
     checker = [f for f in report.findings if f.code == "onnx_checker_failed"]
-    assert checker and checker[0].message.startswith("The ONNX checker rejects the model:")
+    assert checker and str(checker[0].message).startswith("The ONNX checker rejects the model:")
     assert "Re-export" in checker[0].advice
 
 

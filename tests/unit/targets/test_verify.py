@@ -141,7 +141,9 @@ def test_noisy_outputs_fail_with_the_reason(mlp_path: Path) -> None:
 
     report = verify(mlp_path, Path("m.om"), "om", precision="fp16", runner_for_om=noisy)
     assert report.status == "failed"
-    assert report.reason.startswith("1 of 1 output(s) outside the fp16 tolerances on 4 sample(s)")
+    assert str(report.reason).startswith(
+        "1 of 1 output(s) outside the fp16 tolerances on 4 sample(s)"
+    )
     assert not report.outputs[0].passed and report.outputs[0].problem
 
 
@@ -170,7 +172,8 @@ def test_an_artifact_that_cannot_load_fails(mlp_path: Path, tmp_path: Path) -> N
     broken = tmp_path / "model.onnx"
     broken.write_bytes(b"not a model")
     report = verify(mlp_path, broken, "onnx", precision="fp32")
-    assert report.status == "failed" and report.reason.startswith("The artifact cannot be loaded")
+    assert report.status == "failed"
+    assert str(report.reason).startswith("The artifact cannot be loaded")
 
 
 def test_shape_mismatch_fails(mlp_path: Path) -> None:

@@ -129,7 +129,7 @@ def preview_revision(version: Version, changes: object) -> dict[str, Any]:
 def localized_preview(preview: dict[str, Any]) -> dict[str, Any]:
     """A :func:`preview_revision` answer in the request's language (``Accept-Language``):
     findings and the linter's problems said from their templates."""
-    return localized(preview)  # type: ignore[no-any-return]
+    return localized(preview)
 
 
 def _describe(plan: RevisionPlan) -> str:

@@ -18,7 +18,7 @@ from django.utils.translation import gettext
 
 from model_store.serving import signature_changes
 from model_store.targets import get_target
-from model_store.text import Message, Said, say
+from model_store.text import Message, Said, joined, say
 from webapp import dispatch
 from webapp.errors import HubError
 from webapp.registry import jobs
@@ -30,6 +30,7 @@ from webapp.registry.serving import (
     lock_busy_error,
     release_lock,
 )
+from webapp.text import localize
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,10 @@ def request_switch(
                     "Version %(number)s changes the model's interface: %(changes)s. "
                     "Clients may break. Confirm to switch anyway."
                 )
-                % {"number": number, "changes": "; ".join(c["message"] for c in breaking)},
+                % {
+                    "number": number,
+                    "changes": localize(joined([c["message"] for c in breaking], "; ")),
+                },
                 "breaking_change",
                 409,
             )
@@ -154,7 +158,7 @@ def _queue(
     user: User,
     *,
     version: Version | None = None,
-    reason: str = "",
+    reason: Said = "",
     changes: list[dict[str, str]] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Job:

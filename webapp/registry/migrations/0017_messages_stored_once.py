@@ -199,6 +199,7 @@ class Migration(migrations.Migration):
         migrations.AddField("nodeserving", "error_said", webapp.text.MessageField()),
         migrations.AddField("event", "message_said", webapp.text.MessageField(blank=False)),
         migrations.AlterField("job", "steps", _encoded(default=list, blank=True)),
+        migrations.AlterField("job", "params", _encoded(default=dict, blank=True)),
         migrations.AlterField("version", "findings", _encoded(default=list, blank=True)),
         migrations.AlterField("version", "verification", _encoded(null=True, blank=True)),
         migrations.AlterField("event", "data", _encoded(default=dict, blank=True)),
