@@ -583,8 +583,9 @@ def lint(
             ``max_batch_size`` (when it is > 0 the config dims exclude batch).
 
     Returns:
-        One sentence per problem: a :class:`~model_store.text.Message` (``str()`` of it is English) where
-        the linter wrote it, so the web layer can show it in the reader's language.
+        One sentence per problem: a :class:`~model_store.text.Message` (``str()`` of it is
+        English) where the linter wrote it, so the web layer can show it in the reader's
+        language.
     """
     problems: list[Said] = []
     try:

@@ -159,7 +159,7 @@ class Estimate:
             "weights_mib": mib(self.weights_bytes),
             "activation_mib": mib(self.activation_bytes),
             "total_mib": mib(self.total_bytes),
-            "description": self.describe(),
+            "description": as_json(self.describe()),
         }
         return data
 
@@ -232,7 +232,9 @@ class Verdict:
     free_bytes: int | None
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, the message as a stored message."""
         return asdict(self) | {
+            "message": as_json(self.message),
             "needed_mib": mib(self.needed_bytes),
             "free_mib": mib(self.free_bytes),
         }

@@ -204,9 +204,9 @@ def _check_names(
         )
     described = [_describe(s) for s in specs]
     plain = [d for d in described if isinstance(d, str)]
-    takes: Said = (", ".join(plain) if len(plain) == len(described) else joined(described, ", ")) or say(
-        "no inputs"
-    )
+    takes: Said = (
+        ", ".join(plain) if len(plain) == len(described) else joined(described, ", ")
+    ) or say("no inputs")
     raise _error(
         "extra_input" if extra else "missing_input",
         (extra or missing)[0],

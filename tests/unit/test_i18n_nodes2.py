@@ -1,11 +1,11 @@
 """Issue 22: the nodes' and operations' sentences are said from templates — the reconcile
 report's repairs and warnings, a node's serving error and refusal reason, the waits for a node's
 answer, npu-smi's reasons and warnings, the CANN status, the tuner's notes — with the English
-unchanged and the template kept beside it where the text is stored.
+unchanged and the message stored once (its template and values) where it is stored.
 
 The zh-Hans catalogue is merged later, so these tests check the mechanism: a stand-in
 translator (``webapp.text.gettext`` patched) shows that pages send the template through it, and
-records from before (no ``texts``) show as stored.
+records of plain words show as stored.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from django.utils import translation
 from model_store.compile.atc.environment import LAYOUT_NAMES, cann_status
 from model_store.devices import read_devices
 from model_store.devices.info_table import parse_npu_smi_info
-from model_store.host_report import kept_texts
 from model_store.perf.tune import Measurement, Objective, Trial, _label, _why_not
-from model_store.text import Message, say
+from model_store.text import Message, as_json, restored, say
 from model_store.text import said as _said
 from webapp import live
 from webapp import text as web_text
-from webapp.hub_version import incompatibility, refusal_text
+from webapp.hub_version import incompatibility
 from webapp.ops import host_reports
 from webapp.ops import nodes as ops_nodes
 from webapp.ops.diagnostics import STATE_LABELS
@@ -62,30 +61,25 @@ def render(source: str, **context: Any) -> str:
 # --------------------------------------------------------------------------- reconcile
 
 
-def test_reconcile_keeps_english_lines_and_their_templates(db: None, zh: None) -> None:
+def test_reconcile_stores_its_lines_as_messages(db: None, zh: None) -> None:
     repair = say("%(model)s: Triton had forgotten it; v%(version)s is loaded again.",
                  model="resnet", version=3)  # fmt: skip
     warning = say("Triton serves %(model)s, which this hub does not know.", model="bert")
     report = _save_report([repair, "a plain line"], [warning])
     report.refresh_from_db()
-    assert report.repairs == [
-        "resnet: Triton had forgotten it; v3 is loaded again.",
-        "a plain line",
-    ]
-    assert report.warnings == ["Triton serves bert, which this hub does not know."]
-    assert report.texts["repairs"][0]["template"] == repair.template
-    assert report.texts["repairs"][1] == "a plain line"
-    shown = render("{% for l in r.repair_texts %}{{ l|translated }}|{% endfor %}", r=report)
-    assert shown == f"ZH[{repair}]|a plain line|"
-    assert render("{% for l in r.warning_texts %}{{ l|translated }}{% endfor %}", r=report) == (
-        f"ZH[{warning}]"
+    assert report.repairs == [repair.to_json(), "a plain line"]
+    assert report.warnings == [warning.to_json()]
+    shown = render("{% for l in r.repairs %}{{ l|translated }}|{% endfor %}", r=report)
+    assert shown == f"ZH[{repair!s}]|a plain line|"
+    assert render("{% for l in r.warnings %}{{ l|translated }}{% endfor %}", r=report) == (
+        f"ZH[{warning!s}]"
     )
 
 
-def test_an_old_reconcile_report_shows_as_stored(db: None, zh: None) -> None:
+def test_a_reconcile_report_of_plain_words_shows_as_stored(db: None, zh: None) -> None:
     report = ReconcileReport.objects.create(repairs=["old repair"], warnings=["old warning"])
-    assert report.repair_texts == ["old repair"]
-    assert render("{% for l in r.warning_texts %}{{ l|translated }}{% endfor %}", r=report) == (
+    assert report.repairs == ["old repair"]
+    assert render("{% for l in r.warnings %}{{ l|translated }}{% endfor %}", r=report) == (
         "old warning"
     )
 
@@ -100,7 +94,7 @@ def test_interrupted_job_repair_is_one_sentence_per_kind() -> None:
 # --------------------------------------------------------------------------- node serving
 
 
-def test_node_serving_error_keeps_its_template(db: None, zh: None) -> None:
+def test_node_serving_error_is_a_message(db: None, zh: None) -> None:
     model = Model.objects.create(name="resnet")
     row = NodeServing.objects.create(model=model, node="b", version=2, state="serving")
     assert rollout.note_triton_models("b", {"resnet": [1]}) == ["resnet"]
@@ -109,18 +103,17 @@ def test_node_serving_error_keeps_its_template(db: None, zh: None) -> None:
         "node b's Triton does not serve v2 (it restarted, or was changed by hand); reconcile "
         "places it again"
     )
-    assert row.texts["error"]["params"] == {"node": "b", "version": 2}
-    data = row.to_dict()
-    assert data["error"] == row.error
-    assert render('{{ r|translated_field:"error" }}', r=data).startswith("ZH[node b")
-    assert isinstance(row.error_text, Message)
+    assert isinstance(row.error, Message) and row.error.params == {"node": "b", "version": 2}
+    assert row.to_dict()["error"] == "ZH[" + str(row.error) + "]"  # the answer: said words
+    assert render("{{ r.error|translated }}", r=row).startswith("ZH[node b")
 
 
-def test_an_old_node_serving_error_shows_as_stored(db: None, zh: None) -> None:
+def test_a_node_serving_error_of_plain_words_shows_as_stored(db: None, zh: None) -> None:
     model = Model.objects.create(name="resnet")
     row = NodeServing.objects.create(model=model, node="b", state="failed", error="old words")
-    assert render('{{ r|translated_field:"error" }}', r=row.to_dict()) == "old words"
-    assert row.error_text == "old words"
+    row.refresh_from_db()
+    assert render("{{ r.error|translated }}", r=row) == "old words"
+    assert row.to_dict()["error"] == "old words"
 
 
 def test_node_task_sentences_are_whole_per_task() -> None:
@@ -142,7 +135,7 @@ def test_node_task_sentences_are_whole_per_task() -> None:
 # --------------------------------------------------------------------------- refusals
 
 
-def test_incompatibility_is_a_text_and_its_stored_english_is_recognised(db: None, zh: None) -> None:
+def test_incompatibility_is_a_message_stored_as_one(db: None, zh: None) -> None:
     said = incompatibility("0.9.1", hub="0.1.0")
     assert isinstance(said, Message)
     assert said == (
@@ -151,22 +144,17 @@ def test_incompatibility_is_a_text_and_its_stored_english_is_recognised(db: None
     )
     not_a_version = incompatibility("abc", hub="0.1.0")
     assert not_a_version == "the node runs hub code version 'abc', which is not a version"
-    again = refusal_text(str(said))
-    assert isinstance(again, Message) and again.template == said.template
-    assert again.params == {"node": "0.9.1", "hub": "0.1.0"}
-    assert refusal_text("something else") == "something else"
-    Node.objects.create(name="b", refused_reason=str(said))
+    Node.objects.create(name="b", refused_reason=said)
     summary = ops_nodes.summary_of("b")
-    assert summary["refused_reason"] == str(said)
-    assert json.loads(json.dumps(summary["refused_reason"])) == str(said)
+    assert summary["refused_reason"] == said
     assert render("{{ n.refused_reason|translated }}", n=summary).startswith("ZH[the node runs")
 
 
-def test_a_refused_report_is_stored_in_english(db: None) -> None:
+def test_a_refused_report_is_stored_as_its_message(db: None) -> None:
     reason = ops_nodes.refusal({"protocol": 99})
     assert isinstance(reason, Message)
     error = ops_nodes.refuse("b", reason)
-    assert Node.objects.get(name="b").refused_reason == str(reason)
+    assert Node.objects.get(name="b").refused_reason == reason
     assert "report protocol 99" in error.message
 
 
@@ -190,25 +178,24 @@ def test_devices_cross_as_json_and_come_back_translatable(zh: None) -> None:
         "npus": [],
         "warnings": [say("npu-smi says: %(line)s", line="[WARNING] x"), "plain"],
     }
-    stored = json.loads(json.dumps(kept_texts(found)))
-    assert stored["warnings"] == ["npu-smi says: [WARNING] x", "plain"]
-    back = host_reports.restore_texts(stored)
-    assert "texts" not in back
-    assert back["warnings"] == stored["warnings"]
+    stored = json.loads(json.dumps(as_json(found)))
+    assert stored["warnings"][1] == "plain"
+    back = restored(stored)
+    assert back["warnings"] == found["warnings"]
     shown = render("{% for w in d.warnings %}{{ w|translated }}|{% endfor %}", d=back)
     assert shown == "ZH[npu-smi says: [WARNING] x]|plain|"
-    missing = json.loads(json.dumps(kept_texts(read_devices(which=lambda name: None))))
-    assert render("{{ d.reason|translated }}", d=host_reports.restore_texts(missing)) == (
+    missing = json.loads(json.dumps(as_json(read_devices(which=lambda name: None))))
+    assert render("{{ d.reason|translated }}", d=restored(missing)) == (
         "ZH[no Ascend NPU on this host (npu-smi not found)]"
     )
     old = {"available": False, "reason": "old reason", "npus": []}
-    assert host_reports.restore_texts(old) == old
+    assert restored(old) == old
 
 
 def test_cann_status_reasons_and_layout_names_are_texts(tmp_path: Path) -> None:
     status = cann_status({"PATH": str(tmp_path)}, default_homes=[])
     assert isinstance(status.reason, Message)
-    assert status.reason.startswith("ATC (CANN toolkit) is not installed here; set ATC_PATH")
+    assert str(status.reason).startswith("ATC (CANN toolkit) is not installed here; set ATC_PATH")
     assert status.reason.template == "%(problem)s; %(hint)s."
     assert isinstance(LAYOUT_NAMES["cann"], Message)
 
@@ -224,7 +211,7 @@ def test_start_a_worker_and_the_ok_word_are_said_in_english_by_default(settings)
 # --------------------------------------------------------------------------- versions, tuning
 
 
-def test_version_error_is_shown_from_its_compile_job(db: None, zh: None) -> None:
+def test_version_error_is_its_compile_jobs_message(db: None, zh: None) -> None:
     model = Model.objects.create(name="resnet")
     version = Version.objects.create(model=model, number=1, source_filename="m.onnx",
                                      source_sha256="0" * 64, source_size=1)  # fmt: skip
@@ -232,11 +219,11 @@ def test_version_error_is_shown_from_its_compile_job(db: None, zh: None) -> None
                              steps=jobs.initial_steps(jobs.COMPILE_STEPS))  # fmt: skip
     jobs.fail(job, say("ATC failed: %(why)s", why="x"), "atc_failed")
     version.refresh_from_db()
-    assert version.error == "ATC failed: x"
-    assert render("{{ v.error_text|translated }}", v=version) == "ZH[ATC failed: x]"
+    assert version.error == "ATC failed: x" and isinstance(version.error, Message)
+    assert render("{{ v.error|translated }}", v=version) == "ZH[ATC failed: x]"
     Version.objects.filter(pk=version.pk).update(error="typed by hand")
     version.refresh_from_db()
-    assert render("{{ v.error_text|translated }}", v=version) == "typed by hand"
+    assert render("{{ v.error|translated }}", v=version) == "typed by hand"
 
 
 def test_tuning_notes_are_texts_kept_in_the_trial_record(zh: None) -> None:
@@ -249,10 +236,9 @@ def test_tuning_notes_are_texts_kept_in_the_trial_record(zh: None) -> None:
     assert why == "p99 80.0 ms over the 50 ms budget at every load"
     trial = Trial(0, {}, _label({}), "measured", reason=why)
     row = trial.to_dict()
-    assert row["label"] == "serving config" and row["reason"] == why
-    assert row["texts"]["reason"]["template"] == why.template
-    assert render('{{ t|translated_field:"reason" }}', t=json.loads(json.dumps(row))) == (
-        f"ZH[{why}]"
+    assert row["label"] == _label({}).to_json() and row["reason"] == why.to_json()
+    assert render("{{ t.reason|translated }}", t=json.loads(json.dumps(row))) == (
+        f"ZH[{why!s}]"
     )
     assert _said(RuntimeError(say("the trial failed"))).template == "the trial failed"
     assert _said(RuntimeError("plain")) == "plain"

@@ -25,6 +25,7 @@ from typing import Any
 from django.utils import timezone
 
 from model_store.targets import get_target
+from model_store.text import Message, Said, joined, say
 from webapp.errors import HubError
 from webapp.ops import nodes
 from webapp.ops.host_reports import LOCAL_NODE
@@ -44,7 +45,7 @@ class Route:
 class NoBuildHost(HubError):
     """No node can build this target for this SoC now."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: Said) -> None:
         # The code a job failed with before nodes existed ("no CANN here"), kept for scripts.
         super().__init__(message, "cann_missing", 409)
 
@@ -76,7 +77,13 @@ def build_route(target_name: str, options: dict[str, Any]) -> Route:
         chosen = compile_only[0]["name"]
         return Route(chosen, False, f"node {chosen} has the toolkit (no {soc or 'NPU'} there)")
     here_reason = target.status(dict(os.environ)).reason
-    raise NoBuildHost(f"{_nobody(target_name, soc)} This worker: {here_reason}")
+    raise NoBuildHost(
+        say(
+            "%(nobody)s This worker: %(reason)s",
+            nobody=_nobody(target_name, soc),
+            reason=here_reason,
+        )
+    )
 
 
 def nodes_that_build(target_name: str) -> list[str]:
@@ -107,22 +114,43 @@ def _up_nodes() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return up
 
 
-def _nobody(target_name: str, soc: str) -> str:
+def _nobody(target_name: str, soc: str) -> Message:
+    """Why no node can build: what is needed, and each node's state as its report says."""
     every = nodes.summaries()
-    what = f"the Ascend toolkit (CANN with ATC) for {target_name}"
-    if soc:
-        what += f" and NPUs of SoC {soc}"
-    if not every:
-        return (
-            f"No node with {what} is up: no node has reported. Start a node on the Ascend "
-            "host (make node, or deploy/node/)."
-        )
-    states = "; ".join(
-        f"{n['name']}: {n['state']}" + (f", SoC {n['soc']}" if n.get("soc") else ", no NPU")
-        + (f", CANN {n['cann_version']}" if n.get("cann_version") else ", no CANN")
-        for n in every
+    what = (
+        say("the Ascend toolkit (CANN with ATC) for %(target)s and NPUs of SoC %(soc)s",
+            target=target_name, soc=soc)
+        if soc
+        else say("the Ascend toolkit (CANN with ATC) for %(target)s", target=target_name)
     )  # fmt: skip
-    return (
-        f"No node with {what} is up ({states}). Start or undrain a node on an Ascend host "
-        "with CANN, then upload again."
+    if not every:
+        return say(
+            "No node with %(what)s is up: no node has reported. Start a node on the Ascend "
+            "host (make node, or deploy/node/).",
+            what=what,
+        )
+    states = joined([_node_state(n) for n in every], "; ")
+    return say(
+        "No node with %(what)s is up (%(states)s). Start or undrain a node on an Ascend host "
+        "with CANN, then upload again.",
+        what=what,
+        states=states,
     )
+
+
+def _node_state(node: dict[str, Any]) -> Message:
+    """``name: state, SoC s, CANN c`` for one node (the words "no NPU", "no CANN" said)."""
+    soc = say("SoC %(soc)s", soc=node["soc"]) if node.get("soc") else say("no NPU")
+    cann = (
+        say("CANN %(version)s", version=node["cann_version"])
+        if node.get("cann_version")
+        else say("no CANN")
+    )
+    state = _STATE_WORDS.get(node["state"], node["state"])
+    return say(
+        "%(name)s: %(state)s, %(soc)s, %(cann)s", name=node["name"], state=state, soc=soc, cann=cann
+    )
+
+
+#: A node's state inside a sentence (the Nodes page shows the same words).
+_STATE_WORDS = {"up": say("up"), "down": say("down"), "draining": say("draining")}

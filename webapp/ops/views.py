@@ -6,6 +6,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_POST
 
 from webapp import slow_requests
@@ -77,7 +78,11 @@ def node_revoke(request: HubRequest, name: str) -> HttpResponse:
 
     def revoke() -> str:
         count = node_scope.revoke(nodes.get(name).name)
-        return f"Revoked {count} token(s) of node {name}."
+        return ngettext(
+            "Revoked %(count)s token of node %(name)s.",
+            "Revoked %(count)s tokens of node %(name)s.",
+            count,
+        ) % {"count": count, "name": name}
 
     return _change_node(request, Role.ADMIN, revoke)
 
@@ -103,7 +108,9 @@ def node_remove(request: HubRequest, name: str) -> HttpResponse:
     try:
         require_role(request.user, Role.ADMIN)
         nodes.remove(name)
-        messages.success(request, f"Node {name} removed; its tokens are revoked.")
+        messages.success(
+            request, gettext("Node %(name)s removed; its tokens are revoked.") % {"name": name}
+        )
     except HubError as exc:
         show_error(request, exc)
     return redirect("nodes")

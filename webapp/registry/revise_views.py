@@ -129,15 +129,15 @@ def _version(name: str, number: int) -> Version:
 def _not_revisable(version: Version, target: Target) -> str:
     """Why this version's config cannot be edited here, or ""."""
     if not target.accepts_uploads:
-        return (
-            f"{version.model.name} was adopted as an external model; the hub did not build it, "
-            "so it cannot revise its config. Adopt the changed repository instead."
-        )
+        return gettext(
+            "%(model)s was adopted as an external model; the hub did not build it, so it "
+            "cannot revise its config. Adopt the changed repository instead."
+        ) % {"model": version.model.name}
     if version.status != Version.Status.READY:
-        return (
-            f"Version {version.number} is {version.get_status_display().lower()}; only a "
-            "packaged version's serving config can be edited."
-        )
+        return gettext(
+            "Version %(number)s is %(status)s; only a packaged version's serving config can be "
+            "edited."
+        ) % {"number": version.number, "status": version.get_status_display().lower()}
     return ""
 
 

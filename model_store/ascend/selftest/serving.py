@@ -345,7 +345,10 @@ def same_top1(ctx: SelftestContext) -> Outcome:
             top1=table,
         )
     shown = joined(
-        [say("%(where)s: %(result)s", where=where, result=r.describe()) for where, r in results.items()],
+        [
+            say("%(where)s: %(result)s", where=where, result=r.describe())
+            for where, r in results.items()
+        ],
         "; ",
     )
     return failed(

@@ -32,6 +32,7 @@ from model_store.compile.atc.options import (
     parse_gears,
 )
 from model_store.compile.atc.running import AtcFailed, AtcResult, run_atc
+from model_store.text import from_json
 from tests.fakes.cann import FAKE_CANN_VERSION, fake_cann, make_fake_toolkit
 from tests.fixtures.triton import mlp_onnx_bytes
 
@@ -302,7 +303,7 @@ def test_unknown_codes_get_a_generic_explanation() -> None:
     assert "warning" in str(explain("W99999")).lower()
     message = parse_atc_line("E12345: new thing")
     assert message is not None and message.explanation == explain("E12345")
-    assert message.as_dict()["explanation"] == explain("E12345")
+    assert from_json(message.as_dict()["explanation"]) == explain("E12345")
 
 
 # --------------------------------------------------------------------------- finding CANN

@@ -50,7 +50,6 @@ def test_identical_models_pass_with_exact_metrics(mlp_path: Path) -> None:
         "reason",
         "duration_s",
         "via",
-        "texts",  # the reason's template (model_store.text), for the page's translation
     }
     assert data["via"] == "worker_cpu"
     assert data["tolerances"] == TOLERANCES["fp32"]
