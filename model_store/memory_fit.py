@@ -227,7 +227,7 @@ class Verdict:
     state: str
     fits: bool | None
     message: Said
-    device: str
+    device: Said
     needed_bytes: int
     free_bytes: int | None
 
@@ -235,6 +235,7 @@ class Verdict:
         """JSON-ready, the message as a stored message."""
         return asdict(self) | {
             "message": as_json(self.message),
+            "device": as_json(self.device),
             "needed_mib": mib(self.needed_bytes),
             "free_mib": mib(self.free_bytes),
         }
@@ -244,7 +245,7 @@ def fits(
     estimate: Estimate,
     device_free_bytes: int | None,
     *,
-    device: str = "the device",
+    device: Said = "the device",
     headroom: float = HEADROOM,
 ) -> Verdict:
     """Compare an estimate with a device's free memory.

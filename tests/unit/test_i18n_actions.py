@@ -1,7 +1,7 @@
 """Issue 22: what the actions say can be said in the reader's language.
 
-Events keep their message's template beside the English (``data["texts"]["message"]``), and
-HubError messages are made with gettext at request time; the English stays as it was.
+Events store their message once (its template and values), and HubError messages are made with
+gettext at request time; the English stays as it was.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from webapp.registry.actions import models as model_actions
 from webapp.registry.actions import serving as serving_actions
 from webapp.registry.actions import versions as version_actions
 from webapp.registry.models import Event, Model, Version
-from webapp.text import localize, localized_field
+from webapp.text import localize
 
 SIG = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
        "outputs": [{"name": "y", "dtype": "TYPE_FP32", "dims": ["batch", 3]}]}  # fmt: skip
@@ -40,17 +40,16 @@ def _version(model: Model, number: int) -> Version:
     )  # fmt: skip
 
 
-def test_an_edit_event_keeps_its_template_beside_the_english(model, operator) -> None:
+def test_an_edit_event_stores_its_message(model, operator) -> None:
     model_actions.edit_model(model=model, user=operator, description="New", tags=["team:a"])
     event = Event.objects.get(kind="model.edited")
     assert event.message == f"{operator.username} changed the description and tags of mlp."
-    stored = event.data["texts"]["message"]
-    assert stored["template"] == "%(user)s changed the %(fields)s of %(model)s."
-    assert stored["params"]["model"] == "mlp"
+    assert isinstance(event.message, Message)
+    assert event.message.template == "%(user)s changed the %(fields)s of %(model)s."
+    assert event.message.params["model"] == "mlp"
     assert event.data["tags"]["added"] == ["team:a"]  # the change itself is still there
     with translation.override("en"):
-        assert localize(stored) == event.message
-        assert localized_field(event.data, "message") == event.message
+        assert localize(event.message) == str(event.message)
 
 
 def test_a_serve_request_event_is_a_template_with_the_reason(model, operator) -> None:
@@ -58,11 +57,11 @@ def test_a_serve_request_event_is_a_template_with_the_reason(model, operator) ->
     job = serving_actions.request_switch(model=model, number=1, user=operator, reason="canary")
     event = Event.objects.get(job=job)
     assert event.message == f"{operator.username} asked to serve mlp v1: canary"
-    stored = event.data["texts"]["message"]
+    stored = event.message.to_json()  # type: ignore[union-attr]
     assert stored["template"] == "%(request)s: %(reason)s"
-    inner = stored["params"]["request"]["__text__"]
+    inner = stored["params"]["request"]
     assert inner["template"] == "%(user)s asked to serve %(model)s v%(to)s"
-    assert str(from_json(stored)) == event.message
+    assert from_json(stored) == event.message
     assert event.data["to"] == 1  # the job's params are still the event's data
 
 
@@ -72,13 +71,11 @@ def test_a_cancel_event_stores_its_template(model, operator) -> None:
     version_actions.cancel_job(job, operator)
     event = Event.objects.get(kind="job.cancel_requested")
     assert event.message == f"{operator.username} asked to cancel the serve job."
-    assert event.data["texts"]["message"]["template"] == (
-        "%(user)s asked to cancel the %(kind)s job."
-    )
+    assert event.message.template == "%(user)s asked to cancel the %(kind)s job."  # type: ignore[union-attr]
 
 
 def test_an_event_made_without_a_template_shows_as_stored() -> None:
-    assert localized_field({"message": "Old English."}, "message") == "Old English."
+    assert localize("Old English.") == "Old English."
 
 
 def test_a_refusal_reads_the_same_in_english(model, operator) -> None:
@@ -106,6 +103,6 @@ def test_a_shape_error_in_try_it_is_a_template() -> None:
     message = info.value.message
     assert isinstance(message, Message)
     assert message.template == "Input %(input)s has shape %(shape)s; %(takes)s."
-    assert message.startswith("Input 'x' has shape [2, 5]; the model takes ")
+    assert str(message).startswith("Input 'x' has shape [2, 5]; the model takes ")
     with translation.override("en"):
         assert localize(message) == str(message)

@@ -198,7 +198,7 @@ def test_memory_verdicts_and_notes_are_texts() -> None:
         "Does not fit NPU 0: needs about 264.0 MiB, 200.0 MiB free. Lower the instance count or "
         "the batch size, or free the device."
     )
-    assert verdict.to_dict()["message"].template == verdict.message.template
+    assert verdict.to_dict()["message"]["template"] == verdict.message.template
     assert estimate.describe() == (
         "weights 100.0 MiB x 2 + activations at batch 8 32.0 MiB x 2 = 264.0 MiB"
     )

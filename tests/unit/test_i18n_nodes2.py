@@ -237,8 +237,6 @@ def test_tuning_notes_are_texts_kept_in_the_trial_record(zh: None) -> None:
     trial = Trial(0, {}, _label({}), "measured", reason=why)
     row = trial.to_dict()
     assert row["label"] == _label({}).to_json() and row["reason"] == why.to_json()
-    assert render("{{ t.reason|translated }}", t=json.loads(json.dumps(row))) == (
-        f"ZH[{why!s}]"
-    )
+    assert render("{{ t.reason|translated }}", t=json.loads(json.dumps(row))) == (f"ZH[{why!s}]")
     assert _said(RuntimeError(say("the trial failed"))).template == "the trial failed"
     assert _said(RuntimeError("plain")) == "plain"

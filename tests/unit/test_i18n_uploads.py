@@ -21,7 +21,7 @@ from model_store.uploads.upload_store import UploadStore
 from model_store.validate import ValidationReport
 from model_store.verify import OutputComparison, VerificationReport
 from webapp.api.app import store_error
-from webapp.text import localize, localized_field
+from webapp.text import localize
 
 
 def test_upload_refusal_is_a_template_with_the_english_unchanged() -> None:
@@ -85,12 +85,10 @@ def test_findings_of_validation_are_stored_with_their_templates() -> None:
     finding = error("no_outputs", say("The model has no outputs."), say("Export it."))
     data = json.loads(json.dumps(ValidationReport(False, None, [finding]).to_dict()))
     (stored,) = data["findings"]
-    assert stored["message"] == "The model has no outputs."
-    assert stored["texts"]["message"]["template"] == "The model has no outputs."
+    assert stored["message"] == {"template": "The model has no outputs.", "params": {}}
     with translation.override("en"):
-        assert localized_field(stored, "message") == "The model has no outputs."
-    old = {k: v for k, v in stored.items() if k != "texts"}
-    assert localized_field(old, "message") == "The model has no outputs."
+        assert localize(stored["message"]) == "The model has no outputs."
+    assert localize("The model has no outputs.") == "The model has no outputs."
 
 
 def test_verification_reason_and_problems_keep_their_templates() -> None:
@@ -103,24 +101,21 @@ def test_verification_reason_and_problems_keep_their_templates() -> None:
         reason=say("The artifact cannot be loaded: %(error)s", error="boom"),
     )
     data = json.loads(json.dumps(report.to_dict()))
-    assert data["reason"] == "The artifact cannot be loaded: boom"
-    assert data["texts"]["reason"]["params"] == {"error": "boom"}
-    assert data["outputs"][0]["problem"] == "the x output contains NaN or infinity"
-    assert "texts" in data["outputs"][0]
-    restored = from_json(data["texts"]["reason"])
-    assert isinstance(restored, Message) and restored == data["reason"]
+    assert data["reason"]["params"] == {"error": "boom"}
+    assert from_json(data["outputs"][0]["problem"]) == "the x output contains NaN or infinity"
+    restored = from_json(data["reason"])
+    assert isinstance(restored, Message) and restored == "The artifact cannot be loaded: boom"
     with translation.override("en"):
-        assert localized_field(data, "reason") == data["reason"]
+        assert localize(data["reason"]) == "The artifact cannot be loaded: boom"
     plain = VerificationReport("not_run", "fp32", {}, reason="as stored").to_dict()
-    assert "texts" not in plain and plain["reason"] == "as stored"
+    assert plain["reason"] == "as stored"
 
 
-def test_adopt_problems_carry_texts_beside_the_english() -> None:
+def test_adopt_problems_store_their_message() -> None:
     problem = Problem(
         "error", "empty_version", say("Version %(version)s holds no files.", version=3)
     )
     data = problem.to_dict()
-    assert data["message"] == "Version 3 holds no files." and type(data["message"]) is str
-    assert data["texts"]["message"]["template"] == "Version %(version)s holds no files."
+    assert data["message"]["template"] == "Version %(version)s holds no files."
     with translation.override("en"):
-        assert localize(data["texts"]["message"]) == "Version 3 holds no files."
+        assert localize(data["message"]) == "Version 3 holds no files."

@@ -73,7 +73,7 @@ def test_no_node_means_a_clear_refusal_naming_the_soc_and_each_node() -> None:
     joined("b", npus=[], acl=False)  # a node without CANN
     with pytest.raises(routing.NoBuildHost) as refused:
         routing.build_route("acl", {"soc_version": SOC})
-    message = refused.value.message
+    message = str(refused.value.message)
     assert refused.value.code == "cann_missing"
     assert SOC in message and "b: up" in message and "no CANN" not in message[:40]
 

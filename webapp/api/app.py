@@ -47,7 +47,7 @@ from model_store.uploads import UploadOffsetMismatch
 from webapp.accounts.roles import Role, require_role
 from webapp.api import types
 from webapp.errors import HubError, error_json, json_error
-from webapp.text import localize
+from webapp.text import localize, localized
 
 PREFIX = "/api/v1"
 
@@ -239,7 +239,7 @@ def _store_error(request: HttpRequest, exc: ModelStoreError) -> HttpResponseBase
     if not field:
         return error_json(error)
     # An inference input at fault is named beside the error (types.Input).
-    body = {"error": error.message, "code": error.code, "input": field}
+    body = {"error": localize(error.message), "code": error.code, "input": field}
     return JsonResponse(body, status=error.status)
 
 
@@ -269,8 +269,26 @@ def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponseBase:
 # --------------------------------------------------------------------------- URLs
 
 
+def _said_in_the_callers_language(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """``handler`` whose answer has every message in it said in the request's language
+    (``Accept-Language``, English without it): an answer holds words, never stored templates."""
+
+    @functools.wraps(handler)
+    def said(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        result = handler(request, *args, **kwargs)
+        if isinstance(result, HttpResponseBase):
+            return result
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], int):
+            return result[0], localized(result[1])
+        return localized(result)
+
+    return said
+
+
 def _wrap(path_view: PathView, public: bool) -> Callable[..., HttpResponseBase]:
     """Ninja's view for one path, behind the 405 rule and the empty-body rule."""
+    for operation in path_view.operations:
+        operation.view_func = _said_in_the_callers_language(operation.view_func)
     ninja_view = path_view.get_view()
     methods: list[str] = []
     for operation in path_view.operations:

@@ -65,7 +65,7 @@ def targets(request: HttpRequest) -> Any:
                 "needs_cann": t.needs_cann,
                 "hardware_verified": t.hardware_verified,
                 "status": localized(host_reports.target_status(t.name)),
-                "options_schema": options_json_schema(t),
+                "options_schema": localized(options_json_schema(t)),
             }
             for t in all_targets()
         ]

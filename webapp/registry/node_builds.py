@@ -41,7 +41,7 @@ from webapp.errors import HubError
 from webapp.ops.routing import Route
 from webapp.registry import job_state, jobs
 from webapp.registry.models import Job, Version
-from webapp.registry.node_tasks import NodeTaskFailed, wait_for_answer
+from webapp.registry.node_tasks import NodeTaskFailed, answer_reason, wait_for_answer
 from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)
@@ -103,9 +103,9 @@ def build_on_node(
         raise NodeBuildFailed(exc.message, exc.code, cancelled=exc.cancelled) from None
     if answer.get("ok") is not True:
         _copy_log(job, node, answer)
-        reason = answer.get("reason")
+        reason = answer_reason(answer.get("reason"), 2000)
         raise NodeBuildFailed(
-            say("Node %(node)s: %(reason)s", node=node, reason=str(reason)[:2000])
+            say("Node %(node)s: %(reason)s", node=node, reason=reason)
             if reason
             else say("Node %(node)s: the build failed", node=node),
             str(answer.get("code") or "node_build_failed")[:64],

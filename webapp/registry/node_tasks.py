@@ -12,7 +12,7 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from model_store.text import Message, Said, say
+from model_store.text import Message, Said, from_json, say
 from webapp.ops import nodes
 from webapp.registry import jobs
 from webapp.registry.models import Job
@@ -21,6 +21,13 @@ from webapp.registry.models import Job
 POLL_S = 2.0
 #: A line about the wait in the job's log this often, in seconds.
 STILL_WAITING_S = 60.0
+
+
+def answer_reason(value: Any, limit: int = 1000) -> Said:
+    """The ``reason`` of a node's answer: a message as the node sent it (checked as any data
+    from outside, :func:`~model_store.text.from_json`), or its plain words cut to ``limit``."""
+    said = from_json(value)
+    return said if isinstance(said, Message) else said[:limit]
 
 
 class NodeTaskFailed(Exception):

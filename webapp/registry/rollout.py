@@ -25,7 +25,7 @@ from model_store.text import Message, Said, say
 from webapp import dispatch
 from webapp.registry import jobs, package_tars
 from webapp.registry.models import Job, Model, NodeServing, Version
-from webapp.registry.node_tasks import NodeTaskFailed, wait_for_answer
+from webapp.registry.node_tasks import NodeTaskFailed, answer_reason, wait_for_answer
 
 #: A node's switch: its download of the package plus Triton's load, bounded.
 NODE_STEP_LIMIT_S = 900.0
@@ -116,9 +116,9 @@ def unload_from_node(job: Job, model: Model, node: str) -> NodeStep:
 
 
 def _reason(value: Any) -> Said:
-    """A node step's reason: a hub-made :class:`~model_store.text.Message` stays translatable; a
-    node's own words are kept as plain text (at most 1000 characters)."""
-    return value if isinstance(value, Message) else str(value or "")[:1000]
+    """A node step's reason: a message stays translatable (a hub-made one, or one a node sent
+    as JSON); a node's own words are kept as plain text (at most 1000 characters)."""
+    return value if isinstance(value, Message) else answer_reason(value)
 
 
 def log_step(job: Job, step: NodeStep) -> None:

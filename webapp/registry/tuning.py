@@ -257,7 +257,7 @@ def _measure_on_node(
     package over HTTP if it does not hold it, loads the config as a trial and measures it."""
     from model_store.config import render_pbtxt
     from webapp import dispatch
-    from webapp.registry.node_tasks import NodeTaskFailed, wait_for_answer
+    from webapp.registry.node_tasks import NodeTaskFailed, answer_reason, wait_for_answer
 
     tar = package_tars.tar_of(run.version, f"tune:{job.uuid.hex}")
     message = {
@@ -282,7 +282,7 @@ def _measure_on_node(
             say("node %(node)s: %(reason)s", node=run.node, reason=exc.message)
         ) from None
     if answer.get("ok") is not True:
-        reason = answer.get("reason") or say("the trial failed")
+        reason = answer_reason(answer.get("reason")) or say("the trial failed")
         raise RuntimeError(say("node %(node)s: %(reason)s", node=run.node, reason=reason))
     return list(answer.get("levels") or [])
 

@@ -18,7 +18,7 @@ from django.utils.translation import gettext
 
 from model_store.serving import signature_changes
 from model_store.targets import get_target
-from model_store.text import Message, Said, joined, say
+from model_store.text import Message, Said, from_json, joined, say
 from webapp import dispatch
 from webapp.errors import HubError
 from webapp.registry import jobs
@@ -268,10 +268,10 @@ def _describe(kind: str, name: str, p: dict[str, Any], user: User) -> Message:
         text = say("%(user)s asked to unload %(model)s", user=who, model=name)
     else:
         text = say("%(user)s asked to %(kind)s %(model)s", user=who, kind=str(kind), model=name)
-    return with_reason(text, p.get("reason") or "")
+    return with_reason(text, from_json(p.get("reason")))
 
 
-def with_reason(request: Message, reason: str) -> Message:
+def with_reason(request: Message, reason: Said) -> Message:
     """A request's Event message: the request, then the reason given (or a full stop)."""
     if reason:
         return say("%(request)s: %(reason)s", request=request, reason=reason)

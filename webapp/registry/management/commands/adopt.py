@@ -19,6 +19,7 @@ from model_store.errors import ModelStoreError
 from webapp.errors import HubError
 from webapp.registry.adopt import DryRun, dry_run, start_adoption
 from webapp.registry.models import Job
+from webapp.text import localize
 
 ACTION_WORDS = {
     "adopt": "adopt",
@@ -106,13 +107,13 @@ class Command(BaseCommand):
             )
             for problem in [*found.problems, *(p for v in found.versions for p in v.problems)]:
                 if problem.message not in planned.reasons:
-                    self.stdout.write(f"    {problem.level}: {problem.message}")
+                    self.stdout.write(f"    {problem.level}: {localize(problem.message)}")
             for reason in planned.reasons:
-                self.stdout.write(f"    plan: {reason}")
+                self.stdout.write(f"    plan: {localize(reason)}")
             for limit in found.limits:
-                self.stdout.write(f"    the hub cannot: {limit}")
+                self.stdout.write(f"    the hub cannot: {localize(limit)}")
         for problem in result.scan.problems:
-            self.stdout.write(f"{problem.level}: {problem.message}")
+            self.stdout.write(f"{problem.level}: {localize(problem.message)}")
 
     def _outcome(self, jobs: list[Job], *, dry: bool) -> None:
         if dry:
