@@ -213,11 +213,6 @@ def said(exc: BaseException) -> Said:
     return str(exc) or type(exc).__name__
 
 
-def english(value: Said | None) -> str:
-    """The English of a message or of plain words (``""`` for None), for logs and files."""
-    return "" if value is None else str(value)
-
-
 def as_json(value: Any) -> Any:
     """``value`` as stored or sent: every message in it (a sentence, or a record and list holding
     some) as its JSON; everything else as it is."""

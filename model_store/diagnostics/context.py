@@ -190,14 +190,6 @@ def make_check(
     return Check(cid, TITLES[cid], state, found, advice if state != "ok" else "", list(details))
 
 
-def said_by(exc: BaseException) -> Said:
-    """What ``exc`` says: its :class:`~model_store.text.Message` when it was raised with one
-    (``str(exc)`` would keep only the English), else ``str(exc)``."""
-    if len(exc.args) == 1 and isinstance(exc.args[0], Message):
-        return exc.args[0]
-    return str(exc)
-
-
 def worst_state(states: Sequence[CheckState]) -> CheckState:
     """The most severe of ``states`` (``ok`` when there are none)."""
     return max(states, key=lambda s: _SEVERITY[s], default="ok")

@@ -13,12 +13,11 @@ from model_store.diagnostics.context import (
     DiagnosticsContext,
     TritonProtocol,
     make_check,
-    said_by,
 )
 from model_store.diagnostics.triton_log import GE_ADVICE, classify_ge_message
 from model_store.runtime.access import API_KEY_HEADER, RESTRICTED_APIS, RESTRICTED_OPTIONS
 from model_store.runtime.errors import TritonAccessDenied
-from model_store.text import Message, Said, joined, say
+from model_store.text import Message, Said, joined, said, say
 
 
 def _ge_log_hits(ctx: DiagnosticsContext, limit: int = 20) -> list[tuple[str, str]]:
@@ -165,7 +164,7 @@ def check_triton_access(ctx: DiagnosticsContext) -> Check:
             "not_applicable",
             say(
                 "Triton's repository index could not be read (%(error)s); see the Triton check.",
-                error=said_by(exc),
+                error=said(exc),
             ),
         )
     answered, refused, unknown = _probe_without_key(ctx)
@@ -220,9 +219,7 @@ def _index_or_reason(ctx: DiagnosticsContext) -> tuple[list[dict[str, str]] | No
     try:
         return ctx.index(), ""
     except Exception as exc:
-        return None, say(
-            "Triton's repository index could not be read (%(error)s)", error=said_by(exc)
-        )
+        return None, say("Triton's repository index could not be read (%(error)s)", error=said(exc))
 
 
 def check_stuck_loading(ctx: DiagnosticsContext) -> Check:

@@ -35,10 +35,10 @@ def encode_for_json(array: Any) -> list[Any]:
         boxed[~finite] = None
         return list(boxed.tolist())
     if values.dtype.kind in "OS":
-        texts = np.empty(values.shape, dtype=object)
+        strings = np.empty(values.shape, dtype=object)
         for index, item in enumerate(values.flat):
-            texts.flat[index] = _text(item)
-        return list(texts.tolist())
+            strings.flat[index] = _text(item)
+        return list(strings.tolist())
     return list(values.tolist())
 
 

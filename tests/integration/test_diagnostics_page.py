@@ -42,7 +42,7 @@ def test_page_lists_every_check_with_a_state_in_words(viewer_client: Client, no_
     page = response.content.decode()
     for cid, _ in CHECKS:
         assert f'id="check-{cid}"' in page
-        assert TITLES[cid] in page
+        assert str(TITLES[cid]) in page
     assert f"{len(CHECKS)} checks:" in page
     assert "Run again" in page and "Running checks…" in page
     assert "Not run on Ascend hardware" in page

@@ -17,6 +17,7 @@ import pytest
 
 from model_store.runtime.embedded import EmbeddedTriton
 from model_store.serving import is_trial_name
+from model_store.text import from_json
 from tests.fakes.cann import FAKES_DIR, make_fake_toolkit
 from tests.fakes.toolkit import FAKE_CANN_VERSION
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
@@ -61,7 +62,7 @@ def test_an_om_the_worker_cannot_run_is_verified_through_triton(
     assert data["status"] == "passed", data
     assert data["via"] == "triton"
     assert is_trial_name(data["trial_model"])
-    assert "pyACL is not available on this worker" in data["worker_reason"]
+    assert "pyACL is not available on this worker" in from_json(data["worker_reason"])
     assert version.publishable
     lines = [line.text for line in job.log_lines.all()]
     assert any("READY beside the serving model" in text for text in lines), lines
@@ -92,8 +93,8 @@ def test_when_triton_cannot_run_it_either_it_stays_not_run_with_both_reasons(
     version = Version.objects.get(model__name="om-nowhere")
     data = version.verification
     assert data["status"] == "not_run", data
-    assert "pyACL is not available on this worker" in data["worker_reason"]
-    assert data["triton_reason"] and "could not load it either" in data["reason"]
+    assert "pyACL is not available on this worker" in from_json(data["worker_reason"])
+    assert data["triton_reason"] and "could not load it either" in from_json(data["reason"])
     assert not version.publishable
     repository = celery_worker.store / "repository"
     assert not [p for p in repository.iterdir() if is_trial_name(p.name)]

@@ -83,14 +83,14 @@ def banner(request: HttpRequest) -> dict[str, object]:
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
     down = parts_down()
-    texts = [describe(p) for p in down]
+    lines = [describe(p) for p in down]
     if not any(p["name"] == "redis" for p in down):  # the launcher's own Redis is named above
         from webapp.ops.health import broker_banner
 
         broker = broker_banner()
         if broker:
-            texts.append(broker)
-    return {"stack_down": texts}
+            lines.append(broker)
+    return {"stack_down": lines}
 
 
 def forget_cached() -> None:

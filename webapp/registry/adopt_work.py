@@ -26,7 +26,7 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.store import ModelStore, atomic_write_text, link_or_copy
 from model_store.targets import get_target
-from model_store.text import Message, Said, say
+from model_store.text import Message, Said, from_json, say
 from model_store.verify import verify
 from webapp.registry import jobs
 from webapp.registry.models import Job, Version
@@ -205,7 +205,7 @@ def _verify_onnx(job: Job, version: Version, model_file: Path) -> None:
     if status == "passed":
         jobs.finish_step(job, "verify", say("runs with ONNX Runtime"))
     else:
-        jobs.log(job, f"Verification {status}: {report.get('reason', '')}", "warning")
+        jobs.log(job, f"Verification {status}: {from_json(report.get('reason'))!s}", "warning")
         jobs.finish_step(
             job, "verify", say("%(status)s; an admin override is needed", status=status), "warning"
         )

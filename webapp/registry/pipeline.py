@@ -178,7 +178,7 @@ def run_validate(job: Job) -> None:
         level = "error" if finding.level == "error" else "warning"
         jobs.log(
             job,
-            f"{finding.level.upper()} {finding.code}: {finding.message} {finding.advice}",
+            f"{finding.level.upper()} {finding.code}: {finding.message!s} {finding.advice!s}",
             level,
         )
     if report.info is not None:
@@ -559,7 +559,7 @@ def _serve_now(job: Job, version: Version) -> None:
             reason=say("serve as soon as packaged (requested with the upload)"),
         )
     except HubError as exc:
-        jobs.log(job, f"Not served automatically: {exc.message}", "warning")
+        jobs.log(job, f"Not served automatically: {exc.message!s}", "warning")
         return
     jobs.log(job, f"Serving v{version.number}: switch job {switch.uuid}.")
 

@@ -157,7 +157,7 @@ def run_tune_job(job_id: int) -> None:
     run.save(update_fields=["grid_size"])
     jobs.log(
         job,
-        f"Objective: {objective.describe()}; budget {run.budget_s} s. Knobs: "
+        f"Objective: {objective.describe()!s}; budget {run.budget_s} s. Knobs: "
         + (", ".join(f"{d.name} ({len(d.values)} values)" for d in dims) or "none")
         + f"; trying everything would be {run.grid_size} configs. Load per trial: at most "
         f"{run.max_concurrency} requests in flight, beside production.",
@@ -206,7 +206,7 @@ def run_tune_job(job_id: int) -> None:
             if trial.measured
             else trial.reason
         )
-        jobs.log(job, f"Trial {trial.index} ({trial.label}): {trial.state}; {numbers}.")
+        jobs.log(job, f"Trial {trial.index} ({trial.label!s}): {trial.state}; {numbers!s}.")
         jobs.set_progress(job, min(0.95, (time.monotonic() - started) / run.budget_s))
         live.publish("tuning", {"model": model.name, "run": run.pk, "trial": row})
 

@@ -6,8 +6,8 @@ into it (a failed import is ``E40020``, or ``EC0010``) (docs/atc.md#python-envir
 :data:`PROBE_SCRIPT` is run *by that interpreter* and prints what it has;
 :func:`assess_probe` compares that with what CANN's install guides document, per release.
 Running the script is the caller's job (diagnostics, through :mod:`model_store.spawn`).
-The verdict's sentences are :func:`~model_store.text.say` texts (English ``str`` that keep their
-templates), so the Diagnostics page can show them in the reader's language.
+The verdict's sentences are :func:`~model_store.text.say` messages, so the Diagnostics page can
+show them in the reader's language.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Messages are stored once (see registry's 0017): the host reports' ``texts`` are folded into
-the fields they described, and a node's refusal reason becomes a message.
+"""Messages are stored once (see registry's 0017): the templates the host reports kept beside
+their English are folded into the fields they described, and a node's refusal reason becomes a
+message.
 
 ``Node.refused_reason`` kept only English; the three refusal templates of that time are matched
 against it here, once, so that the Nodes page says an old refusal in its reader's language too.

@@ -1,11 +1,11 @@
 """Messages are stored once: as their template and values, in the field that shows them.
 
 Before, a record kept a sentence twice: its English in the field (``Job.error``, ``Event.message``,
-a finding's ``message``) and its template beside it under ``texts`` (a column, or a key of a JSON
-record). This migration folds each ``texts`` entry into the field it described, in the format of
-``model_store.text.Message.to_json`` (``{"template", "params", "plural"?, "count"?}``), turns the
-text columns that hold sentences into JSON columns, and drops ``texts``. A sentence stored without
-a template (from before translation, or plain words) stays the string it was.
+a finding's ``message``) and its template beside it under an extra key (a column, or a key of a
+JSON record; :data:`OLD_KEY`). This migration folds each kept template into the field it
+described, in the format of ``model_store.text.Message.to_json`` (``{"template", "params",
+"plural"?, "count"?}``), turns the text columns that hold sentences into JSON columns, and drops
+the extra key. A sentence stored without a template (plain words) stays the string it was.
 
 The folding code is kept here, frozen, rather than imported from the application: it describes
 the old format, which the application no longer knows. webapp/ops/migrations/0005 uses it too.
@@ -45,7 +45,7 @@ def message_from_old(stored: Any) -> Any:
 
 
 def fold(record: Any) -> Any:
-    """``record`` (at any depth) with every ``texts`` entry put in the field it describes."""
+    """``record`` (at any depth) with every kept template put in the field it describes."""
     if isinstance(record, list):
         return [fold(item) for item in record]
     if not isinstance(record, dict):
@@ -103,7 +103,7 @@ def forward(apps: Any, schema_editor: Any) -> None:
     TuningRun = apps.get_model("registry", "TuningRun")
 
     for job in Job.objects.all().iterator():
-        job.error_said = sentence(job.error, (job.texts or {}).get("error"))
+        job.error_said = sentence(job.error, (getattr(job, OLD_KEY) or {}).get("error"))
         job.steps = fold(job.steps)
         job.save(update_fields=["error_said", "steps"])
     for version in Version.objects.all().iterator():
@@ -117,13 +117,13 @@ def forward(apps: Any, schema_editor: Any) -> None:
                 .first()
             )
             if job is not None:
-                said = sentence(version.error, (job.texts or {}).get("error"))
+                said = sentence(version.error, (getattr(job, OLD_KEY) or {}).get("error"))
         version.error_said = said
         version.findings = fold(version.findings)
         version.verification = fold(version.verification)
         version.save(update_fields=["error_said", "findings", "verification"])
     for row in NodeServing.objects.all().iterator():
-        row.error_said = sentence(row.error, (row.texts or {}).get("error"))
+        row.error_said = sentence(row.error, (getattr(row, OLD_KEY) or {}).get("error"))
         row.save(update_fields=["error_said"])
     for event in Event.objects.all().iterator():
         data = event.data if isinstance(event.data, dict) else {}
@@ -133,7 +133,7 @@ def forward(apps: Any, schema_editor: Any) -> None:
         event.save(update_fields=["message_said", "data"])
     for report in ReconcileReport.objects.all().iterator():
         folded = fold(
-            {"repairs": report.repairs, "warnings": report.warnings, OLD_KEY: report.texts}
+            {"repairs": report.repairs, "warnings": report.warnings, OLD_KEY: getattr(report, OLD_KEY)}
         )
         report.repairs, report.warnings = folded["repairs"], folded["warnings"]
         report.save(update_fields=["repairs", "warnings"])
@@ -212,12 +212,12 @@ class Migration(migrations.Migration):
         # So that going back re-adds the column to existing rows (with "", then the English).
         migrations.AlterField("event", "message", models.TextField(default="")),
         migrations.RemoveField("job", "error"),
-        migrations.RemoveField("job", "texts"),
+        migrations.RemoveField("job", OLD_KEY),
         migrations.RemoveField("version", "error"),
         migrations.RemoveField("nodeserving", "error"),
-        migrations.RemoveField("nodeserving", "texts"),
+        migrations.RemoveField("nodeserving", OLD_KEY),
         migrations.RemoveField("event", "message"),
-        migrations.RemoveField("reconcilereport", "texts"),
+        migrations.RemoveField("reconcilereport", OLD_KEY),
         migrations.RenameField("job", "error_said", "error"),
         migrations.RenameField("version", "error_said", "error"),
         migrations.RenameField("nodeserving", "error_said", "error"),

@@ -19,7 +19,6 @@ from model_store.errors import ModelStoreError
 from webapp.errors import HubError
 from webapp.registry.adopt import DryRun, dry_run, start_adoption
 from webapp.registry.models import Job
-from webapp.text import localize
 
 ACTION_WORDS = {
     "adopt": "adopt",
@@ -107,13 +106,13 @@ class Command(BaseCommand):
             )
             for problem in [*found.problems, *(p for v in found.versions for p in v.problems)]:
                 if problem.message not in planned.reasons:
-                    self.stdout.write(f"    {problem.level}: {localize(problem.message)}")
+                    self.stdout.write(f"    {problem.level}: {problem.message!s}")
             for reason in planned.reasons:
-                self.stdout.write(f"    plan: {localize(reason)}")
+                self.stdout.write(f"    plan: {reason!s}")
             for limit in found.limits:
-                self.stdout.write(f"    the hub cannot: {localize(limit)}")
+                self.stdout.write(f"    the hub cannot: {limit!s}")
         for problem in result.scan.problems:
-            self.stdout.write(f"{problem.level}: {localize(problem.message)}")
+            self.stdout.write(f"{problem.level}: {problem.message!s}")
 
     def _outcome(self, jobs: list[Job], *, dry: bool) -> None:
         if dry:
@@ -123,7 +122,7 @@ class Command(BaseCommand):
         for job in jobs:
             version = job.version
             assert version is not None
-            state = "adopted" if job.state == Job.State.SUCCEEDED else f"FAILED: {job.error}"
+            state = "adopted" if job.state == Job.State.SUCCEEDED else f"FAILED: {job.error!s}"
             verification = (version.verification or {}).get("status")
             self.stdout.write(
                 f"{job.model.name} v{version.number}: {state} (verification {verification})"

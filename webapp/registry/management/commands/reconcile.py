@@ -17,8 +17,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         report = reconcile()
         for line in report.repairs:
-            self.stdout.write(f"repaired: {line}")
+            self.stdout.write(f"repaired: {line!s}")
         for line in report.warnings:
-            self.stdout.write(f"warning: {line}")
+            self.stdout.write(f"warning: {line!s}")
         if not report.repairs and not report.warnings:
             self.stdout.write("Database, repository and Triton agree.")
