@@ -114,7 +114,7 @@ lint: lint-fast
 	$(PY) -m webapp.i18n_unmarked --enforce
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy model_store webapp workers
+	$(VENV)/bin/mypy model_store webapp workers tools
 
 check: lint typecheck test
 
