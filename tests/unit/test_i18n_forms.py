@@ -139,14 +139,15 @@ def test_option_fields_say_model_store_words_in_the_active_language() -> None:
         assert [str(label) for _v, label in AUTO_BOOL] == ["Automatic", "Yes", "No"]
 
 
-def test_a_jobs_kind_reads_as_its_code_in_english_and_translates() -> None:
+def test_a_jobs_kind_is_its_model_choice_as_a_word_and_translates() -> None:
     from django.utils import translation
 
     from webapp.registry.templatetags.hub import kind_word
 
     with translation.override("en"):
         assert kind_word("compile") == "compile"
-        assert kind_word("sweep") == "sweep"
+        assert kind_word("sweep") == "performance sweep"
+        assert kind_word("rollback") == "roll back"
         assert kind_word("unknown-kind") == "unknown-kind"
     with translation.override("zh-hans"):
         assert kind_word("compile") == "编译"

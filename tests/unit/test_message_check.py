@@ -8,7 +8,7 @@ from mypy import api
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SAMPLE = '''
+SAMPLE = """
 from model_store.text import Message, Said, say
 
 said: Said = say("x")
@@ -22,7 +22,7 @@ e = "found: " + message
 f = " ".join([message])
 g = f"log: {message!s} {said!r} {str(said)}"
 h = say("found: %(m)s", m=message)
-'''
+"""
 
 
 def test_each_way_of_formatting_a_message_into_a_string_is_an_error(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.http import FileResponse, Http404
 from django.utils import timezone
-from django.utils.translation import gettext, gettext_lazy, gettext_noop
+from django.utils.translation import gettext, gettext_noop
 
 from model_store.text import Message, Said, as_json, say
 from webapp import live
@@ -63,14 +63,6 @@ NAMED_STEPS = {
     "retire": gettext_noop("retire"),
     "place": gettext_noop("place"),
 }
-STEP_STATES = {
-    "pending": gettext_lazy("pending"),
-    "running": gettext_lazy("running"),
-    "done": gettext_lazy("done"),
-    "warning": gettext_lazy("warning"),
-    "failed": gettext_lazy("failed"),
-    "cancelled": gettext_lazy("cancelled"),
-}
 SWEEP_STEPS = ("prepare", "sweep", "record")
 TUNE_STEPS = ("prepare", "search", "record")
 UNFINISHED = (Job.State.QUEUED, Job.State.RUNNING)
@@ -84,18 +76,17 @@ def initial_steps(names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def shown_step(step: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored step as a page shows it: its label, state and message in the active language.
+    """A stored step as a page shows it: its label and message in the active language (its
+    state word is the page's ``state_label``).
 
     A label is translated when it is the one this hub stores for the step's name (a job made
     before a label changed keeps its own words); the message is said from its template.
     """
     name, label = step.get("name"), str(step.get("label") or step.get("name") or "")
     known = (STEP_LABELS.get(str(name)), NAMED_STEPS.get(str(name)))
-    state = str(step.get("state") or "")
     return {
         **step,
         "label": gettext(label) if label in known else label,
-        "state_label": STEP_STATES.get(state, state),
         "message": localize(step.get("message")),
     }
 

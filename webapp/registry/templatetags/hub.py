@@ -7,6 +7,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from webapp.accounts.roles import role_display
+from webapp.registry.models import Job
 
 register = template.Library()
 
@@ -102,27 +103,15 @@ def state_label(value: object) -> str:
     return said.upper() if code.isupper() else said
 
 
-#: A job's kind as a word in a sentence ("compile job"): English is the code itself.
-KIND_WORDS = {
-    "compile": _("compile"),
-    "serve": _("serve"),
-    "rollback": _("rollback"),
-    "unload": _("unload"),
-    "load": _("load"),
-    "sweep": _("sweep"),
-    "retire": _("retire"),
-    "adopt": _("adopt"),
-    "place": _("place"),
-    "tune": _("tune"),
-}
-
-
 @register.filter
 def kind_word(value: object) -> str:
-    """``{{ job.kind|kind_word }}``: a job kind in the page's language; unknown as it is."""
+    """``{{ job.kind|kind_word }}``: a job kind as a word in a sentence ("roll back job"), from
+    the model's choices (as the actions' refusals say it); an unknown kind as it is."""
     code = "" if value is None else str(value)
-    word = KIND_WORDS.get(code)
-    return code if word is None else str(word)
+    try:
+        return str(Job.Kind(code).label).lower()
+    except ValueError:
+        return code
 
 
 @register.filter
