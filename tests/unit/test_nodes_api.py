@@ -20,6 +20,7 @@ from tests.fixtures.nodes import Node_, report
 from webapp.accounts import node_scope
 from webapp.hub_version import hub_version, incompatibility, major_minor
 from webapp.ops.models import HostReport, Node
+from webapp.registry.models import Event
 
 pytestmark = pytest.mark.django_db
 
@@ -69,6 +70,19 @@ def test_a_revoked_node_token_is_refused(node_b):
     assert "Revoked 1 token" in out.getvalue()
     answer = node_b.report()
     assert answer.status_code == 401 and answer.json()["code"] == "not_authenticated"
+    revoked = Event.objects.get(kind="node.tokens_revoked")
+    assert revoked.actor is None and revoked.data == {"node": "b", "revoked": 1}
+    assert str(revoked.message) == "the command line revoked the tokens of node b (1 live)."
+
+
+def test_revoking_on_the_nodes_page_is_for_admins_and_recorded(node_b, operator_client, admin_user):
+    from tests.fixtures.users import signed_in
+
+    assert operator_client.post("/nodes/b/revoke/").status_code in (302, 403)
+    assert not Event.objects.filter(kind="node.tokens_revoked").exists()
+    assert signed_in(admin_user).post("/nodes/b/revoke/").status_code == 302
+    revoked = Event.objects.get(kind="node.tokens_revoked")
+    assert revoked.actor == admin_user and revoked.data["node"] == "b"
 
 
 def test_nodetoken_refuses_a_name_that_is_not_a_node_name():
@@ -264,6 +278,14 @@ def test_an_operator_drains_a_node(node_b, api, viewer_api):
     assert api("post", "/api/v1/nodes/nope/drain", {"draining": True}).status_code == 404
     answer = api("post", "/api/v1/nodes/b/drain", {"draining": False})
     assert answer.json()["state"] == "up"
+    api("post", "/api/v1/nodes/b/drain", {"draining": False})  # no change: nothing recorded
+    trail = list(Event.objects.order_by("created").values_list("kind", "data", "actor__username"))
+    assert trail == [
+        ("node.drained", {"node": "b"}, "otto"),
+        ("node.undrained", {"node": "b"}, "otto"),
+    ]
+    drained = Event.objects.get(kind="node.drained")
+    assert str(drained.message) == "otto drained node b: nothing new is placed on it."
 
 
 def test_an_admin_removes_a_node_only_when_down_or_draining(node_b, api, admin_api):
@@ -278,6 +300,9 @@ def test_an_admin_removes_a_node_only_when_down_or_draining(node_b, api, admin_a
     assert node_scope.live_tokens("b") == []
     assert node_b.report().status_code == 401  # its token went with it
     assert admin_api("delete", "/api/v1/nodes/b").status_code == 404
+    removed = Event.objects.get(kind="node.removed")
+    assert removed.data == {"node": "b"} and removed.actor is not None
+    assert not Event.objects.filter(kind="node.removed").exclude(pk=removed.pk).exists()
 
 
 def test_the_local_worker_is_the_local_node(viewer_api, settings, monkeypatch, tmp_path):

@@ -335,7 +335,14 @@ def add_routers(*routers: Router) -> None:
 
 @functools.cache
 def urlpatterns() -> list[URLPattern]:
-    """One Django URL per path (ninja makes one per operation), named as before."""
+    """One Django URL per path (ninja makes one per operation), named as before.
+
+    This reads ninja's private ``_get_bound_routers()``: its public ``api.urls`` gives one URL
+    per operation, each with ninja's own view and no way back to the path it serves, and the
+    rules wrapped around every path here (a 405 naming the methods the path allows, an empty
+    body read as ``{}``, answers said in the caller's language) need the path's operations
+    together. tests/unit/test_api_urls.py fails first if a ninja upgrade changes it.
+    """
     result = []
     for bound in api._get_bound_routers():
         for route, path_view in bound.path_operations.items():

@@ -21,7 +21,7 @@ from webapp.accounts import node_scope
 from webapp.api import types
 from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, json_object, parse_body
 from webapp.errors import HubError
-from webapp.ops import nodes
+from webapp.ops import node_actions, nodes
 from webapp.registry import node_builds
 from webapp.registry.rollout import note_triton_models
 
@@ -52,7 +52,7 @@ def node_detail(request: HttpRequest, name: str) -> Any:
     summary="Forget a node that is down or draining and revoke its tokens; 409 node_up",
 )
 def node_remove(request: HttpRequest, name: str) -> Any:
-    nodes.remove(name)
+    node_actions.remove(name=name, user=request.user)
     return HttpResponse(status=204)
 
 
@@ -64,7 +64,7 @@ def node_remove(request: HttpRequest, name: str) -> Any:
     summary="Drain a node (nothing new is placed on it) or stop draining it",
 )
 def node_drain(request: HttpRequest, name: str, data: types.DrainIn) -> Any:
-    return nodes.set_draining(name, data.draining)
+    return node_actions.drain(name=name, user=request.user, draining=data.draining)
 
 
 EXTRA_SCHEMAS["NodeReportIn"] = types.NodeReportIn

@@ -185,8 +185,8 @@ def set_draining(name: str, draining: bool) -> dict[str, Any]:
     return summary_of(name)
 
 
-def remove(name: str) -> None:
-    """Forget a node that is down or draining, and refuse its tokens from now on."""
+def remove(name: str) -> str:
+    """Forget a node that is down or draining, and refuse its tokens from now on; its name."""
     node = get(name)
     report = HostReport.objects.filter(node=node.name).first()
     found = state(node, report, timezone.now())
@@ -203,6 +203,7 @@ def remove(name: str) -> None:
         node_scope.revoke(node.name)
         HostReport.objects.filter(node=node.name).delete()
         node.delete()
+    return node.name
 
 
 def register(name: str) -> Node:

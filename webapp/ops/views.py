@@ -14,7 +14,7 @@ from webapp.accounts import node_scope
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
-from webapp.ops import host_reports, metrics_store, nodes
+from webapp.ops import host_reports, metrics_store, node_actions, nodes
 from webapp.ops.diagnostics import (
     RAN_ON_HOST,
     WAIT_SECONDS,
@@ -67,7 +67,9 @@ def _remote(summary: dict[str, Any]) -> dict[str, Any]:
 @require_POST
 def node_drain(request: HubRequest, name: str) -> HttpResponse:
     def drain() -> None:
-        nodes.set_draining(name, request.POST.get("draining") == "1")
+        node_actions.drain(
+            name=name, user=request.user, draining=request.POST.get("draining") == "1"
+        )
 
     return _change_node(request, Role.OPERATOR, drain)
 
@@ -77,7 +79,7 @@ def node_revoke(request: HubRequest, name: str) -> HttpResponse:
     """Revoke the node's tokens (admins): its next report is refused (401)."""
 
     def revoke() -> str:
-        count = node_scope.revoke(nodes.get(name).name)
+        count = node_actions.revoke_tokens(name=name, user=request.user)
         return ngettext(
             "Revoked %(count)s token of node %(name)s.",
             "Revoked %(count)s tokens of node %(name)s.",
@@ -107,7 +109,7 @@ def _change_node(request: HubRequest, role: Role, change: Callable[[], str | Non
 def node_remove(request: HubRequest, name: str) -> HttpResponse:
     try:
         require_role(request.user, Role.ADMIN)
-        nodes.remove(name)
+        node_actions.remove(name=name, user=request.user)
         messages.success(
             request, gettext("Node %(name)s removed; its tokens are revoked.") % {"name": name}
         )

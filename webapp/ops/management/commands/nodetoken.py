@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from webapp.accounts import node_scope
 from webapp.errors import HubError
-from webapp.ops import nodes
+from webapp.ops import node_actions, nodes
 
 
 class Command(BaseCommand):
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         except HubError as exc:
             raise CommandError(exc.message) from None
         if revoke:
-            count = node_scope.revoke(name)
+            count = node_actions.revoke_tokens(name=name, user=None)
             self.stdout.write(f"Revoked {count} token(s) of node {name}.")
             return
         node = nodes.register(name)
