@@ -102,19 +102,15 @@ def _on_membership(sender: Any, action: str, **_: Any) -> None:
         bump()
 
 
-def connect() -> None:
-    """Connect the signals (from an AppConfig's ``ready``)."""
-    from django.contrib.auth import get_user_model
+def connect(watched: Iterable[Any], memberships: Any) -> None:
+    """Bump the epoch on every change of the ``watched`` models and of ``memberships`` (the
+    user-group table); called from an AppConfig's ``ready``, which names the models, so that
+    this module, which the models import, imports none of them."""
     from django.db.models.signals import m2m_changed, post_delete, post_save
 
-    from webapp.accounts.models import ApiToken
-    from webapp.registry.models import Model, NodeServing
-
-    user = get_user_model()
-    for watched in (ApiToken, user, Model, NodeServing):
-        uid = f"access-epoch:{watched._meta.label}"
-        post_save.connect(_on_save, sender=watched, dispatch_uid=uid + ":save")
-        post_delete.connect(_on_change, sender=watched, dispatch_uid=uid + ":delete")
+    for model in watched:
+        uid = f"access-epoch:{model._meta.label}"
+        post_save.connect(_on_save, sender=model, dispatch_uid=uid + ":save")
+        post_delete.connect(_on_change, sender=model, dispatch_uid=uid + ":delete")
     # A role is a group membership (webapp/accounts/roles.py).
-    groups = user.groups.through
-    m2m_changed.connect(_on_membership, sender=groups, dispatch_uid="access-epoch:groups")
+    m2m_changed.connect(_on_membership, sender=memberships, dispatch_uid="access-epoch:groups")

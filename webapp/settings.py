@@ -108,7 +108,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "webapp.accounts.context.role",
-                "webapp.ops.stack_status.banner",
+                "webapp.ops.health.banner",
             ],
         },
     },

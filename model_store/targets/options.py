@@ -12,14 +12,11 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from model_store.errors import ModelStoreError
 from model_store.names import validate_tensor_name
 from model_store.text import Message, Said, as_json, say
-
-if TYPE_CHECKING:
-    from model_store.targets.base import Target
 
 OptionKind = Literal["bool", "int", "float", "choice", "str", "int_list", "shape"]
 
@@ -362,7 +359,17 @@ def parse_value(spec: OptionSpec, value: object) -> Any:
     return _PARSERS[spec.kind](spec, value)
 
 
-def options_json_schema(target: Target) -> dict[str, Any]:
+class HasOptions(Protocol):
+    """What the schema needs of a target (``model_store.targets.base.Target`` is one); a
+    protocol, so that this module, which the targets import, imports none of them."""
+
+    @property
+    def label(self) -> Said: ...
+
+    def option_specs(self) -> Sequence[OptionSpec]: ...
+
+
+def options_json_schema(target: HasOptions) -> dict[str, Any]:
     """JSON schema of ``target``'s options object (for OpenAPI and client-side checks); its
     titles and descriptions are messages' JSON, which the web layer says in its reader's
     language (``webapp.text.localized``)."""

@@ -108,7 +108,7 @@ def test_reconcile_ignores_a_running_trial_and_removes_one_a_crash_left(
     from model_store.store import ModelStore
     from webapp.ops.triton import get_runtime
     from webapp.registry.models import ReconcileReport
-    from webapp.registry.serving import reconcile
+    from webapp.registry.reconcile import reconcile
 
     # The worker reconciles once when it starts (workers/celery.py); under load that one may
     # come late and remove the left-over trial before the reconcile under test sees it.

@@ -16,8 +16,9 @@ from django.db import OperationalError
 from django.test import Client, RequestFactory
 
 from tests.fixtures.users import token_for
-from webapp.registry import db_outage, jobs, pipeline, serving
+from webapp.registry import db_outage, jobs, pipeline, reconcile
 from webapp.registry.models import Job, Model, Version
+from webapp.registry.steps import COMPILE_STEPS, TUNE_STEPS, initial_steps
 
 
 @pytest.fixture
@@ -78,12 +79,12 @@ def test_the_api_says_503_with_retry_after_while_the_database_is_away(db) -> Non
 def test_a_failed_switch_leaves_its_version_servable(model, operator) -> None:
     version = _version(model)
     job = Job.objects.create(kind=Job.Kind.SERVE, model=model, version=version,
-                             steps=jobs.initial_steps(("serve",)), created_by=operator)  # fmt: skip
+                             steps=initial_steps(("serve",)), created_by=operator)  # fmt: skip
     jobs.fail(job, "v1 did not become ready: Triton stopped", "switch_failed")
     version.refresh_from_db()
     assert version.status == Version.Status.READY
     build = Job.objects.create(kind=Job.Kind.COMPILE, model=model, version=version,
-                               steps=jobs.initial_steps(jobs.COMPILE_STEPS))  # fmt: skip
+                               steps=initial_steps(COMPILE_STEPS))  # fmt: skip
     jobs.fail(build, "bad model", "invalid_model")
     version.refresh_from_db()
     assert version.status == Version.Status.FAILED
@@ -91,7 +92,7 @@ def test_a_failed_switch_leaves_its_version_servable(model, operator) -> None:
 
 def _compile_job(model: Model, version: Version, runner: dict[str, Any]) -> Job:
     job = Job.objects.create(kind=Job.Kind.COMPILE, model=model, version=version,
-                             steps=jobs.initial_steps(jobs.COMPILE_STEPS))  # fmt: skip
+                             steps=initial_steps(COMPILE_STEPS))  # fmt: skip
     jobs.start_step(job, "compile", Version.Status.COMPILING)
     job.params = {**job.params, "runner": runner}
     Job.objects.filter(pk=job.pk).update(params=job.params)
@@ -157,17 +158,17 @@ def test_a_job_that_could_not_be_sent_is_sent_again(model, operator, monkeypatch
     monkeypatch.setattr(dispatch, "compile_job", broker_down)
     version = _version(model, status="queued")
     job = Job.objects.create(kind=Job.Kind.COMPILE, model=model, version=version,
-                             steps=jobs.initial_steps(jobs.COMPILE_STEPS))  # fmt: skip
-    from webapp.registry.actions.versions import _enqueue_compile
+                             steps=initial_steps(COMPILE_STEPS))  # fmt: skip
+    from webapp.registry.actions.versions import enqueue_compile
 
-    _enqueue_compile(job)  # no exception: the request that created the job still answers
+    enqueue_compile(job)  # no exception: the request that created the job still answers
     assert Job.objects.get(pk=job.pk).params.get("unsent") is True
 
     monkeypatch.setattr(dispatch, "compile_job", lambda *args: sent.append(args))
-    assert str(job.uuid) in serving.requeue_stalled_jobs()
-    assert sent == [(job.pk, jobs.COMPILE_STEPS)]
+    assert str(job.uuid) in reconcile.requeue_stalled_jobs()
+    assert sent == [(job.pk, COMPILE_STEPS)]
     assert "unsent" not in Job.objects.get(pk=job.pk).params
-    assert serving.requeue_stalled_jobs() == []  # sent once, not at every reconcile
+    assert reconcile.requeue_stalled_jobs() == []  # sent once, not at every reconcile
 
 
 def test_pages_say_when_an_external_redis_does_not_answer(operator, settings) -> None:
@@ -188,7 +189,7 @@ def test_a_tuning_run_whose_worker_is_gone_is_failed_and_its_trial_removed(model
 
     version = _version(model)  # the serving version: a dead search must leave it READY
     job = Job.objects.create(kind=Job.Kind.TUNE, model=model, version=version,
-                             steps=jobs.initial_steps(jobs.TUNE_STEPS))  # fmt: skip
+                             steps=initial_steps(TUNE_STEPS))  # fmt: skip
     jobs.start_step(job, "search")
     gone = {**jobs.runner(), "since": time.time() - 3600}  # a reused pid: not our process
     Job.objects.filter(pk=job.pk).update(params={**job.params, "runner": gone})

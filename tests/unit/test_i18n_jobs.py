@@ -20,6 +20,7 @@ from model_store.text import Message, say
 from webapp import live
 from webapp.registry import jobs
 from webapp.registry.models import Event, Job, Model
+from webapp.registry.steps import COMPILE_STEPS, initial_steps, shown_step
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +36,7 @@ def _no_pushes(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def job(db: None) -> Job:
     model = Model.objects.create(name="resnet")
-    return Job.objects.create(
-        kind="compile", model=model, steps=jobs.initial_steps(jobs.COMPILE_STEPS)
-    )
+    return Job.objects.create(kind="compile", model=model, steps=initial_steps(COMPILE_STEPS))
 
 
 def render(source: str, **context: Any) -> str:
@@ -121,11 +120,9 @@ def test_the_job_page_shows_labels_messages_and_errors(job: Job) -> None:
 
 def test_step_labels_are_marked_and_unknown_labels_stay() -> None:
     with translation.override("en"):
-        assert (
-            jobs.shown_step({"name": "copy", "label": "copy", "state": "done"})["label"] == "copy"
-        )
+        assert shown_step({"name": "copy", "label": "copy", "state": "done"})["label"] == "copy"
         own = {"name": "compile", "label": "Build it my way", "state": "pending"}
-        assert jobs.shown_step(own)["label"] == "Build it my way"
+        assert shown_step(own)["label"] == "Build it my way"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -34,7 +34,8 @@ from webapp.ops.models import Node
 from webapp.registry import jobs, rollout
 from webapp.registry.models import Job, Model, NodeServing, ReconcileReport, Version
 from webapp.registry.node_tasks import _crashed, _stopped_reporting, _too_slow
-from webapp.registry.serving import _save_report, interrupted_repair
+from webapp.registry.reconcile import _save_report, interrupted_repair
+from webapp.registry.steps import COMPILE_STEPS, initial_steps
 
 
 @pytest.fixture(autouse=True)
@@ -216,7 +217,7 @@ def test_version_error_is_its_compile_jobs_message(db: None, zh: None) -> None:
     version = Version.objects.create(model=model, number=1, source_filename="m.onnx",
                                      source_sha256="0" * 64, source_size=1)  # fmt: skip
     job = Job.objects.create(kind="compile", model=model, version=version,
-                             steps=jobs.initial_steps(jobs.COMPILE_STEPS))  # fmt: skip
+                             steps=initial_steps(COMPILE_STEPS))  # fmt: skip
     jobs.fail(job, say("ATC failed: %(why)s", why="x"), "atc_failed")
     version.refresh_from_db()
     assert version.error == "ATC failed: x" and isinstance(version.error, Message)

@@ -18,8 +18,8 @@ from model_store.package_tar.files import extract_files, write_files
 from tests.fakes.cann import make_fake_toolkit
 from tests.fixtures.nodes import NPU, Node_, report
 from webapp.ops import routing
-from webapp.ops.host_reports import target_status
 from webapp.ops.models import HostReport, Node
+from webapp.ops.routing import build_status as target_status
 from webapp.registry import job_state
 from webapp.registry.models import Job, Model, Version
 from webapp.registry.storage import get_store

@@ -13,7 +13,7 @@ from webapp.errors import HubError
 from webapp.ops.models import Node
 from webapp.registry import placement, rollout
 from webapp.registry.models import Job, Model, NodeServing, Version
-from webapp.registry.serving import _place_on_nodes_that_miss_it
+from webapp.registry.reconcile import _place_on_nodes_that_miss_it
 
 pytestmark = pytest.mark.django_db
 

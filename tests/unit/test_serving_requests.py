@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests.fixtures.users import token_for
 from webapp.errors import HubError
-from webapp.registry import serving
+from webapp.registry import reconcile, serving
 from webapp.registry.actions import serving as serving_actions
 from webapp.registry.actions import versions as version_actions
 from webapp.registry.models import Event, Job, Model, Version
@@ -249,17 +249,17 @@ def test_reconcile_never_brings_back_a_compared_version_the_gate_refuses(
     model.refresh_from_db()
     # Triton's side as reconcile reads it: both versions in the policy and ready.
     state = {"policy_versions": [1, 2], "ready_versions": [1, 2], "stale_staging": []}
-    monkeypatch.setattr(serving, "repository_state", lambda store, runtime, name: state)
+    monkeypatch.setattr(reconcile, "repository_state", lambda store, runtime, name: state)
     switches: list[int] = []
 
     def switch(store, runtime, *, to_version, **kwargs):  # type: ignore[no-untyped-def]
         switches.append(to_version)
         return type("Result", (), {"ok": True, "reason": ""})()
 
-    monkeypatch.setattr(serving, "switch_version", switch)
+    monkeypatch.setattr(reconcile, "switch_version", switch)
     repairs: list[str] = []
     warnings: list[str] = []
-    serving._reconcile_model(None, None, model, repairs, warnings)
+    reconcile._reconcile_model(None, None, model, repairs, warnings)
     assert switches == [1]  # the serving version alone
     assert any("v2 may not answer" in w for w in warnings)
     model.refresh_from_db()
@@ -326,7 +326,7 @@ def test_queued_jobs_whose_message_may_be_lost_are_sent_again(model, operator, m
     job = serving_actions.request_switch(model=model, number=1, user=operator)
     sent: list[int] = []
     monkeypatch.setattr(serving_actions, "enqueue_serving_job", lambda j: sent.append(j.pk))
-    assert serving.requeue_stalled_jobs() == []  # too fresh: its message is still on its way
+    assert reconcile.requeue_stalled_jobs() == []  # too fresh: its message is still on its way
     later = timezone.now() + timedelta(seconds=10)
-    assert serving.requeue_stalled_jobs(now=later) == [str(job.uuid)]
+    assert reconcile.requeue_stalled_jobs(now=later) == [str(job.uuid)]
     assert sent == [job.pk]

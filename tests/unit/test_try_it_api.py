@@ -197,7 +197,7 @@ def test_reconcile_fails_a_sweep_whose_worker_died(served, operator) -> None:
 
     from django.utils import timezone
 
-    from webapp.registry import serving
+    from webapp.registry import reconcile
     from webapp.registry.models import Job
 
     old = timezone.now() - timedelta(minutes=30)
@@ -208,7 +208,7 @@ def test_reconcile_fails_a_sweep_whose_worker_died(served, operator) -> None:
         kind=Job.Kind.SWEEP, model=served, state=Job.State.RUNNING, started=timezone.now()
     )
     repairs: list[str] = []
-    serving._fail_interrupted_jobs(repairs)
+    reconcile._fail_interrupted_jobs(repairs)
     stale.refresh_from_db()
     fresh.refresh_from_db()
     assert stale.state == Job.State.FAILED and stale.error_code == "interrupted"

@@ -7,7 +7,13 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and roles"
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+
         from webapp import access_epoch
         from webapp.accounts import language  # noqa: F401 (connects its sign-in receiver)
+        from webapp.accounts.models import ApiToken
+        from webapp.registry.models import Model, NodeServing
 
-        access_epoch.connect()
+        # Who may do what depends on these rows: a change to any of them moves the epoch.
+        user = get_user_model()
+        access_epoch.connect((ApiToken, user, Model, NodeServing), user.groups.through)

@@ -34,7 +34,7 @@ from webapp.api.app import (
 )
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
-from webapp.ops import host_reports
+from webapp.ops import routing
 from webapp.registry import package_tars
 from webapp.registry.actions import revisions as revision_actions
 from webapp.registry.actions import versions as version_actions
@@ -64,7 +64,7 @@ def targets(request: HttpRequest) -> Any:
                 "label": localize(t.label),
                 "needs_cann": t.needs_cann,
                 "hardware_verified": t.hardware_verified,
-                "status": localized(host_reports.target_status(t.name)),
+                "status": localized(routing.build_status(t.name)),
                 "options_schema": localized(options_json_schema(t)),
             }
             for t in all_targets()

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 import redis
 from django.conf import settings
 from django.db import connection
+from django.http import HttpRequest
 
 from webapp.ops import heartbeat, stack_status
 from webapp.ops.triton import get_runtime
@@ -63,6 +64,19 @@ def check_broker() -> Check:
 BANNER_CACHE_SECONDS = 2.0
 BANNER_TIMEOUT_SECONDS = 0.25
 _banner_cache: tuple[float, str | None] | None = None
+
+
+def banner(request: HttpRequest) -> dict[str, object]:
+    """Template context: the parts that are down, for the banner on every page."""
+    if not getattr(request, "user", None) or not request.user.is_authenticated:
+        return {}
+    down = stack_status.parts_down()
+    lines = [stack_status.describe(p) for p in down]
+    if not any(p["name"] == "redis" for p in down):  # the launcher's own Redis is named above
+        broker = broker_banner()
+        if broker:
+            lines.append(broker)
+    return {"stack_down": lines}
 
 
 def broker_banner() -> str | None:

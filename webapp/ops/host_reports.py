@@ -167,18 +167,4 @@ def target_status(name: str, node: str = LOCAL_NODE) -> dict[str, Any]:
     else:
         # The reason as the reporting worker said it (a message, or a node's plain words).
         found = restored({**status, "available": bool(status["available"])})
-    if not found["available"] and node == LOCAL_NODE:
-        # Another node may build it (webapp/ops/routing.py sends the build there).
-        from webapp.ops.routing import nodes_that_build
-
-        elsewhere = nodes_that_build(name)
-        if elsewhere:
-            return {
-                "available": True,
-                "reason": say(
-                    "Builds on node %(nodes)s (not on this host: %(reason)s)",
-                    nodes=", ".join(elsewhere),
-                    reason=found["reason"],
-                ),
-            }
     return found

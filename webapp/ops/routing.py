@@ -27,7 +27,7 @@ from django.utils import timezone
 from model_store.targets import get_target
 from model_store.text import Message, Said, joined, say
 from webapp.errors import HubError
-from webapp.ops import nodes
+from webapp.ops import host_reports, nodes
 from webapp.ops.host_reports import LOCAL_NODE
 from webapp.ops.models import HostReport, Node
 
@@ -84,6 +84,26 @@ def build_route(target_name: str, options: dict[str, Any]) -> Route:
             reason=here_reason,
         )
     )
+
+
+def build_status(target_name: str) -> dict[str, Any]:
+    """``{"available", "reason"}`` for building ``target_name`` from this hub: as this host's
+    newest report says, or, when this host cannot, on the up nodes that can (where
+    :func:`build_route` sends the build)."""
+    found = host_reports.target_status(target_name)
+    if found["available"]:
+        return found
+    elsewhere = nodes_that_build(target_name)
+    if not elsewhere:
+        return found
+    return {
+        "available": True,
+        "reason": say(
+            "Builds on node %(nodes)s (not on this host: %(reason)s)",
+            nodes=", ".join(elsewhere),
+            reason=found["reason"],
+        ),
+    }
 
 
 def nodes_that_build(target_name: str) -> list[str]:

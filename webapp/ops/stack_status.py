@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest
 
 CACHE_SECONDS = 1.0
 _lock = threading.Lock()
@@ -76,21 +75,6 @@ def describe(part: dict[str, Any]) -> str:
     verb = "was given up on" if part["state"] == "given_up" else "is restarting"
     how = f" after it exited ({part['last_exit']})" if part["last_exit"] else ""
     return f"{part['name']} has been down for {part['down_s']:.0f} s{how}; the launcher {verb}."
-
-
-def banner(request: HttpRequest) -> dict[str, object]:
-    """Template context: the parts that are down, for the banner on every page."""
-    if not getattr(request, "user", None) or not request.user.is_authenticated:
-        return {}
-    down = parts_down()
-    lines = [describe(p) for p in down]
-    if not any(p["name"] == "redis" for p in down):  # the launcher's own Redis is named above
-        from webapp.ops.health import broker_banner
-
-        broker = broker_banner()
-        if broker:
-            lines.append(broker)
-    return {"stack_down": lines}
 
 
 def forget_cached() -> None:

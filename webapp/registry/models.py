@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from model_store.targets import all_targets
 from webapp.access_epoch import WatchedQuerySet
+from webapp.registry.steps import shown_step
 from webapp.text import MessageEncoder, MessageField, localize, localized
 
 _said_lazily = lazy(localize, str)  # a choice's label, said when a page shows it
@@ -370,15 +371,11 @@ class Job(models.Model):
     @property
     def shown_steps(self) -> list[dict[str, Any]]:
         """The steps as a page shows them: label, state and message in the active language."""
-        from webapp.registry.jobs import shown_step
-
         return [shown_step(step) for step in self.steps]
 
     @property
     def step_label(self) -> str:
         """The running step's label in the active language ("" when none runs)."""
-        from webapp.registry.jobs import shown_step
-
         step = next((s for s in self.steps if s.get("name") == self.step), None)
         if step is None:
             return self.step

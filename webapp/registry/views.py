@@ -18,7 +18,7 @@ from webapp.accounts.roles import Role, require_role
 from webapp.api.app import store_error
 from webapp.errors import HubError, error_json, show_error
 from webapp.http import HubRequest
-from webapp.ops import host_reports
+from webapp.ops import routing
 from webapp.registry import demo, jobs, placement_views
 from webapp.registry.actions import models as model_actions
 from webapp.registry.actions import serving as serving_actions
@@ -107,7 +107,7 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
         "previous": previous,
         "events": Event.objects.filter(model=model).select_related("actor", "version")[:50],
         "target": target,
-        "target_status": host_reports.target_status(target.name),
+        "target_status": routing.build_status(target.name),
         "versions": rows,
         "jobs": model.jobs.select_related("version")[:5],
         "options_form": OptionsForm(target),

@@ -24,23 +24,23 @@ def run_job(job_id: int) -> None:
 
 @app.task(name="workers.tasks.serve.reconcile", ignore_result=True, soft_time_limit=900)
 def reconcile() -> None:
-    from webapp.registry import serving
+    from webapp.registry import reconcile
 
-    serving.reconcile()
+    reconcile.reconcile()
 
 
 @app.task(name="workers.tasks.serve.triton_restarted", ignore_result=True, soft_time_limit=900)
 def triton_restarted(down_s: float, exit_status: str) -> None:
     """Sent by the launcher after it restarted a crashed Triton."""
-    from webapp.registry import serving
+    from webapp.registry import reconcile
 
-    serving.after_triton_restart(down_s, exit_status)
+    reconcile.after_triton_restart(down_s, exit_status)
 
 
 @app.task(name="workers.tasks.serve.requeue_stalled", ignore_result=True, soft_time_limit=60)
 def requeue_stalled() -> None:
     """Sent by the launcher after Redis restarted: queued serving jobs may have lost their
     message."""
-    from webapp.registry import serving
+    from webapp.registry import reconcile
 
-    serving.requeue_stalled_jobs()
+    reconcile.requeue_stalled_jobs()

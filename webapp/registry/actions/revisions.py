@@ -28,9 +28,10 @@ from model_store.text import say
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry.actions.versions import _enqueue_compile
-from webapp.registry.jobs import initial_steps, record_event
+from webapp.registry.actions.versions import enqueue_compile
+from webapp.registry.jobs import record_event
 from webapp.registry.models import Job, Model, Version
+from webapp.registry.steps import initial_steps
 from webapp.registry.storage import get_store
 from webapp.text import localize, localized
 
@@ -225,7 +226,7 @@ def request_revision(
                 },
             )
             locked.save(update_fields=["updated"])
-            transaction.on_commit(lambda: _enqueue_compile(job))
+            transaction.on_commit(lambda: enqueue_compile(job))
     except BaseException:
         # The version was not recorded: its shared source must not block the next number.
         for number in shared:

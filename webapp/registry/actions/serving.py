@@ -30,6 +30,7 @@ from webapp.registry.serving import (
     lock_busy_error,
     release_lock,
 )
+from webapp.registry.steps import initial_steps
 from webapp.text import localize
 
 log = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ def queue_locked_job(
                 kind=kind,
                 model=model,
                 version=version,
-                steps=jobs.initial_steps((kind,)),
+                steps=initial_steps((kind,)),
                 params=params,
                 created_by=user,
             )

@@ -19,6 +19,7 @@ from webapp import dispatch, live
 from webapp.errors import HubError
 from webapp.registry import jobs
 from webapp.registry.models import Job, Model, PerfRun
+from webapp.registry.steps import SWEEP_STEPS, initial_steps
 from webapp.registry.sweeps import config_summary
 
 
@@ -141,7 +142,7 @@ def request_sweep(
             kind=Job.Kind.SWEEP,
             model=model,
             version=version,
-            steps=jobs.initial_steps(jobs.SWEEP_STEPS),
+            steps=initial_steps(SWEEP_STEPS),
             params={"example_id": example_id},
             created_by=user,
         )

@@ -23,6 +23,7 @@ from webapp.ops import nodes as ops_nodes
 from webapp.registry import jobs, placement
 from webapp.registry.actions.revisions import request_revision
 from webapp.registry.models import Job, Model, TuningRun, Version
+from webapp.registry.steps import TUNE_STEPS, initial_steps
 
 #: Below this, a search cannot measure more than the serving config.
 MIN_BUDGET_S = 30
@@ -134,7 +135,7 @@ def request_tune(
             kind=Job.Kind.TUNE,
             model=model,
             version=version,
-            steps=jobs.initial_steps(jobs.TUNE_STEPS),
+            steps=initial_steps(TUNE_STEPS),
             params={"objective": goal.to_dict(), "budget_s": budget_s},
             created_by=user,
         )

@@ -26,13 +26,14 @@ from model_store.uploads import FinishedUpload
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
-from webapp.registry.jobs import COMPILE_STEPS, initial_steps, record_event
+from webapp.registry.jobs import record_event
 from webapp.registry.models import Job, Model, Version
 from webapp.registry.serving import (
     acquire_lock_or_wait_for_reconcile,
     lock_busy_error,
     release_lock,
 )
+from webapp.registry.steps import COMPILE_STEPS, initial_steps
 from webapp.registry.storage import get_store, get_uploads
 from webapp.text import localize
 
@@ -188,16 +189,17 @@ def create_version(
             },
         )
         locked.save(update_fields=["updated"])
-        transaction.on_commit(lambda: _enqueue_compile(job))
+        transaction.on_commit(lambda: enqueue_compile(job))
     return version, job
 
 
-def _enqueue_compile(job: Job) -> None:
+def enqueue_compile(job: Job) -> None:
+    """Send ``job`` (a compile) to the workers; while the broker is away it waits, marked unsent."""
     try:
         dispatch.compile_job(job.pk, tuple(step["name"] for step in job.steps))
     except Exception:
         # Redis (the broker) does not answer: the job stays queued, marked unsent, and
-        # reconcile sends it once Redis is back (serving.requeue_stalled_jobs).
+        # reconcile sends it once Redis is back (reconcile.requeue_stalled_jobs).
         log.warning("compile job %s could not be queued yet", job.uuid, exc_info=True)
         mark_unsent(job)
     live.publish("models", {"model": job.model.name})

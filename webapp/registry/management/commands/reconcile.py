@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from webapp.registry.serving import reconcile
+from webapp.registry.reconcile import reconcile
 
 
 class Command(BaseCommand):
