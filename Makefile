@@ -110,8 +110,8 @@ lint-fast: $(STAMP)
 lint: lint-fast
 	@# Translations (docs/i18n.md): catalogues up to date with the marked strings (needs GNU
 	@# gettext), and no unmarked text in the templates that are already translated.
-	$(PY) -m webapp.i18n_check
-	$(PY) -m webapp.i18n_unmarked --enforce
+	$(PY) -m tools.i18n_check
+	$(PY) -m tools.i18n_unmarked --enforce
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy model_store webapp workers tools

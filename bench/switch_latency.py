@@ -215,7 +215,7 @@ class Baseline:
     def write_config(self, version: int) -> float:
         """That version's packaged config, renamed and pinned to it (untimed by callers)."""
         from model_store.config import parse_pbtxt, render_pbtxt
-        from model_store.store import atomic_write_text
+        from model_store.file_io import atomic_write_text
 
         t0 = time.perf_counter()
         cfg = parse_pbtxt((self.package(version) / "config.pbtxt").read_text(encoding="utf-8"))

@@ -63,12 +63,12 @@ from _stack import (
 
 PIECE = 1024 * 1024  # what the server side copies at a time (model_store.uploads.PIECE_SIZE)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from model_store.uploads.direct_io import ALIGN as DIRECT_ALIGN  # noqa: E402
-from model_store.uploads.direct_io import DIRECT_BUFFER_BYTES, open_direct  # noqa: E402
-from model_store.uploads.upload_store import (  # noqa: E402  (after the path above)
+from model_store.uploads.chunks import (  # noqa: E402  (after the path above)
     WRITEBACK_BYTES,
     _start_writeback,
 )
+from model_store.uploads.direct_io import ALIGN as DIRECT_ALIGN  # noqa: E402
+from model_store.uploads.direct_io import DIRECT_BUFFER_BYTES, open_direct  # noqa: E402
 
 # --------------------------------------------------------------------------- the file
 

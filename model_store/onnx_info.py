@@ -92,7 +92,7 @@ class OnnxInfo:
     metadata_props: dict[str, str] = field(default_factory=dict)
 
     def signature_dims(self) -> dict[str, list[Dim] | None]:
-        """Returns full shapes by tensor name, as ``model_store.config.lint`` takes them."""
+        """Returns full shapes by tensor name, as ``model_store.config_lint.lint`` takes them."""
         return {t.name: t.dims for t in [*self.inputs, *self.outputs]}
 
 

@@ -14,8 +14,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from model_store.file_io import DIR_MODE, fsync_dir
 from model_store.names import validate_model_name
-from model_store.store import DIR_MODE, REMOVING_PREFIX, ModelStore, fsync_dir
+from model_store.staging import REMOVING_PREFIX
+from model_store.store import ModelStore
 
 
 @dataclass(frozen=True)

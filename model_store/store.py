@@ -12,6 +12,8 @@ Layout under the root (Triton's rules for ``repository/``: docs/triton.md#reposi
 Every path is built from names that passed :mod:`model_store.names`, and
 everything Triton can see is written atomically (temp file + ``os.replace``,
 staging directory + rename), so Triton never reads a half-written file.
+The file primitives for that live in :mod:`model_store.file_io`, staging directories and
+the debris they can leave in :mod:`model_store.staging`; this module holds the layout.
 
 Example:
     >>> store = ModelStore(Path("/var/lib/hub")); store.ensure_layout()
@@ -22,219 +24,32 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from model_store.errors import NotFound, StoreConflict, UnsafePath
+from model_store.file_io import (
+    DIR_MODE,
+    READ_ONLY_MODE,
+    _copy_hashing,
+    atomic_write_text,
+    fsync_dir,
+    link_or_copy,
+)
 from model_store.names import validate_file_name, validate_model_name, validate_version
-from model_store.text import Said, say
+from model_store.staging import (
+    REMOVING_PREFIX,
+    _is_leftover,
+    _new_staging_dir,
+    _publish_dir,
+    _remove_entry,
+)
+from model_store.text import say
 
-CHUNK_SIZE = 1024 * 1024
 CONFIG_FILE = "config.pbtxt"
-# Triton only loads version directories whose names are plain integers, so
-# anything starting with "." is invisible to it (docs/triton.md#repository-layout).
-STAGING_PREFIX = ".staging-"
-REMOVING_PREFIX = ".removing-"
-# Files Triton can read must be readable by another user (Triton may run in its
-# own container); sources are made read-only once stored.
-FILE_MODE = 0o644
-DIR_MODE = 0o755
-READ_ONLY_MODE = 0o444
-
-
-def fsync_dir(path: Path) -> None:
-    """Flushes a directory entry to disk, so a rename inside it survives a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
-    """Writes ``data`` to ``path`` so that readers see the old file or the new one, never a mix.
-
-    The temp file lives in the same directory (``os.replace`` is only atomic
-    within one filesystem) and its name starts with ``.`` and ends in ``.tmp``
-    so that neither Triton nor the GE backend's ``*.onnx`` search picks it up.
-
-    Args:
-        path: Destination; its directory must exist.
-        data: The complete new content.
-        mode: Permission bits of the new file.
-
-    Raises:
-        OSError: If writing fails; the temp file is removed and ``path`` is untouched.
-    """
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with tmp.open("xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str, mode: int = FILE_MODE) -> None:
-    """Writes UTF-8 ``text`` to ``path`` atomically; see :func:`atomic_write_bytes`."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
-
-
-def sha256_file(path: Path, chunk: int = CHUNK_SIZE) -> str:
-    """Returns the hex sha256 of a file, reading it in chunks (constant memory).
-
-    Args:
-        path: The file to hash.
-        chunk: Bytes read at a time.
-    """
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-class StreamTooLarge(ValueError):
-    """A stream went past the size its reader allowed; nothing of it was kept."""
-
-
-def save_stream(read: Callable[[int], bytes], dest: Path, max_bytes: int) -> int:
-    """Copies ``read(CHUNK_SIZE)`` until it returns ``b""`` into the new file ``dest``, synced.
-
-    Stops reading past ``max_bytes`` (an HTTP body or answer from another host is bounded
-    by its reader, whatever it announced). Returns the size.
-
-    Raises:
-        StreamTooLarge: More than ``max_bytes``; ``dest`` is removed.
-        OSError: ``dest`` exists or cannot be written; ``dest`` is removed if it was made.
-    """
-    size = 0
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            while block := read(CHUNK_SIZE):
-                size += len(block)
-                if size > max_bytes:
-                    raise StreamTooLarge(f"over {max_bytes} bytes")
-                out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return size
-
-
-def safe_join(base: Path, *parts: str) -> Path:
-    """Joins ``parts`` to ``base`` and refuses results that resolve outside ``base``.
-
-    Symlinks are resolved, so a link inside ``base`` that points elsewhere is
-    refused too. Use it for paths that come from outside (e.g. a file name in
-    an archive or an ONNX external-data location).
-
-    Args:
-        base: The directory the result must stay in.
-        *parts: Relative path components.
-
-    Returns:
-        The resolved path, inside ``base``.
-
-    Raises:
-        UnsafePath: If the result is ``base``'s parent, a sibling, an absolute
-            path elsewhere, or reached through a symlink that leaves ``base``.
-    """
-    root = base.resolve()
-    if any("\x00" in part for part in parts):
-        raise UnsafePath(say("A path contains a NUL character. Use a plain relative path."))
-    target = root.joinpath(*parts).resolve()
-    if target != root and not target.is_relative_to(root):
-        shown = "/".join(parts)
-        raise UnsafePath(
-            say(
-                "The path %(path)s leads outside %(root)s. "
-                "Use a relative path without '..' and without symlinks that point elsewhere.",
-                path=repr(shown),
-                root=repr(root.name),
-            )
-        )
-    return target
-
-
-def _fsync_tree(top: Path) -> None:
-    """Flushes every file and directory under ``top`` before it is published by rename."""
-    for dirpath, _dirnames, filenames in os.walk(top):
-        for filename in filenames:
-            path = Path(dirpath, filename)
-            if path.is_symlink():
-                continue
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
-
-
-def _copy_hashing(src: Path, dst: Path, chunk: int = CHUNK_SIZE) -> str:
-    """Copies ``src`` to a new file ``dst`` in chunks, returning the sha256 of the bytes copied."""
-    digest = hashlib.sha256()
-    with src.open("rb") as fin, dst.open("xb") as fout:
-        while block := fin.read(chunk):
-            digest.update(block)
-            fout.write(block)
-        fout.flush()
-        os.fsync(fout.fileno())
-    return digest.hexdigest()
-
-
-def link_or_copy(src: Path, dst: Path) -> None:
-    """Makes ``dst`` a new name for ``src``'s bytes: a hard link when both are on one
-    filesystem (no bytes copied; the data is as durable as ``src`` already is), else a copy
-    that is flushed to disk before this returns. ``dst`` must not exist."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        _copy_hashing(src, dst)
-
-
-def _new_staging_dir(parent: Path) -> Path:
-    """Creates ``parent`` if needed and a fresh, hidden staging directory inside it."""
-    parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-    staging = parent / f"{STAGING_PREFIX}{secrets.token_hex(8)}"
-    staging.mkdir(mode=DIR_MODE)
-    return staging
-
-
-def _publish_dir(staging: Path, target: Path, what: Said) -> None:
-    """Renames a complete staging directory to its final name, never over an existing one.
-
-    ``os.rename`` would silently replace an *empty* directory, hence the
-    explicit check; a non-empty one makes the rename fail, which we report the
-    same way. Callers serialise work on one model (a lock per model), so the
-    gap between check and rename is not a race between our own writers.
-    """
-    if target.exists():
-        raise StoreConflict(say("%(what)s already exists. Pick a new version number.", what=what))
-    _fsync_tree(staging)
-    try:
-        staging.rename(target)
-    except OSError as exc:
-        if target.exists():
-            raise StoreConflict(
-                say("%(what)s already exists. Pick a new version number.", what=what)
-            ) from exc
-        raise
-    fsync_dir(target.parent)
 
 
 class ModelStore:
@@ -480,7 +295,7 @@ class ModelStore:
         """Deletes leftovers of interrupted writes for one model, in repository and sources.
 
         Leftovers are staging directories, half-removed versions and temp
-        files from :func:`atomic_write_bytes`. Call it with the model's lock
+        files from :func:`~model_store.file_io.atomic_write_bytes`. Call it with the model's lock
         held, or pass ``older_than`` so that work in progress is spared.
 
         Args:
@@ -612,19 +427,3 @@ def _is_version_dir(path: Path) -> bool:
     """Tells whether Triton would treat ``path`` as a version directory."""
     text = path.name
     return text.isascii() and text.isdigit() and not text.startswith("0") and path.is_dir()
-
-
-def _is_leftover(path: Path) -> bool:
-    """Tells whether ``path`` is debris from an interrupted staging, removal or atomic write."""
-    text = path.name
-    if text.startswith((STAGING_PREFIX, REMOVING_PREFIX)):
-        return True
-    return text.startswith(".") and text.endswith(".tmp") and path.is_file()
-
-
-def _remove_entry(path: Path) -> None:
-    """Removes a file, a symlink or a whole directory tree (without following symlinks)."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()

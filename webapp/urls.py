@@ -15,6 +15,7 @@ from webapp.registry import (
     labels_views,
     placement_views,
     revise_views,
+    try_partial_views,
     try_views,
     tune_views,
 )
@@ -37,17 +38,17 @@ urlpatterns = [
     path("models/retired/<int:pk>/", registry_views.retired_model, name="model-retired"),
     path("models/<str:name>/", registry_views.model_detail, name="model"),
     path("models/<str:name>/try/", try_views.model_try, name="model-try"),
-    path("models/<str:name>/try/run/", try_views.model_try_run, name="model-try-run"),
+    path("models/<str:name>/try/run/", try_partial_views.model_try_run, name="model-try-run"),
     path("models/<str:name>/try/image/", try_views.model_try_image, name="model-try-image"),
     path("models/<str:name>/try/labels/", labels_views.model_try_labels, name="model-try-labels"),
     path(
         "models/<str:name>/try/examples/",
-        try_views.model_try_example_save,
+        try_partial_views.model_try_example_save,
         name="model-try-examples",
     ),
     path(
         "models/<str:name>/try/examples/<int:example_id>/delete/",
-        try_views.model_try_example_delete,
+        try_partial_views.model_try_example_delete,
         name="model-try-example-delete",
     ),
     path("models/<str:name>/perf/", try_views.model_perf, name="model-perf"),

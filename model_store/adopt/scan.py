@@ -30,7 +30,8 @@ from model_store.adopt.found import (
 )
 from model_store.adopt.understand import understand_model
 from model_store.errors import ModelStoreError
-from model_store.store import CONFIG_FILE, sha256_file
+from model_store.file_io import sha256_file
+from model_store.store import CONFIG_FILE
 from model_store.text import Said, say
 
 #: Refuse a tree larger than this many directory entries: a typo'd PATH ("/") must fail fast

@@ -21,7 +21,8 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from model_store.adopt.found import Problem, ScannedModel, ScannedVersion
-from model_store.config import VERBATIM_HEADER, lint, parse_pbtxt, render_pbtxt
+from model_store.config import VERBATIM_HEADER, parse_pbtxt, render_pbtxt
+from model_store.config_lint import lint
 from model_store.dtypes import is_triton_type, triton_to_numpy
 from model_store.errors import ModelStoreError
 from model_store.names import validate_file_name, validate_model_name

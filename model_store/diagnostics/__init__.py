@@ -21,9 +21,10 @@ The submodules, from the bottom up (each imports only those above it):
 :mod:`~model_store.diagnostics.context` (:class:`Check` and :class:`DiagnosticsContext`),
 the checks by subject (:mod:`~model_store.diagnostics.device_checks`: NPU device nodes and
 npu-smi; :mod:`~model_store.diagnostics.cann_checks`: CANN's environment, ATC, ATC's
-Python, the GE backend library; :mod:`~model_store.diagnostics.triton_checks`: Triton
-reachable, restricted, loading) and :mod:`~model_store.diagnostics.checklist` (the order they
-run in, and the summary). Their public names are re-exported here.
+Python; :mod:`~model_store.diagnostics.ge_backend_checks`: the GE backend library;
+:mod:`~model_store.diagnostics.triton_checks`: Triton reachable, restricted, loading) and
+:mod:`~model_store.diagnostics.checklist` (the order they run in, and the summary). Their
+public names are re-exported here.
 
 Example:
     >>> ctx = DiagnosticsContext(env={}, triton_url="127.0.0.1:8000",
@@ -36,12 +37,7 @@ Example:
 
 from __future__ import annotations
 
-from model_store.diagnostics.cann_checks import (
-    check_atc,
-    check_atc_python,
-    check_cann_env,
-    check_npu_ge_backend,
-)
+from model_store.diagnostics.cann_checks import check_atc, check_atc_python, check_cann_env
 from model_store.diagnostics.checklist import CHECKS, CheckFn, run_checks, summarize, summary_line
 from model_store.diagnostics.context import (
     COMMAND_TIMEOUT,
@@ -58,6 +54,7 @@ from model_store.diagnostics.device_checks import (
     check_davinci_devices,
     check_npu_smi,
 )
+from model_store.diagnostics.ge_backend_checks import check_npu_ge_backend
 from model_store.diagnostics.triton_checks import (
     check_load_failures,
     check_stuck_loading,

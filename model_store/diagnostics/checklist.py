@@ -14,14 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from model_store.diagnostics.cann_checks import (
-    check_atc,
-    check_atc_python,
-    check_cann_env,
-    check_npu_ge_backend,
-)
+from model_store.diagnostics.cann_checks import check_atc, check_atc_python, check_cann_env
 from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext
 from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
+from model_store.diagnostics.ge_backend_checks import check_npu_ge_backend
 from model_store.diagnostics.triton_checks import (
     check_load_failures,
     check_stuck_loading,

@@ -5,8 +5,8 @@ what it found, what to do). All outside contact goes through the context (enviro
 ``which``, ``run`` for subprocesses, the Triton calls, the devices report, ``/dev``), so
 tests pass plain functions and temporary directories instead of a real host. The check
 modules (:mod:`~model_store.diagnostics.cann_checks`,
-:mod:`~model_store.diagnostics.device_checks`, :mod:`~model_store.diagnostics.triton_checks`)
-build their results with :func:`make_check`.
+:mod:`~model_store.diagnostics.device_checks`, :mod:`~model_store.diagnostics.ge_backend_checks`,
+:mod:`~model_store.diagnostics.triton_checks`) build their results with :func:`make_check`.
 """
 
 from __future__ import annotations

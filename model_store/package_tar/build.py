@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol, cast
 
 from model_store.config import render_pbtxt
+from model_store.file_io import CHUNK_SIZE, DIR_MODE, FILE_MODE, atomic_write_text, fsync_dir
 from model_store.names import validate_model_name, validate_version
 from model_store.package_tar.layout import (
     FORMAT_VERSION,
@@ -39,15 +40,7 @@ from model_store.package_tar.layout import (
     normalised_entry,
 )
 from model_store.serving.packages import package_files, serving_config
-from model_store.store import (
-    CHUNK_SIZE,
-    CONFIG_FILE,
-    DIR_MODE,
-    FILE_MODE,
-    ModelStore,
-    atomic_write_text,
-    fsync_dir,
-)
+from model_store.store import CONFIG_FILE, ModelStore
 from model_store.text import say
 from model_store.uploads.errors import InsufficientStorage, human_bytes
 

@@ -32,6 +32,7 @@ from typing import BinaryIO
 
 from model_store.config import ModelConfig, parse_pbtxt
 from model_store.errors import InvalidConfig, ModelStoreError
+from model_store.file_io import CHUNK_SIZE, DIR_MODE, FILE_MODE, fsync_dir, safe_join
 from model_store.names import validate_file_name, validate_model_name, validate_version
 from model_store.package_tar.layout import (
     CONFIG_FILE,
@@ -40,7 +41,6 @@ from model_store.package_tar.layout import (
     PackageTarTooLarge,
     UnsafePackageTar,
 )
-from model_store.store import CHUNK_SIZE, DIR_MODE, FILE_MODE, fsync_dir, safe_join
 from model_store.text import say
 from model_store.uploads.errors import human_bytes
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from model_store.errors import ModelStoreError
+from model_store.file_io import DIR_MODE, FILE_MODE, fsync_dir
 from model_store.names import validate_file_name
 from model_store.package_tar.build import HashingWriter
 from model_store.package_tar.extract import checked_tar, copy_entry
@@ -35,7 +36,6 @@ from model_store.package_tar.layout import (
     UnsafePackageTar,
     normalised_entry,
 )
-from model_store.store import DIR_MODE, FILE_MODE, fsync_dir
 from model_store.text import say
 
 #: Largest files tar taken by default: a model with its external data.

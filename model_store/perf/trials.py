@@ -17,7 +17,8 @@ from typing import Any, Literal
 import numpy as np
 
 from model_store.config import ModelConfig
-from model_store.perf.sweep import MAX_CONCURRENCY, SweepPlan, measure_rate, run_sweep
+from model_store.perf.plan import MAX_CONCURRENCY, SweepPlan
+from model_store.perf.sweep import measure_rate, run_sweep
 from model_store.runtime.client import TritonRuntime
 from model_store.serving.trial import trial_model
 from model_store.store import ModelStore

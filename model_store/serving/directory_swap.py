@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from model_store.config import ModelConfig, render_pbtxt
+from model_store.file_io import DIR_MODE, atomic_write_text, fsync_dir
 from model_store.serving.packages import InvalidPackage, link_or_copy
-from model_store.store import CONFIG_FILE, DIR_MODE, ModelStore, atomic_write_text, fsync_dir
+from model_store.store import CONFIG_FILE, ModelStore
 
 #: Folders under the store root, beside ``repository/``, for whole model directories on the
 #: way in and on the way out. Outside the repository so that neither Triton nor the GE

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from model_store.config import parse_pbtxt, render_pbtxt
 from model_store.errors import InvalidConfig, ModelStoreError, NotFound
+from model_store.file_io import atomic_write_text
 from model_store.names import validate_version
 from model_store.runtime.errors import TritonRequestError, TritonRuntimeError
 from model_store.serving.packages import serving_config
@@ -31,7 +32,7 @@ from model_store.serving.triton_index import (
     ready_versions,
     row_for,
 )
-from model_store.store import ModelStore, atomic_write_text
+from model_store.store import ModelStore
 from model_store.text import Said
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from model_store.config import parse_pbtxt
 from model_store.errors import ModelStoreError
-from model_store.store import ModelStore, atomic_write_text
+from model_store.file_io import atomic_write_text
+from model_store.store import ModelStore
 
 MARKER = ".triton-needs-restart.json"
 GE_BACKEND = "npu_ge"

@@ -25,7 +25,8 @@ from model_store.serving.triton_index import (
     ready_versions,
     versions_text,
 )
-from model_store.store import REMOVING_PREFIX, STAGING_PREFIX, ModelStore
+from model_store.staging import REMOVING_PREFIX, STAGING_PREFIX
+from model_store.store import ModelStore
 from model_store.targets import all_targets
 from model_store.text import Said, say
 

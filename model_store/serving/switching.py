@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from model_store.config import ModelConfig, render_pbtxt
+from model_store.file_io import atomic_write_bytes, fsync_dir
 from model_store.names import validate_model_name, validate_version
 from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving.directory_swap import (
@@ -54,7 +55,7 @@ from model_store.serving.triton_index import (
     ready_versions,
     versions_text,
 )
-from model_store.store import ModelStore, atomic_write_bytes, fsync_dir
+from model_store.store import ModelStore
 from model_store.targets import UnknownTarget, get_target
 
 log = logging.getLogger(__name__)

@@ -24,13 +24,14 @@ from pathlib import Path
 
 from model_store.config import ModelConfig
 from model_store.errors import ModelStoreError
+from model_store.file_io import DIR_MODE, fsync_dir
 from model_store.names import validate_version
 from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving.directory_swap import RETIRED_ROOT, STAGING_ROOT, stage_model_dir
 from model_store.serving.loading import load_and_wait, unload_model
 from model_store.serving.restart_needed import note_failed_load, note_loaded
 from model_store.serving.triton_index import TRIAL_PREFIX, ServingRuntime, is_trial_name
-from model_store.store import DIR_MODE, ModelStore, fsync_dir
+from model_store.store import ModelStore
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from model_store.compile.atc import SOC_PATTERN, cann_status
 from model_store.config import ModelConfig
 from model_store.names import validate_model_name, validate_version
 from model_store.onnx_info import OnnxInfo, inspect_onnx
-from model_store.targets import acl as acl_target
 from model_store.targets import atc_build
 from model_store.targets import npu_ge_checks as checks
+from model_store.targets.acl_options import SOC_CHOICES
 from model_store.targets.base import BuildContext, BuildResult, Target, TargetStatus, VerifyPlan
 from model_store.targets.batching import (
     SCHEDULING_OPTIONS,
@@ -234,7 +234,7 @@ class NpuGeTarget(Target):
                     "The chip ATC compiles the pre-flight check for ('Ascend' + the Name column "
                     "of npu-smi info). GE itself detects the chip at load."
                 ),
-                choices=acl_target.SOC_CHOICES,
+                choices=SOC_CHOICES,
                 pattern=SOC_PATTERN,
             ),
         ]

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from model_store.config import lint, render_pbtxt
+from model_store.config import render_pbtxt
+from model_store.config_lint import lint
 from model_store.onnx_info import OnnxInfo
 from model_store.targets.base import Target
 from model_store.targets.findings import Finding

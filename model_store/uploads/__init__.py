@@ -8,6 +8,8 @@ it):
   and ``data.part``), the records handed out, the checks on ids and names;
 * :mod:`~model_store.uploads.direct_io`: writing chunks with ``O_DIRECT`` from a reused
   aligned buffer (no copy into the page cache) and hashing the finished file the same way;
+* :mod:`~model_store.uploads.chunks`: the checks on one chunk and the copying of its bytes to
+  disk (``O_DIRECT``, or the page cache with early writeback);
 * :mod:`~model_store.uploads.upload_store`: :class:`UploadStore`, which receives chunks (at the
   current end only, so retries are safe), serialises writers and enforces the limits;
 * :mod:`~model_store.uploads.bundles`: unpacking and checking a bundle (one ``.onnx`` file and
@@ -39,6 +41,7 @@ from model_store.uploads.bundles import (
     check_bundle_model,
     unpack_bundle,
 )
+from model_store.uploads.chunks import WRITEBACK_BYTES
 from model_store.uploads.errors import (
     InsufficientStorage,
     InvalidUpload,
@@ -63,7 +66,7 @@ from model_store.uploads.records import (
     check_upload_filename,
     check_upload_id,
 )
-from model_store.uploads.upload_store import DEFAULT_LOCK_TIMEOUT_S, WRITEBACK_BYTES, UploadStore
+from model_store.uploads.upload_store import DEFAULT_LOCK_TIMEOUT_S, UploadStore
 
 __all__ = [
     "ALLOWED_EXTENSIONS",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from model_store.errors import UnsafePath
-from model_store.store import safe_join
+from model_store.file_io import safe_join
 from model_store.text import Said, say
 from model_store.uploads.errors import InvalidUpload, UploadTooLarge, human_bytes, quoted
 from model_store.uploads.records import DIR_MODE, FILE_MODE, PIECE_SIZE

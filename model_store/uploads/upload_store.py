@@ -4,13 +4,13 @@
 each chunk from the request stream in fixed pieces (memory does not grow with the file),
 accepts a chunk only at the current end of the data so that retries are safe, serialises
 writers of one upload with ``fcntl.flock`` on its ``data.part``, and enforces the size,
-per-owner quota and free-space limits.
+per-owner quota and free-space limits. The checks on a chunk and the copying of its bytes
+are in :mod:`.chunks`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import hashlib
@@ -20,27 +20,26 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from model_store.errors import ModelStoreError
-from model_store.store import atomic_write_text, fsync_dir
+from model_store.file_io import atomic_write_text, fsync_dir
 from model_store.text import Said, say
-from model_store.uploads.direct_io import (
-    DIRECT_MIN_BYTES,
-    IDLE_FLUSH_S,
-    ChunkWriter,
-    open_direct,
-    sha256_direct,
+from model_store.uploads.chunks import (
+    _check_chunk,
+    _check_chunk_numbers,
+    _write_buffered,
+    _write_direct,
 )
+from model_store.uploads.direct_io import DIRECT_MIN_BYTES, open_direct, sha256_direct
 from model_store.uploads.errors import (
     InsufficientStorage,
     InvalidUpload,
     UploadBusy,
     UploadCorrupt,
     UploadNotFound,
-    UploadOffsetMismatch,
     UploadQuotaExceeded,
     UploadTooLarge,
     human_bytes,
@@ -62,36 +61,9 @@ from model_store.uploads.records import (
     check_upload_id,
 )
 
-#: After this many bytes of a chunk, :meth:`UploadStore.write_chunk` asks the kernel to start
-#: writing them to disk (Linux ``sync_file_range``), so that the ``fsync`` ending the chunk
-#: waits for the last piece only, not for all of it: the disk works while the network does.
-WRITEBACK_BYTES = 1024 * 1024
 #: How long a writer waits for another writer of the same upload before giving up.
 DEFAULT_LOCK_TIMEOUT_S = 30.0
 _SHA256_PATTERN = re.compile(r"[0-9a-fA-F]{64}")
-_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, do not wait
-
-
-def _writeback_starter() -> Callable[[int, int, int], object] | None:
-    """``start(fd, offset, count)``: Linux's ``sync_file_range(..., SYNC_FILE_RANGE_WRITE)``.
-
-    None where the C library has no such call (not Linux). Its result is ignored: it is a
-    hint, and the ``fsync`` after it is what makes the bytes durable.
-    """
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-
-    def start(fd: int, offset: int, count: int) -> object:
-        return function(fd, offset, count, _SYNC_FILE_RANGE_WRITE)  # releases the GIL
-
-    return start
-
-
-_start_writeback = _writeback_starter()
 
 
 class UploadStore:
@@ -333,7 +305,7 @@ class UploadStore:
         from a reused buffer, without a copy into the page cache (:mod:`.direct_io`), and a
         stream with ``wait_readable(timeout)`` (``BodyPipe``) has what is buffered written
         whenever bytes stop coming for :data:`~.direct_io.IDLE_FLUSH_S`. Otherwise writeback of
-        each :data:`WRITEBACK_BYTES` starts as soon as they are written, so the final
+        each :data:`~.chunks.WRITEBACK_BYTES` starts as soon as they are written, so the final
         ``fsync`` is short. If the stream ends early or
         fails, the bytes that did arrive are kept and flushed, so the client can
         resume from :meth:`status`; with a short stream the returned total is less
@@ -365,68 +337,8 @@ class UploadStore:
             if self.direct_io and length >= DIRECT_MIN_BYTES:
                 direct_fd = open_direct(upload_dir / PART_FILE)
             if direct_fd is not None:
-                return self._write_direct(fh, direct_fd, offset, stream, length)
-            fh.seek(offset)
-            remaining = length
-            unsynced = offset  # the first byte not yet handed to the kernel's writeback
-            try:
-                while remaining:
-                    piece = stream.read(min(PIECE_SIZE, remaining))
-                    if not piece:
-                        break
-                    if len(piece) > remaining:  # a stream that ignores its argument
-                        piece = piece[:remaining]
-                    fh.write(piece)
-                    remaining -= len(piece)
-                    end = offset + length - remaining
-                    if end - unsynced >= WRITEBACK_BYTES and _start_writeback is not None:
-                        fh.flush()
-                        _start_writeback(fh.fileno(), unsynced, end - unsynced)
-                        unsynced = end
-            finally:
-                fh.flush()
-                os.fsync(fh.fileno())
-            return offset + length - remaining
-
-    @staticmethod
-    def _write_direct(
-        fh: BinaryIO, direct_fd: int, offset: int, stream: BinaryIO, length: int
-    ) -> int:
-        """:meth:`write_chunk`'s copy with ``O_DIRECT`` (see :mod:`.direct_io`): no page-cache
-        copy for the aligned bulk of the chunk; the same result, and the same ``fsync``."""
-        try:
-            writer = ChunkWriter(fh.fileno(), direct_fd, offset)
-        except BaseException:
-            os.close(direct_fd)
-            raise
-        remaining = length
-        # A BodyPipe says whether bytes arrive soon: if not, what is buffered lands first.
-        wait_readable = getattr(stream, "wait_readable", None)
-        try:
-            try:
-                while remaining:
-                    if (
-                        wait_readable is not None
-                        and writer.buffered
-                        and not wait_readable(IDLE_FLUSH_S)
-                    ):
-                        writer.flush()
-                    piece = stream.read(min(PIECE_SIZE, remaining))
-                    if not piece:
-                        break
-                    if len(piece) > remaining:  # a stream that ignores its argument
-                        piece = piece[:remaining]
-                    writer.write(piece)
-                    remaining -= len(piece)
-            finally:
-                # Also after a failed read: the bytes that arrived are kept and flushed.
-                try:
-                    writer.flush()
-                finally:
-                    os.fsync(fh.fileno())
-        finally:
-            writer.close()
-        return offset + length - remaining
+                return _write_direct(fh, direct_fd, offset, stream, length)
+            return _write_buffered(fh, offset, stream, length)
 
     def check_chunk(self, upload_id: str, offset: int, length: int) -> Upload:
         """Refuses a chunk that :meth:`write_chunk` would refuse, before its bytes are read.
@@ -629,46 +541,3 @@ class UploadStore:
         except FileNotFoundError:
             return
         shutil.rmtree(doomed, ignore_errors=True)
-
-
-def _check_chunk_numbers(offset: object, length: object) -> None:
-    for what, value in (("offset", offset), ("length", length)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidUpload(
-                say(
-                    "The chunk %(field)s must be a whole number >= 0, not %(value)s.",
-                    field=what,
-                    value=repr(value),
-                )
-            )
-
-
-def _check_chunk(
-    upload_id: str, meta: dict[str, Any], received: int, offset: int, length: int
-) -> None:
-    """The chunk must continue a receiving upload at its end and stay within its size."""
-    if meta.get("state") != STATE_RECEIVING:
-        raise InvalidUpload(
-            say("The upload %(upload)s is already complete.", upload=repr(upload_id))
-        )
-    if offset != received:
-        raise UploadOffsetMismatch(
-            say(
-                "The chunk starts at byte %(offset)s, but %(received)s bytes have been "
-                "received. Resume from byte %(received)s.",
-                offset=offset,
-                received=received,
-            ),
-            expected=received,
-        )
-    size = int(meta["size"])
-    if offset + length > size:
-        raise UploadTooLarge(
-            say(
-                "The chunk would end at byte %(end)s, past the declared size "
-                "of %(size)s bytes. Send at most %(left)s more bytes.",
-                end=offset + length,
-                size=size,
-                left=size - offset,
-            )
-        )

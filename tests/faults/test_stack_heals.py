@@ -4,7 +4,7 @@ One ``python -m webapp.stack`` (what ``make run`` runs) on free ports with every
 embedded serves a small model while a client thread sends inference straight to Triton the
 whole time. Then, one after the other, Triton, Redis, the worker, beat and the web process are
 SIGKILLed (as the OOM killer or a crashing backend would). For each: the launcher restarts it,
-nothing else is restarted, and the figures are printed (``-s`` shows them; the README's table
+nothing else is restarted, and the figures are printed (``-s`` shows them; docs/running.md's table
 comes from this test): seconds until the part is back, until the served model answers again.
 A switch job queued just before Redis dies still finishes (Redis keeps an append-only file).
 

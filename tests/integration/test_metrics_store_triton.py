@@ -15,7 +15,8 @@ from tests.fixtures.triton import (
     write_model,
 )
 from tests.fixtures.waiting import wait_until
-from webapp.ops.metrics_store import model_metrics, scrape_and_store
+from webapp.ops.metrics_read import model_metrics
+from webapp.ops.metrics_store import scrape_and_store
 from webapp.ops.models import MetricPoint
 from webapp.registry.models import Model
 from workers.tasks.metrics import scrape

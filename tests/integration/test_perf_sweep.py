@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from model_store.perf.sweep import LevelResult, SweepPlan, best_level, measure_rate, run_sweep
+from model_store.perf.plan import SweepPlan
+from model_store.perf.results import LevelResult, best_level
+from model_store.perf.sweep import measure_rate, run_sweep
 from tests.fixtures.triton import (
     TritonHandle,
     mlp_config_pbtxt,

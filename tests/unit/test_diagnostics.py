@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from model_store.devices import read_devices
-from model_store.diagnostics.cann_checks import check_atc, check_cann_env, check_npu_ge_backend
+from model_store.diagnostics.cann_checks import check_atc, check_cann_env
 from model_store.diagnostics.checklist import CHECKS, run_checks, summarize, summary_line
 from model_store.diagnostics.context import STATES, Check, DiagnosticsContext, run_bounded
 from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
+from model_store.diagnostics.ge_backend_checks import check_npu_ge_backend
 from model_store.diagnostics.triton_checks import (
     check_load_failures,
     check_stuck_loading,

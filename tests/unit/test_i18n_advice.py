@@ -85,7 +85,7 @@ def test_capacity_advice_nests_its_parts_and_reads_as_before() -> None:
 
 
 def test_range_labels_are_said_too() -> None:
-    from webapp.ops.metrics_store import RANGES
+    from webapp.ops.metrics_read import RANGES
 
     label = RANGES["24h"][2]
     assert isinstance(label, Message) and label == "the last 24 hours"

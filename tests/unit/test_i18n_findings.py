@@ -14,7 +14,8 @@ from django.utils import translation
 
 from model_store.ascend.selftest.runner import STAGES, run_selftest
 from model_store.ascend.selftest.stage import Outcome, Stage, StageSpec
-from model_store.config import DynamicBatching, ModelConfig, TensorSpec, lint
+from model_store.config import DynamicBatching, ModelConfig, TensorSpec
+from model_store.config_lint import lint
 from model_store.onnx_info import OnnxInfo, TensorInfo
 from model_store.targets.findings import Finding, error
 from model_store.targets.npu_ge_checks import gear_findings

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from webapp import i18n_check
-from webapp.i18n_unmarked import check, enforced, main, unmarked_in
+from tools import i18n_check
+from tools.i18n_unmarked import check, enforced, main, unmarked_in
 
 
 def _texts(source: str) -> list[str]:
@@ -72,7 +72,7 @@ def test_the_enforced_templates_are_clean(capsys: pytest.CaptureFixture[str]) ->
 
 def test_enforce_fails_and_says_where(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "page.html").write_text("<h1>Hello</h1>\n")
-    monkeypatch.setattr("webapp.i18n_unmarked.TEMPLATES_DIR", tmp_path)
+    monkeypatch.setattr("tools.i18n_unmarked.TEMPLATES_DIR", tmp_path)
     assert main(["--enforce", "page.html"]) == 1
     assert "templates/page.html:1: not marked for translation: 'Hello'" in capsys.readouterr().out
     assert main(["page.html"]) == 0  # the report alone never fails

@@ -11,15 +11,15 @@ from django.utils import translation
 
 from model_store.adopt.found import Problem
 from model_store.errors import ModelStoreError
+from model_store.file_io import safe_join
 from model_store.package_tar.files import _parts
-from model_store.store import safe_join
 from model_store.targets.findings import error
 from model_store.text import Message, from_json, say
 from model_store.uploads.errors import InvalidUpload, human_bytes
 from model_store.uploads.records import check_upload_filename, check_upload_id
 from model_store.uploads.upload_store import UploadStore
 from model_store.validate import ValidationReport
-from model_store.verify import OutputComparison, VerificationReport
+from model_store.verification_report import OutputComparison, VerificationReport
 from webapp.api.app import store_error
 from webapp.text import localize
 

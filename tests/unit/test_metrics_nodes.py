@@ -24,13 +24,8 @@ from model_store.runtime.series import MINUTE, RAW
 from tests.fixtures.metrics_text import render
 from tests.fixtures.nodes import report
 from webapp.ops import metrics_store
-from webapp.ops.metrics_store import (
-    model_metrics,
-    node_request_rates,
-    remote_scrape_targets,
-    scrape_and_store,
-    sparklines,
-)
+from webapp.ops.metrics_read import model_metrics, node_request_rates, sparklines
+from webapp.ops.metrics_store import remote_scrape_targets, scrape_and_store
 from webapp.ops.models import ClientTally, HostReport, MetricPoint, MetricsState, Node
 from webapp.registry.models import Model
 
@@ -158,7 +153,7 @@ def test_roll_ups_and_pruning_are_per_node(mlp) -> None:
     later = start + 86400
     scrape_and_store(text=render({("mlp", "1"): counters(20, 3)}), now=later)
     assert not MetricPoint.objects.filter(
-        node="local", tier=RAW, start__lt=metrics_store._dt(later - 3600)
+        node="local", tier=RAW, start__lt=metrics_store.utc_datetime(later - 3600)
     ).exists()
     assert MetricPoint.objects.filter(node="b", tier=RAW).count() == 1
 

@@ -15,13 +15,9 @@ from django.db.models import Count, Min, Sum
 from model_store.runtime.series import MINUTE, RAW, TEN_MINUTES, TIERS
 from tests.fixtures.metrics_text import render
 from tests.fixtures.openapi import inline
-from webapp.ops import metrics_store
-from webapp.ops.metrics_store import (
-    flush_client_calls,
-    model_metrics,
-    record_client_call,
-    scrape_and_store,
-)
+from webapp.ops import metrics_read, metrics_store
+from webapp.ops.metrics_read import model_metrics
+from webapp.ops.metrics_store import flush_client_calls, record_client_call, scrape_and_store
 from webapp.ops.models import ClientTally, MetricPoint
 from webapp.registry.models import Model, Version
 
@@ -251,6 +247,6 @@ def test_the_models_list_shows_a_throughput_sparkline(operator_client, t0, mlp) 
     assert page.count("<polyline") == 1  # mlp only; quiet has no data
     assert "no data" in page
     assert 'data-live-topic="models metrics"' in page
-    sparks = metrics_store.sparklines([mlp], now=t0 + 85)
+    sparks = metrics_read.sparklines([mlp], now=t0 + 85)
     assert sparks["mlp"].latest == 0.0  # the newest interval (70 s long) had no requests
     assert sparks["mlp"].peak > 0

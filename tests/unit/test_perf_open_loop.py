@@ -12,15 +12,10 @@ from typing import Any
 
 import pytest
 
+from model_store.perf.plan import SweepPlan
+from model_store.perf.results import LevelResult, SweepResult, _saturated, best_level
 from model_store.perf.stats import LatencySummary
-from model_store.perf.sweep import (
-    LevelResult,
-    SweepPlan,
-    SweepResult,
-    _saturated,
-    _sweep,
-    best_level,
-)
+from model_store.perf.sweep import _sweep
 from model_store.runtime.errors import TritonUnavailable
 from tests.unit.test_perf_stats import stats_response
 

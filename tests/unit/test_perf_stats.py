@@ -11,16 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from model_store.perf import sweep
+from model_store.perf import levels
+from model_store.perf.plan import SweepPlan
+from model_store.perf.results import LevelResult, SweepResult, _saturated, best_level
 from model_store.perf.stats import LatencySummary, percentile, server_split, success_count
-from model_store.perf.sweep import (
-    LevelResult,
-    SweepPlan,
-    SweepResult,
-    _saturated,
-    _sweep,
-    best_level,
-)
+from model_store.perf.sweep import _sweep
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
 
 # --------------------------------------------------------------------------- percentile
@@ -370,7 +365,7 @@ def test_unexpected_worker_error_propagates_after_joining() -> None:
 
 def test_backend_without_statistics_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # Like npu_ge: requests succeed but the statistics never move.
-    monkeypatch.setattr(sweep, "_SETTLE_SECONDS", 0.3)
+    monkeypatch.setattr(levels, "_SETTLE_SECONDS", 0.3)
     server = FakeServer()
     frozen = stats_response(0)
     plan = SweepPlan(levels=(1, 2, 4), step_seconds=0.05, warmup_seconds=0.02)

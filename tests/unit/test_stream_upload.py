@@ -22,7 +22,7 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.test import Client
 
-from model_store.uploads import UploadStore, upload_store
+from model_store.uploads import UploadStore, chunks
 from tests.fixtures.users import make_user, signed_in, token_for
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -443,18 +443,18 @@ def test_the_pipe_holds_back_the_sender_until_the_reader_reads() -> None:
 def test_write_chunk_starts_writeback_as_it_goes(tmp_path, monkeypatch) -> None:
     calls: list[tuple[int, int]] = []
     monkeypatch.setattr(
-        upload_store, "_start_writeback", lambda fd, offset, count: calls.append((offset, count))
+        chunks, "_start_writeback", lambda fd, offset, count: calls.append((offset, count))
     )
     # The buffered path (where O_DIRECT is unavailable or turned off).
     store = UploadStore(tmp_path, max_bytes=1 << 30, direct_io=False)
-    data = os.urandom(3 * upload_store.WRITEBACK_BYTES + 10)
+    data = os.urandom(3 * chunks.WRITEBACK_BYTES + 10)
     upload = store.create("m.onnx", size=len(data))
     import io
 
     assert store.write_chunk(upload.id, 0, io.BytesIO(data), len(data)) == len(data)
-    step = upload_store.WRITEBACK_BYTES
+    step = chunks.WRITEBACK_BYTES
     assert calls == [(0, step), (step, step), (2 * step, step)]
-    monkeypatch.setattr(upload_store, "_start_writeback", None)  # not Linux: still works
+    monkeypatch.setattr(chunks, "_start_writeback", None)  # not Linux: still works
     upload = store.create("m.onnx", size=len(data))
     assert store.write_chunk(upload.id, 0, io.BytesIO(data), len(data)) == len(data)
 

@@ -13,7 +13,7 @@ from webapp.api.app import errors
 from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
 from webapp.ops import nodes
-from webapp.ops.metrics_store import RANGES, model_metrics
+from webapp.ops.metrics_read import RANGES, model_metrics
 from webapp.text import localized
 
 router = Router(tags=["metrics"], exclude_unset=True)

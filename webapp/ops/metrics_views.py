@@ -12,7 +12,7 @@ from model_store.targets import get_target
 from webapp.errors import HubError
 from webapp.http import HubRequest
 from webapp.ops import nodes
-from webapp.ops.metrics_store import RANGES, model_metrics
+from webapp.ops.metrics_read import RANGES, model_metrics
 from webapp.registry.models import Model
 from webapp.registry.try_views import _header_context
 

@@ -14,7 +14,7 @@ from webapp.accounts import node_scope
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
-from webapp.ops import host_reports, metrics_store, node_actions, nodes
+from webapp.ops import host_reports, metrics_read, node_actions, nodes
 from webapp.ops.diagnostics import (
     RAN_ON_HOST,
     WAIT_SECONDS,
@@ -32,13 +32,13 @@ def server(request: HubRequest) -> HttpResponse:
     """The Nodes page (also at /server/): every node's state, then each node's details: the
     ``local`` node's Triton asked live, the others' as their newest report says."""
     summaries = nodes.summaries()
-    rates = metrics_store.node_request_rates()  # one query for every node
+    rates = metrics_read.node_request_rates()  # one query for every node
     for node in summaries:
         node["requests_per_s"] = rates.get(node["name"])
     context = {
         "nodes": summaries,
         "requests_per_s_total": sum(rates.values()) if rates else None,
-        "rate_window_s": metrics_store.RECENT_SECONDS,
+        "rate_window_s": metrics_read.RECENT_SECONDS,
         "remote_nodes": [_remote(s) for s in summaries if s["name"] != host_reports.LOCAL_NODE],
         "triton": triton_summary(),
         "devices": devices_summary(),

@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from model_store.errors import ModelStoreError
+from model_store.file_io import atomic_write_text, link_or_copy
 from model_store.onnx_info import inspect_onnx
-from model_store.store import ModelStore, atomic_write_text, link_or_copy
+from model_store.store import ModelStore
 from model_store.targets import get_target
 from model_store.text import Message, Said, from_json, say
 from model_store.verify import verify
 from webapp.registry import jobs
 from webapp.registry.models import Job, Version
-from webapp.registry.pipeline import summary_of
+from webapp.registry.pipeline_build import summary_of
 from webapp.registry.storage import get_store
 
 log = logging.getLogger(__name__)

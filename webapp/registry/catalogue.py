@@ -15,7 +15,8 @@ from django.db.models import Q, QuerySet
 from django.utils.translation import gettext
 
 from webapp.errors import HubError
-from webapp.registry.models import Model, ModelTag, Target
+from webapp.registry.model_rules import Target
+from webapp.registry.models import Model, ModelTag
 from webapp.registry.state import ModelState, triton_states
 
 #: ``sort``: a field, newest or last first with a leading "-"; the name breaks ties.

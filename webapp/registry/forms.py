@@ -13,7 +13,8 @@ from model_store.names import MAX_MODEL_NAME_LENGTH, validate_model_name
 from model_store.targets import all_targets
 from webapp.accounts.roles import Role, role_of
 from webapp.registry.catalogue import CatalogueQuery
-from webapp.registry.models import DEFAULT_TARGET, MAX_TAGS_PER_MODEL, Model
+from webapp.registry.model_rules import DEFAULT_TARGET, MAX_TAGS_PER_MODEL
+from webapp.registry.models import Model
 from webapp.text import localize
 
 

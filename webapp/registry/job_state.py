@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from model_store.store import ModelStore, atomic_write_text
+from model_store.file_io import atomic_write_text
+from model_store.store import ModelStore
 from webapp.registry.models import Job
 
 

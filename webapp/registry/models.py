@@ -5,23 +5,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.utils.functional import lazy
 from django.utils.translation import gettext_lazy as _
 
-from model_store.targets import all_targets
 from webapp.access_epoch import WatchedQuerySet
+from webapp.registry.model_rules import DEFAULT_TARGET, TAG_MAX_LENGTH
 from webapp.registry.steps import shown_step
 from webapp.text import MessageEncoder, MessageField, localize, localized
-
-_said_lazily = lazy(localize, str)  # a choice's label, said when a page shows it
-
-#: Where a model's versions are built to run: the targets of ``model_store.targets``, with
-#: their labels, in their order (the CPU default first). Built from there so that a new target
-#: is one new module; the column keeps no choices, so adding one needs no migration.
-Target = models.TextChoices(  # type: ignore[call-overload]
-    "Target", [(t.name.upper(), (t.name, _said_lazily(t.label))) for t in all_targets()]
-)
-DEFAULT_TARGET = all_targets()[0].name
 
 
 class LiveModels(models.Manager.from_queryset(WatchedQuerySet)):  # type: ignore[misc]
@@ -124,12 +113,6 @@ class Model(models.Model):
         if versions:
             data["versions"] = [v.to_dict() for v in self.versions.order_by("-number")]
         return data
-
-
-#: What a tag may look like: free labels such as ``team:vision`` or ``stage:prod``.
-TAG_PATTERN = r"^[a-z0-9][a-z0-9._:/-]*$"
-TAG_MAX_LENGTH = 40
-MAX_TAGS_PER_MODEL = 20
 
 
 class NodeServing(models.Model):

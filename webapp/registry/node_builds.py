@@ -31,10 +31,10 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.translation import gettext
 
+from model_store.file_io import StreamTooLarge, save_stream, sha256_file
 from model_store.names import validate_file_name
 from model_store.package_tar.files import extract_files, write_files
 from model_store.package_tar.layout import PackageTarError
-from model_store.store import StreamTooLarge, save_stream, sha256_file
 from model_store.text import say
 from webapp import dispatch
 from webapp.errors import HubError

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from model_store.config import lint
+from model_store.config_lint import lint
 from model_store.inference import decode_inputs, example_payload
 from model_store.perf.trials import TrialLoad, measure_trial
 from model_store.perf.tune import (

@@ -22,7 +22,8 @@ from model_store.serving import TrialLoadFailed, trial_model
 from model_store.targets import get_target
 from model_store.targets.base import VerifyPlan
 from model_store.text import Said, as_json, say
-from model_store.verify import VIA_TRITON, VerificationReport, verify_with
+from model_store.verification_report import VerificationReport
+from model_store.verify import VIA_TRITON, verify_with
 from webapp.ops.triton import get_runtime
 from webapp.registry import jobs
 from webapp.registry.models import Job, Version

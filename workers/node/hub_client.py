@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model_store.file_io import StreamTooLarge, save_stream
 from model_store.names import validate_model_name, validate_version
-from model_store.store import StreamTooLarge, save_stream
 
 #: Largest JSON answer read from the hub (a report answer is a few hundred bytes).
 MAX_JSON_BYTES = 64 * 1024

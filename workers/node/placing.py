@@ -27,12 +27,13 @@ from typing import Any
 
 from model_store.config import parse_pbtxt
 from model_store.errors import InvalidConfig, ModelStoreError
+from model_store.file_io import DIR_MODE, atomic_write_text, fsync_dir
 from model_store.names import validate_model_name, validate_version
 from model_store.package_tar import safe_extract
 from model_store.runtime.client import TritonRuntime
 from model_store.serving import STAGING_ROOT, switch_version, unload_model
 from model_store.serving.directory_swap import RETIRED_ROOT, aside_path
-from model_store.store import CONFIG_FILE, DIR_MODE, ModelStore, atomic_write_text, fsync_dir
+from model_store.store import CONFIG_FILE, ModelStore
 from model_store.targets import UnknownTarget, get_target, known_targets
 from workers.node.hub_client import HubClient
 from workers.node.settings import NodeSettings

@@ -24,7 +24,7 @@ from typing import Any
 
 from model_store.config import parse_pbtxt
 from model_store.errors import ModelStoreError
-from model_store.perf.sweep import MAX_CONCURRENCY
+from model_store.perf.plan import MAX_CONCURRENCY
 from model_store.perf.trials import TrialLoad, measure_trial, random_inputs
 from model_store.runtime.client import TritonRuntime
 from model_store.serving import remove_stale_trials

@@ -6,6 +6,14 @@ docs/triton.md#python-based-backends). The OM file is
 ``<model dir>/<version>/model.om`` (or the config's ``default_model_filename``);
 the NPU is the config parameter ``device_id`` (default ``"0"``).
 
+Why one file (over the 600-line limit for the rest of the code): Triton loads a Python-based
+backend from the one ``model.py`` in ``<backend-directory>/acl/``. The embedded Triton's
+backend directory gets a copy of that file alone (``prepare_backend_dir`` in
+model_store/runtime/triton_wheel.py), so a module split out next to it would be missing there,
+and the Triton image that compose mounts this folder into has no ``model_store`` to import
+from. The backend therefore stays self-contained (numpy, acl, triton_python_backend_utils and
+the standard library only).
+
 The pyACL part lives in :class:`OmSession`, which imports nothing from Triton,
 so the worker reuses it to verify a compiled OM (``model_store.ascend.om_runner``).
 It follows the lifecycle in docs/pyacl.md#lifecycle: ``acl.init`` (once per process) →
@@ -29,12 +37,6 @@ NOT RUN ON ASCEND HARDWARE: written against the pyACL interface documented in
 docs/pyacl.md (plus ``acl.rt.set_context``, pyACL's way to make a context
 current on another thread) and tested with the fake ``acl`` module in
 tests/fakes.
-
-Why one file of about 800 lines: Triton's Python backend stub imports this
-``model.py`` by path, alone, in its own process, where the rest of ``model_store``
-is not on the import path. It must stay self-contained (numpy, acl,
-triton_python_backend_utils and the standard library only), so it is not split
-into modules the way the rest of ``model_store`` is.
 """
 
 from __future__ import annotations

@@ -15,12 +15,12 @@ from model_store.config import (
     Warmup,
     WarmupInput,
     from_protobuf,
-    lint,
     parse_pbtxt,
     render_pbtxt,
     to_json_dict,
     to_protobuf,
 )
+from model_store.config_lint import lint
 from model_store.errors import InvalidConfig, InvalidTensorName
 from model_store.names import validate_tensor_name
 

@@ -14,7 +14,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from model_store.config import ModelConfig, TensorSpec, lint
+from model_store.config import ModelConfig, TensorSpec
+from model_store.config_lint import lint
 from model_store.errors import InvalidModel, MissingExternalData, UnsafeExternalData
 from model_store.onnx_info import OnnxInfo, inspect_onnx
 

@@ -18,14 +18,14 @@ from model_store.errors import (
     StoreConflict,
     UnsafePath,
 )
-from model_store.store import (
-    ModelStore,
+from model_store.file_io import (
     atomic_write_bytes,
     atomic_write_text,
     link_or_copy,
     safe_join,
     sha256_file,
 )
+from model_store.store import ModelStore
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import onnx
 import pytest
 
 from model_store.compile.atc import AtcFailed, AtcUnavailable
-from model_store.config import lint, render_pbtxt
+from model_store.config import render_pbtxt
+from model_store.config_lint import lint
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import BuildCancelled, InvalidOptions, get_target
 from model_store.verify import verify

@@ -10,7 +10,8 @@ import pytest
 
 from model_store.compile import optimise
 from model_store.compile.atc import AtcFailed
-from model_store.config import lint, render_pbtxt
+from model_store.config import render_pbtxt
+from model_store.config_lint import lint
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import InvalidOptions, get_target
 from model_store.verify import verify

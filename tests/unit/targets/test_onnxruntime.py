@@ -9,7 +9,8 @@ from typing import Any
 import onnx
 import pytest
 
-from model_store.config import lint, parse_pbtxt, render_pbtxt
+from model_store.config import parse_pbtxt, render_pbtxt
+from model_store.config_lint import lint
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import (
     BuildCancelled,

@@ -10,8 +10,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from model_store.onnx_info import inspect_onnx
+from model_store.verification_compare import TOLERANCES, compare_output
 from model_store.verification_inputs import VerificationInputError, random_inputs
-from model_store.verify import TOLERANCES, compare_output, verify
+from model_store.verify import verify
 from tests.unit.targets import models
 
 

@@ -14,7 +14,7 @@ from ninja import Schema
 from pydantic import Field
 
 from webapp.api.types.common import Number, Out
-from webapp.ops.metrics_store import RANGES
+from webapp.ops.metrics_read import RANGES
 
 __all__ = [
     "Advice",

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from webapp.ops.metrics_store import HEIGHT, WIDTH, Sparkline, sparklines
+from webapp.ops.metrics_read import HEIGHT, WIDTH, Sparkline, sparklines
 
 register = template.Library()
 NONE = "\u2013"  # an en dash where there is no number

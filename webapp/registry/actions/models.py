@@ -24,15 +24,8 @@ from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
 from webapp.registry.actions.serving import queue_locked_job, with_reason
 from webapp.registry.jobs import record_event
-from webapp.registry.models import (
-    MAX_TAGS_PER_MODEL,
-    TAG_MAX_LENGTH,
-    TAG_PATTERN,
-    Job,
-    Model,
-    ModelTag,
-    Target,
-)
+from webapp.registry.model_rules import MAX_TAGS_PER_MODEL, TAG_MAX_LENGTH, TAG_PATTERN, Target
+from webapp.registry.models import Job, Model, ModelTag
 from webapp.text import localize
 
 MAX_DESCRIPTION = 2000

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from model_store.perf import SweepPlan
-from model_store.perf.sweep import MAX_RATE
+from model_store.perf.plan import MAX_RATE
 from model_store.text import say
 from webapp import dispatch, live
 from webapp.errors import HubError

@@ -1,6 +1,6 @@
 """Fails when the translation catalogues under locale/ are out of date (docs/i18n.md).
 
-``python -m webapp.i18n_check`` (part of ``make lint``) runs the same ``makemessages`` as
+``python -m tools.i18n_check`` (part of ``make lint``) runs the same ``makemessages`` as
 :data:`UPDATE_COMMANDS` in a scratch directory that links to the checkout, and compares the
 ``.po`` files it makes with the committed ones (all but the ``POT-Creation-Date`` line, which
 changes on every run). It also compiles each committed ``.po`` and compares its messages with

@@ -1,6 +1,6 @@
 """Template text a reader sees that is not marked for translation (docs/i18n.md).
 
-``python -m webapp.i18n_unmarked`` prints, for every template under ``templates/``, how many
+``python -m tools.i18n_unmarked`` prints, for every template under ``templates/``, how many
 strings are not marked, and each one with ``-v``. ``--enforce`` fails (exit 1) when any template
 but those of :data:`NOT_YET_MARKED` has one: ``make lint`` runs it, so new pages start out
 checked. Paths given on the command line are checked (and enforced, with ``--enforce``) instead.
@@ -198,7 +198,7 @@ def check(names: Iterable[str], root: Path | None = None) -> dict[str, list[Unma
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webapp.i18n_unmarked", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.i18n_unmarked", description=__doc__)
     parser.add_argument("templates", nargs="*", help="paths under templates/ (default: all)")
     parser.add_argument("--enforce", action="store_true", help="fail on the enforced templates")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every string")
