@@ -30,7 +30,7 @@ from django.utils import timezone
 from model_store.text import Message, Said, as_json, say
 from webapp import live
 from webapp.registry.db_outage import CONNECTION_ERRORS, drop_connection, retrying
-from webapp.registry.models import Event, Job, JobLogLine, Version
+from webapp.registry.models import Event, Job, JobLogLine, Model, Version
 from webapp.registry.storage import get_store
 
 UNFINISHED = (Job.State.QUEUED, Job.State.RUNNING)
@@ -214,7 +214,14 @@ def add_command(job: Job, command: str) -> None:
     _save(job, "commands")
 
 
+def release_switch_lock(model_id: int, holder: str) -> None:
+    """Free a model's switch lock if ``holder`` holds it (webapp/registry/serving.py takes it)."""
+    Model.objects.filter(pk=model_id, lock_holder=holder).update(lock_holder="", lock_expires=None)
+
+
 def succeed(job: Job, message: Said = "") -> None:
+    # A finished job holds no lock: whoever sees it finished may switch again at once.
+    retrying(lambda: release_switch_lock(job.model_id, job.uuid.hex))
     job.state = Job.State.SUCCEEDED
     job.progress = 1.0
     job.finished = timezone.now()
@@ -225,6 +232,8 @@ def succeed(job: Job, message: Said = "") -> None:
 
 
 def fail(job: Job, error: Said, code: str, *, cancelled: bool = False) -> None:
+    # A finished job holds no lock: whoever sees it finished may switch again at once.
+    retrying(lambda: release_switch_lock(job.model_id, job.uuid.hex))
     job.state = Job.State.CANCELLED if cancelled else Job.State.FAILED
     job.error = error
     job.error_code = code

@@ -86,27 +86,37 @@ def acquire_lock_or_wait_for_reconcile(model: Model, holder: str) -> bool:
 
 
 def release_lock(model: Model, holder: str) -> None:
-    Model.objects.filter(pk=model.pk, lock_holder=holder).update(lock_holder="", lock_expires=None)
+    jobs.release_switch_lock(model.pk, holder)
 
 
 def lock_busy_error(model: Model) -> HubError:
     model.refresh_from_db(fields=["lock_holder", "lock_expires"])
     if model.lock_holder.startswith(RECONCILE_HOLDER_PREFIX):
         return HubError(
-            f"The hub's periodic check is repairing {model.name} (it reloads what Triton "
-            "forgot after a restart). Try again in a few seconds.",
+            say(
+                "The hub's periodic check is repairing %(model)s (it reloads what Triton forgot "
+                "after a restart). Try again in a few seconds.",
+                model=model.name,
+            ),
             "switch_in_progress",
             409,
         )
     holder = _as_uuid(model.lock_holder)
     job = Job.objects.filter(uuid=holder).first() if holder else None
-    who = f" by {job.created_by.get_username()}" if job and job.created_by else ""
-    return HubError(
-        f"Another switch of {model.name} is in progress{who}. Wait for it to finish "
-        f"(job {model.lock_holder}), then try again.",
-        "switch_in_progress",
-        409,
-    )
+    values = {"model": model.name, "job": model.lock_holder}
+    if job is not None and job.created_by is not None:
+        busy = say(
+            "Another switch of %(model)s is in progress by %(user)s. Wait for it to finish "
+            "(job %(job)s), then try again.",
+            user=job.created_by.get_username(), **values,
+        )  # fmt: skip
+    else:
+        busy = say(
+            "Another switch of %(model)s is in progress. Wait for it to finish (job %(job)s), "
+            "then try again.",
+            **values,
+        )
+    return HubError(busy, "switch_in_progress", 409)
 
 
 def _as_uuid(text: str) -> uuid.UUID | None:
