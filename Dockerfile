@@ -104,6 +104,6 @@ USER hub
 
 EXPOSE 8080
 ENTRYPOINT ["/app/deploy/entrypoint.sh"]
-CMD ["uvicorn", "webapp.asgi:application", "--host=0.0.0.0", "--port=8080", "--http=httptools", \
+CMD ["uvicorn", "webapp.edge.asgi:application", "--host=0.0.0.0", "--port=8080", "--http=httptools", \
      "--ws=websockets-sansio", "--lifespan=off", "--timeout-keep-alive=60", \
      "--timeout-graceful-shutdown=5"]

@@ -183,9 +183,9 @@ class LocalStack:
         assert self.proc is not None
         for child in psutil.Process(self.proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "webapp.asgi:application" in child.cmdline():
+                if "webapp.edge.asgi:application" in child.cmdline():
                     return child
-        raise RuntimeError("no web server process (webapp.asgi:application) under the stack")
+        raise RuntimeError("no web server process (webapp.edge.asgi:application) under the stack")
 
     def stop(self) -> None:
         """SIGINT to the stack's group, wait; then make sure none of its children survived."""

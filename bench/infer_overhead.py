@@ -11,7 +11,7 @@ through every path (``tritonclient.http`` unless noted):
 
 1. ``direct-binary``: Triton's HTTP port, binary tensors (the baseline);
 2. ``direct-json``: Triton's HTTP port, the protocol's JSON (``binary_data=False``);
-3. ``gateway-binary``: the hub's ``/v2`` (its fast path, webapp/gateway_fast.py), binary
+3. ``gateway-binary``: the hub's ``/v2`` (its fast path, webapp/edge/gateway_fast.py), binary
    tensors, ``Bearer`` token;
 4. ``gateway-json``: the hub's ``/v2``, JSON;
 5. ``api-v2json``: ``POST /api/v1/models/{name}/infer`` with the protocol's JSON body;

@@ -18,9 +18,10 @@ timed, so every phase runs beside the same idle processes.
 * **Rollouts.** Placement ``local, b``, then ``local, b, c``, then ``local, b, c, d``, each
   applied with ``PUT .../placement?wait=true`` (which places the served version on the new
   node: a download), then the same ``--switches`` alternating calls. A call returns when the
-  job rolled the version out node by node (webapp/registry/serving.py ``_run_rollout``): local
-  in the hub's worker, every other node through ``node.place`` on its queue (the node fetches
-  the version's package tar over HTTP unless it has it, then switches load-before-unload).
+  job rolled the version out node by node (webapp/registry/serving/switch.py
+  ``_run_rollout``): local in the hub's worker, every other node through ``node.place`` on its
+  queue (the node fetches the version's package tar over HTTP unless it has it, then switches
+  load-before-unload).
 
 Reported per phase: the median wall time of a call, its ratio to the one-node median, the
 added time per extra node; from each switch's history event (``data.nodes``) every node's

@@ -8,7 +8,7 @@ artifact was built in. An OM is run through pyACL when this worker has it and an
 NPU; otherwise the report says "not_run" and why (never "failed": the artifact
 was not at fault). :func:`verify_with` compares any other way of running the
 artifact on the same inputs with the same rules, e.g. through the Triton that
-will serve it (``webapp.registry.verify_triton``). It never reports a pass it
+will serve it (``webapp.registry.build.verify_triton``). It never reports a pass it
 did not measure; ``via`` in the report says where the artifact ran.
 
 This module runs the two models. The pass criteria and the comparison maths are in

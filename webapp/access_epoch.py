@@ -1,6 +1,6 @@
 """One counter in Redis that moves whenever who may infer, or where a model is served, changes.
 
-The ``/v2`` fast path (:mod:`webapp.gateway_fast`) keeps API tokens and models in memory so
+The ``/v2`` fast path (:mod:`webapp.edge.gateway_fast`) keeps API tokens and models in memory so
 that an inference costs no database query. It reads this counter with every call, in the same
 Redis round trip as the rate limit, and forgets everything it keeps when the counter moved: a
 revoked token, a deactivated user, a lowered role or a switched model count from the next call.
@@ -58,7 +58,7 @@ def _move() -> None:
         _client(settings.LIMITS_REDIS_URL).incr(KEY)
     except redis.RedisError as exc:
         # The fast path forgets its caches whenever Redis fails it, and keeps nothing longer
-        # than MAX_AGE_SECONDS (webapp/gateway_fast.py), so a lost move is bounded.
+        # than MAX_AGE_SECONDS (webapp/edge/gateway_fast.py), so a lost move is bounded.
         log.warning("Could not move the access epoch in Redis: %s", exc)
 
 

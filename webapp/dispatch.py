@@ -14,7 +14,7 @@ from celery.result import AsyncResult
 from webapp.celery_app import app
 
 #: The compile job's steps, each a task ``workers.tasks.compile.<step>`` that runs one step of
-#: ``webapp.registry.pipeline`` and stops the chain when it fails.
+#: ``webapp.registry.build.pipeline`` and stops the chain when it fails.
 COMPILE_STEPS = ("validate", "compile", "verify", "package")
 #: A config revision that keeps the artifact: take the original's artifact, then package.
 REUSE_STEPS = ("reuse", "package")
@@ -47,12 +47,12 @@ def sweep_job(job_id: int) -> None:
 
 
 def tune_job(job_id: int) -> None:
-    """Queue a search for a better serving config (webapp.registry.tuning)."""
+    """Queue a search for a better serving config (webapp.registry.performance.tuning)."""
     app.send_task("workers.tasks.perf.tune", args=(job_id,))
 
 
 def adopt_job(job_id: int) -> None:
-    """Queue the copy of one adopted version (webapp.registry.adopt_work)."""
+    """Queue the copy of one adopted version (webapp.registry.catalogue.adopt_work)."""
     app.send_task("workers.tasks.adopt.run_job", args=(job_id,))
 
 

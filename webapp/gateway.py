@@ -31,9 +31,9 @@ from django.utils.translation import gettext, gettext_noop
 from webapp import slow_requests
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
-from webapp.registry.models import Model
-from webapp.registry.ratelimit import RateLimited, check_rate
-from webapp.registry.rollout import inference_node
+from webapp.registry.catalogue.models import Model
+from webapp.registry.serving.rollout import inference_node
+from webapp.registry.tryit.ratelimit import RateLimited, check_rate
 from webapp.request_limits import require_infer_body_within_cap
 from webapp.text import localize
 

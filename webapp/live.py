@@ -1,7 +1,7 @@
 """Live updates: publish a topic event to every open page that subscribed to it.
 
 Workers and web processes publish through the Channels layer (Redis in every real deployment);
-``webapp.registry.consumers.LiveConsumer`` forwards the events to browsers. Pages never depend
+``webapp.live_consumer.LiveConsumer`` forwards the events to browsers. Pages never depend
 on it: they also poll, so a missed push only delays an update.
 """
 

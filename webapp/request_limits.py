@@ -17,7 +17,7 @@ API, saved examples and the Try it tab's forms (``INFER_MAX_REQUEST_BYTES``), a 
 (4 MiB), a chunk of a chunked upload (twice ``UPLOAD_CHUNK_BYTES``, as its view allows), a
 node's build artifact (twice ``UPLOAD_MAX_BYTES``, as its view allows),
 and everything else ``REQUEST_MAX_BYTES``. The streamed chunk ``PUT``
-(``webapp.api.stream_upload``) runs this same check before it reads past its first pipe,
+(``webapp.edge.stream_upload``) runs this same check before it reads past its first pipe,
 and the views that take inference inputs call :func:`require_infer_body_within_cap`.
 """
 
@@ -45,7 +45,7 @@ _EXAMPLES = re.compile(r"^/api/v1/models/[^/]+/examples$")
 #: The Try it tab's run and save-example forms carry the same inputs as the infer API.
 _TRY_PAGE = re.compile(r"^/models/[^/]+/try/(run|examples)/$")
 _LABELS = re.compile(r"^/api/v1/models/[^/]+/labels$")
-#: A node sends back the artifact of a build it ran (webapp/registry/node_builds.py).
+#: A node sends back the artifact of a build it ran (webapp/registry/build/node_builds.py).
 _NODE_ARTIFACT = re.compile(r"^/api/v1/nodes/[^/]+/builds/[0-9a-f]{32}/artifact\.tar$")
 LABELS_MAX_BYTES = 4 << 20
 

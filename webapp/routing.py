@@ -1,5 +1,5 @@
 from django.urls import path
 
-from webapp.registry.consumers import LiveConsumer
+from webapp.live_consumer import LiveConsumer
 
 websocket_urlpatterns = [path("ws/live/", LiveConsumer.as_asgi())]

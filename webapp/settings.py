@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.registry",
     "webapp.ops",
+    "webapp.nodes",
 ]
 
 MIDDLEWARE = [
@@ -94,7 +95,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "webapp.urls"
-ASGI_APPLICATION = "webapp.asgi.application"
+ASGI_APPLICATION = "webapp.edge.asgi.application"
 WSGI_APPLICATION = None
 
 TEMPLATES = [
@@ -256,7 +257,7 @@ TRY_EXAMPLES_BYTES_PER_MODEL = env_bytes("TRY_EXAMPLES_BYTES_PER_MODEL", default
 # Sweeps: the highest concurrency a person may ask for, and the time at each level.
 SWEEP_MAX_CONCURRENCY = env_int("SWEEP_MAX_CONCURRENCY", default=16, minimum=1)
 SWEEP_STEP_SECONDS = env_int("SWEEP_STEP_SECONDS", default=3, minimum=1)
-# Finding the best config (webapp/registry/tuning.py): trials share the host with what
+# Finding the best config (webapp/registry/performance/tuning.py): trials share the host with what
 # serves, so their load and length are bounded.
 TUNE_MAX_BUDGET_S = env_int("TUNE_MAX_BUDGET_S", default=1800, minimum=30)
 TUNE_MAX_CONCURRENCY = env_int("TUNE_MAX_CONCURRENCY", default=4, minimum=1)
@@ -313,7 +314,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SERVER_STATE_PUSH_SECONDS = env_int("SERVER_STATE_PUSH_SECONDS", default=5, minimum=1)
 # How often a worker probes its host (npu-smi, CANN, ATC) and records the report that the
-# Server page, the devices API and the targets' availability show (webapp/ops/host_reports.py).
+# Server page, the devices API and the targets' availability show (webapp/nodes/host_reports.py).
 HOST_PROBE_SECONDS = env_int("HOST_PROBE_SECONDS", default=30, minimum=5)
 # How long the serving Triton's own facts (its CANN, pyACL, backends; asked from inside it) are
 # kept before an Ascend host's report asks again (docs/ascend.md#the-serving-side).

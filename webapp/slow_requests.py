@@ -1,6 +1,6 @@
 """Requests that may hold a web thread for seconds are bounded, so quick ones always find one.
 
-The web process answers HTTP from a fixed pool of ``WEB_THREADS`` threads (``webapp/asgi.py``).
+The web process answers HTTP from a fixed pool of ``WEB_THREADS`` threads (``webapp/edge/asgi.py``).
 An infer call waits for Triton (up to ``INFER_TIMEOUT_SECONDS``) and a ``?wait=true`` switch
 waits for its job (up to ``SERVE_WAIT_SECONDS``); enough of them at once would leave no thread
 for a health check or a page. Two bounds apply, both checked before any waiting starts:

@@ -7,19 +7,22 @@ from webapp import gateway
 from webapp.accounts import language
 from webapp.accounts import views as account_views
 from webapp.accounts.auth import role_not_required
+from webapp.nodes import views as node_views
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
-from webapp.registry import (
-    adopt_views,
-    labels_views,
-    placement_views,
-    revise_views,
-    try_partial_views,
-    try_views,
-    tune_views,
-)
-from webapp.registry import views as registry_views
+from webapp.registry.catalogue.views import adopt as adopt_views
+from webapp.registry.catalogue.views import demo as demo_views
+from webapp.registry.catalogue.views import pages as registry_views
+from webapp.registry.jobs import views as job_views
+from webapp.registry.performance.views import perf as perf_views
+from webapp.registry.performance.views import revise as revise_views
+from webapp.registry.performance.views import tune as tune_views
+from webapp.registry.serving.views import placement as placement_views
+from webapp.registry.serving.views import switch as switch_views
+from webapp.registry.tryit.views import labels as labels_views
+from webapp.registry.tryit.views import page as try_views
+from webapp.registry.tryit.views import partials as try_partial_views
 
 handler404 = "webapp.api.views.not_found"
 handler500 = "webapp.api.views.server_error"
@@ -51,8 +54,8 @@ urlpatterns = [
         try_partial_views.model_try_example_delete,
         name="model-try-example-delete",
     ),
-    path("models/<str:name>/perf/", try_views.model_perf, name="model-perf"),
-    path("models/<str:name>/sweep/", try_views.model_sweep, name="model-sweep"),
+    path("models/<str:name>/perf/", perf_views.model_perf, name="model-perf"),
+    path("models/<str:name>/sweep/", perf_views.model_sweep, name="model-sweep"),
     path("models/<str:name>/tune/", tune_views.model_tune_panel, name="model-tune-panel"),
     path("models/<str:name>/tune/start/", tune_views.model_tune_start, name="model-tune-start"),
     path(
@@ -61,12 +64,12 @@ urlpatterns = [
         name="model-tune-revise",
     ),
     path("models/<str:name>/metrics/", metrics_views.model_metrics_page, name="model-metrics"),
-    path("demo/add/", try_views.demo_add, name="demo-add"),
+    path("demo/add/", demo_views.demo_add, name="demo-add"),
     path("models/<str:name>/versions/new/", registry_views.version_new, name="version-new"),
-    path("models/<str:name>/serve/", registry_views.model_serve, name="model-serve"),
-    path("models/<str:name>/rollback/", registry_views.model_rollback, name="model-rollback"),
-    path("models/<str:name>/unload/", registry_views.model_unload, name="model-unload"),
-    path("models/<str:name>/load/", registry_views.model_load, name="model-load"),
+    path("models/<str:name>/serve/", switch_views.model_serve, name="model-serve"),
+    path("models/<str:name>/rollback/", switch_views.model_rollback, name="model-rollback"),
+    path("models/<str:name>/unload/", switch_views.model_unload, name="model-unload"),
+    path("models/<str:name>/load/", switch_views.model_load, name="model-load"),
     path("models/<str:name>/placement/", placement_views.model_placement, name="model-placement"),
     path("models/<str:name>/edit/", registry_views.model_edit, name="model-edit"),
     path("models/<str:name>/retire/", registry_views.model_retire, name="model-retire"),
@@ -75,7 +78,7 @@ urlpatterns = [
         registry_views.version_delete,
         name="version-delete",
     ),
-    path("audit/", registry_views.audit, name="audit"),
+    path("audit/", job_views.audit, name="audit"),
     path("account/tokens/", account_views.account_tokens, name="account-tokens"),
     path(
         "account/tokens/<int:token_id>/revoke/",
@@ -103,15 +106,15 @@ urlpatterns = [
         registry_views.version_download,
         name="version-download",
     ),
-    path("jobs/", registry_views.job_list, name="jobs"),
-    path("jobs/<str:job_id>/", registry_views.job_detail, name="job"),
-    path("jobs/<str:job_id>/log.txt", registry_views.job_log, name="job-log"),
-    path("jobs/<str:job_id>/cancel/", registry_views.job_cancel, name="job-cancel"),
+    path("jobs/", job_views.job_list, name="jobs"),
+    path("jobs/<str:job_id>/", job_views.job_detail, name="job"),
+    path("jobs/<str:job_id>/log.txt", job_views.job_log, name="job-log"),
+    path("jobs/<str:job_id>/cancel/", job_views.job_cancel, name="job-cancel"),
     path("server/", ops_views.server, name="server"),
     path("nodes/", ops_views.server, name="nodes"),
-    path("nodes/<str:name>/drain/", ops_views.node_drain, name="node-drain"),
-    path("nodes/<str:name>/revoke/", ops_views.node_revoke, name="node-revoke"),
-    path("nodes/<str:name>/remove/", ops_views.node_remove, name="node-remove"),
+    path("nodes/<str:name>/drain/", node_views.node_drain, name="node-drain"),
+    path("nodes/<str:name>/revoke/", node_views.node_revoke, name="node-revoke"),
+    path("nodes/<str:name>/remove/", node_views.node_remove, name="node-remove"),
     path("diagnostics/", ops_views.diagnostics, name="diagnostics"),
     path("server/adopt/", adopt_views.adopt_page, name="adopt"),
     path("metrics", ops_prometheus.metrics, name="metrics"),

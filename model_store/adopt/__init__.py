@@ -3,7 +3,7 @@
 Django-free: :func:`scan_repository` reads the repository and says what the hub understood of
 every model directory; :func:`plan_adoption` says what adopting would do given what the hub
 holds. Copying the chosen versions into the store is the web layer's job
-(``webapp.registry.adopt``), run by a worker.
+(``webapp.registry.catalogue.adopt``), run by a worker.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def specs_from_signature(sig: Mapping[str, Any], which: str = "inputs") -> list[
     """Reads the inputs (or outputs) of a stored signature.
 
     Args:
-        sig: ``{"inputs": [...], "outputs": [...]}`` as ``webapp.registry.pipeline`` stores it.
+        sig: ``{"inputs": [...], "outputs": [...]}`` as the compile job stores it.
         which: ``"inputs"`` or ``"outputs"``.
 
     Returns:

@@ -9,7 +9,8 @@ from playwright.sync_api import Page, expect
 
 from tests.fixtures.team_repository import build_team_repository
 from tests.fixtures.users import PASSWORD, make_user
-from webapp.registry.models import Job, Model
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Job
 
 
 def test_admin_scans_renames_a_clash_and_adopts(  # type: ignore[no-untyped-def]

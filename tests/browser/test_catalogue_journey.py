@@ -15,7 +15,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.users import PASSWORD, make_user
-from webapp.registry.models import Job, Model, ModelTag
+from webapp.registry.catalogue.models import Model, ModelTag
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 #: Where the screenshots for review go (the artifacts folder keeps a copy).

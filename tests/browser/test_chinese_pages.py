@@ -24,7 +24,7 @@ from playwright.sync_api import Page, expect
 
 from tests.fixtures.pipeline import add_version, create_model, mlp_traffic
 from tests.fixtures.users import PASSWORD
-from webapp.registry.models import Job
+from webapp.registry.jobs.models import Job
 
 pytestmark = [pytest.mark.integration, pytest.mark.language]
 

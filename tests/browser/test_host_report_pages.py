@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from tests.fakes.toolkit import make_fake_toolkit
 from tests.fixtures.users import PASSWORD, make_user
 from tests.fixtures.waiting import wait_until
-from webapp.ops.models import HostReport
+from webapp.nodes.models import HostReport
 
 
 @pytest.fixture

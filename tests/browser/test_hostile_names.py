@@ -18,7 +18,7 @@ from playwright.sync_api import Page, expect
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import PASSWORD
-from webapp.registry.models import Job
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.browser import serve_mlp, sign_in
-from webapp.registry.models import PerfRun
+from webapp.registry.performance.models import PerfRun
 
 # load: it drives a model at fixed rates for seconds; run once in CI, not per database.
 pytestmark = [pytest.mark.integration, pytest.mark.load]

@@ -13,7 +13,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.browser import serve_mlp, sign_in
-from webapp.registry.models import Job, Version
+from webapp.registry.catalogue.models import Version
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,9 @@ from playwright.sync_api import Page, expect
 from tests.fixtures.browser import sign_in
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.registry import served_model
-from webapp.registry import demo
-from webapp.registry.models import Job, Model
+from webapp.registry.catalogue import demo
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Job
 
 # Puts a PNG (base64) into a DataTransfer, as the browser builds one for a dropped file.
 DROPPED_FILE = """(b64) => {

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.browser import serve_mlp, sign_in
-from webapp.registry.models import TuningRun
+from webapp.registry.performance.models import TuningRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.load]
 

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.fixtures.users import PASSWORD, make_user
-from webapp.registry.models import Model
+from webapp.registry.catalogue.models import Model
 
 pytestmark = pytest.mark.integration
 DEMO_MODEL = Path(__file__).resolve().parents[2] / "demo" / "efficientnet-lite0" / "model.onnx"

@@ -19,7 +19,8 @@ from tests.fixtures.pipeline import wait_for_job
 from tests.fixtures.team_repository import build_team_repository
 from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs
 from tests.fixtures.users import signed_in
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ from tests.fakes.cann import make_fake_toolkit
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.waiting import wait_until
-from webapp.registry.models import Job, Version
+from webapp.registry.catalogue.models import Version
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from channels.testing import WebsocketCommunicator
 
 from model_store import spawn
 from webapp.live import group_name
-from webapp.registry.consumers import LiveConsumer
+from webapp.live_consumer import LiveConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,8 @@ import pytest
 
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes, reference_outputs, wait_for_state
-from webapp.registry.models import Job, Version
+from webapp.registry.catalogue.models import Version
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 

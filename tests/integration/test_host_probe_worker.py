@@ -17,7 +17,7 @@ from tests.fakes.toolkit import make_fake_toolkit
 from tests.fixtures.hosts import npu_tools_that_leave_a_trace
 from tests.fixtures.users import token_for
 from tests.fixtures.waiting import wait_until
-from webapp.ops.models import HostReport
+from webapp.nodes.models import HostReport
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from tests.fixtures.waiting import wait_until
 from webapp.ops.metrics_read import model_metrics
 from webapp.ops.metrics_store import scrape_and_store
 from webapp.ops.models import MetricPoint
-from webapp.registry.models import Model
+from webapp.registry.catalogue.models import Model
 from workers.tasks.metrics import scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]

@@ -20,7 +20,7 @@ from tests.fixtures.triton import (
     started_triton,
     wait_for_state,
 )
-from webapp.registry.models import Model, Version
+from webapp.registry.catalogue.models import Model, Version
 
 pytestmark = pytest.mark.integration
 

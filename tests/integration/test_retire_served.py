@@ -8,7 +8,8 @@ import pytest
 
 from model_store.runtime.client import TritonRuntime
 from tests.fixtures.pipeline import add_version, create_model, wait_for_job
-from webapp.registry.models import Event, Job, Model
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Event, Job
 
 pytestmark = pytest.mark.integration
 

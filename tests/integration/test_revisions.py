@@ -12,7 +12,8 @@ import pytest
 
 from model_store.runtime.client import TritonRuntime
 from tests.fixtures.pipeline import add_version, create_model, mlp_traffic, wait_for_job
-from webapp.registry.models import Event, Job, Version
+from webapp.registry.catalogue.models import Version
+from webapp.registry.jobs.models import Event, Job
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,8 @@ import time_machine
 from model_store.runtime.client import TritonRuntime
 from tests.fixtures.pipeline import add_version, create_model, mlp_traffic
 from tests.fixtures.waiting import wait_until
-from webapp.registry.models import Event, Job, Model
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Event, Job
 
 pytestmark = pytest.mark.integration
 
@@ -142,8 +143,8 @@ def test_a_worker_killed_mid_switch_does_not_hold_the_lock_and_reconcile_repairs
 
     from django.core.management import call_command
 
-    from webapp.registry import serving
-    from webapp.registry.actions.serving import request_switch
+    from webapp.registry.serving import switch as serving
+    from webapp.registry.serving.actions import request_switch
 
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)

@@ -1,6 +1,6 @@
 """Security finding 6: slow requests cannot starve the web process's threads.
 
-The real web server (uvicorn with ``webapp.asgi``, as ``make run`` starts it) talks to a
+The real web server (uvicorn with ``webapp.edge.asgi``, as ``make run`` starts it) talks to a
 Triton that accepts connections and never answers (a hung server), so every infer call waits
 its full timeout. 16 people send 4 such calls each, 64 at once; meanwhile a prober reads
 ``/api/v1/health/live`` and a model's detail. Before the fix the 16 threads of the pool all
@@ -104,7 +104,7 @@ def web(tmp_path: Path, hung_triton: int, redis_url: str) -> Iterator[tuple[int,
     (port,) = free_ports(1)
     log = (tmp_path / "web.log").open("wb")
     proc = spawn.start(
-        [sys.executable, "-m", "uvicorn", "webapp.asgi:application", "--port", str(port),
+        [sys.executable, "-m", "uvicorn", "webapp.edge.asgi:application", "--port", str(port),
          "--http", "httptools", "--lifespan", "off"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess_stdout(), die_with_parent=_sigkill(),
     )  # fmt: skip

@@ -16,7 +16,9 @@ import pytest
 from tests.fixtures.pipeline import add_version, create_model, mlp_payload, wait_for_job
 from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
-from webapp.registry.models import Job, Model, PerfRun
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Job
+from webapp.registry.performance.models import PerfRun
 
 pytestmark = pytest.mark.integration
 

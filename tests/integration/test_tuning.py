@@ -12,7 +12,9 @@ import pytest
 from tests.fixtures.pipeline import wait_for_job
 from tests.fixtures.traffic import Traffic
 from tests.fixtures.waiting import wait_until
-from webapp.registry.models import Job, Model, TuningRun, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
+from webapp.registry.performance.models import TuningRun
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
-"""``/v2`` inference through the real web server (uvicorn with ``webapp.asgi``): the fast path
-(webapp/gateway_fast.py) answers with no database read after the first call, and whatever
+"""``/v2`` inference through the real web server (uvicorn with ``webapp.edge.asgi``): the fast path
+(webapp/edge/gateway_fast.py) answers with no database read after the first call, and whatever
 changes who may call or which version serves takes effect with the very next call.
 
 uvicorn runs in this process (a thread) so that the fast path's counters can be read; the
@@ -23,7 +23,7 @@ from tests.fixtures.pipeline import add_version, create_model, mlp_payload
 from tests.fixtures.ports import free_ports
 from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
-from webapp import gateway_fast
+from webapp.edge import gateway_fast
 from webapp.ops.metrics_store import flush_client_calls
 from webapp.ops.models import ClientTally
 
@@ -32,8 +32,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def web(celery_worker, settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """``host:port`` of uvicorn serving ``webapp.asgi:application``, as ``make run`` does."""
-    from webapp.asgi import application, v2_fast_path
+    """``host:port`` of uvicorn serving ``webapp.edge.asgi:application``, as ``make run`` does."""
+    from webapp.edge.asgi import application, v2_fast_path
 
     (port,) = free_ports(1)
     config = uvicorn.Config(
@@ -154,7 +154,7 @@ def test_what_moves_the_access_epoch(redis_url, settings, transactional_db, oper
 
     from webapp.access_epoch import KEY
     from webapp.accounts.models import ApiToken
-    from webapp.registry.models import Model
+    from webapp.registry.catalogue.models import Model
 
     settings.REDIS_URL = settings.LIMITS_REDIS_URL = redis_url
     client = redis.Redis.from_url(redis_url)

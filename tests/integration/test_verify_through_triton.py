@@ -23,7 +23,8 @@ from tests.fakes.toolkit import FAKE_CANN_VERSION
 from tests.fixtures.pipeline import create_model, upload, wait_for_job
 from tests.fixtures.triton import mlp_onnx_bytes, started_triton
 from tests.fixtures.waiting import wait_until
-from webapp.registry.models import Job, Version
+from webapp.registry.catalogue.models import Version
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.integration
 
@@ -107,8 +108,8 @@ def test_reconcile_ignores_a_running_trial_and_removes_one_a_crash_left(
     from model_store.serving import trial_model, trial_name
     from model_store.store import ModelStore
     from webapp.ops.triton import get_runtime
-    from webapp.registry.models import ReconcileReport
-    from webapp.registry.reconcile import reconcile
+    from webapp.registry.serving.models import ReconcileReport
+    from webapp.registry.serving.reconcile import reconcile
 
     # The worker reconciles once when it starts (workers/celery.py); under load that one may
     # come late and remove the left-over trial before the reconcile under test sees it.

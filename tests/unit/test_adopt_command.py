@@ -12,8 +12,9 @@ from django.core.management.base import CommandError
 
 from tests.fixtures.team_repository import build_team_repository
 from tests.fixtures.triton import mlp_onnx_bytes
-from webapp.registry.models import Event, Job, Model, Version
-from webapp.registry.storage import get_store
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.catalogue.storage import get_store
+from webapp.registry.jobs.models import Event, Job
 
 pytestmark = pytest.mark.django_db
 
@@ -103,8 +104,8 @@ def test_bad_input_is_a_clear_error(repo: Path) -> None:
 
 
 def test_a_file_changed_after_the_scan_fails_its_version_whole(repo: Path, admin_user) -> None:  # type: ignore[no-untyped-def]
-    from webapp.registry.adopt import start_adoption
-    from webapp.registry.adopt_work import run_adopt_job
+    from webapp.registry.catalogue.adopt import start_adoption
+    from webapp.registry.catalogue.adopt_work import run_adopt_job
 
     # Queued, not sent: the test's transaction never commits, so no worker is asked.
     _, [job] = start_adoption(path=repo, user=admin_user, chosen=["bare_onnx"])

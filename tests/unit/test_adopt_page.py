@@ -10,7 +10,8 @@ from tests.fixtures.pipeline import upload
 from tests.fixtures.team_repository import build_team_repository
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import signed_in
-from webapp.registry.models import Job, Model
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 

@@ -47,7 +47,7 @@ def test_serving_documents_202_wait_and_retry_after(document) -> None:  # type: 
 
 
 def test_the_target_enum_comes_from_the_targets(document) -> None:  # type: ignore[no-untyped-def]
-    from webapp.registry.model_rules import Target
+    from webapp.registry.catalogue.rules import Target
 
     model_in = document["components"]["schemas"]["ModelIn"]
     assert model_in["properties"]["target"]["enum"] == list(Target.values)

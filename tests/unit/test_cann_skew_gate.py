@@ -1,6 +1,6 @@
 """Finding 7: an OM built with a newer CANN than the serving host runs is refused before serving.
 
-The serving side's CANN comes from the newest host report (webapp/ops/host_reports.py); the
+The serving side's CANN comes from the newest host report (webapp/nodes/host_reports.py); the
 building side's is recorded on the version by the compile step.
 """
 
@@ -14,10 +14,11 @@ from django.test import Client
 
 from tests.fixtures.users import token_for
 from webapp.errors import HubError
-from webapp.ops import host_reports
-from webapp.registry.actions import serving as serving_actions
-from webapp.registry.cann_check import cann_skew
-from webapp.registry.models import Job, Model, Version
+from webapp.nodes import host_reports
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
+from webapp.registry.serving import actions as serving_actions
+from webapp.registry.serving.cann_check import cann_skew
 
 
 @pytest.fixture

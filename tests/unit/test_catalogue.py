@@ -13,9 +13,10 @@ import pytest
 from django.test import Client
 
 from tests.fixtures.users import make_user, signed_in
-from webapp.registry import serving
-from webapp.registry.models import Event, Job, Model, ModelTag, Version
-from webapp.registry.storage import get_store
+from webapp.registry.catalogue.models import Model, ModelTag, Version
+from webapp.registry.catalogue.storage import get_store
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.serving import switch as serving
 
 
 @pytest.fixture(autouse=True)

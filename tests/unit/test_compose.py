@@ -300,7 +300,7 @@ def test_web_runs_uvicorn_on_8080_and_publishes_nothing(
 ) -> None:
     web = services["web"]
     args = command_args(web)
-    assert args[:2] == ["uvicorn", "webapp.asgi:application"]
+    assert args[:2] == ["uvicorn", "webapp.edge.asgi:application"]
     assert {"--port=8080", "--http=httptools", "--ws=websockets-sansio"} <= set(args)
     assert not web.get("ports"), "web must only be reachable through the proxy"
 
@@ -791,7 +791,7 @@ def test_dockerfile_runs_as_non_root_on_the_agreed_base() -> None:
     assert users and users[-1] not in {"root", "0", "0:0"}
     assert re.search(r"pip install \$offline -c \S*constraints\.txt -r \S*requirements\.txt", text)
     assert "collectstatic --noinput" in text
-    assert "webapp.asgi:application" in text
+    assert "webapp.edge.asgi:application" in text
 
 
 def test_dockerignore_keeps_secrets_and_local_state_out() -> None:

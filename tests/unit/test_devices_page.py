@@ -54,7 +54,7 @@ def test_the_serving_tritons_device_count_is_given_when_it_differs(viewer) -> No
     """Eight chips on the host, one NPU mapped into Triton's container (pyACL counts 1)."""
     import time
 
-    from webapp.ops import host_reports
+    from webapp.nodes import host_reports
 
     npus = [{"npu_id": i, "chip_id": 0, "device_id": i, "name": "910B4-1"} for i in range(8)]
     report = {"made_at": time.time(), "host": "atlas", "devices": {"available": True, "npus": npus}}

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from model_store.host_report import build_host_report
 from tests.fixtures.nodes import Node_, report
-from webapp.ops import host_reports
-from webapp.ops.models import HostReport, Node
+from webapp.nodes import host_reports
+from webapp.nodes.models import HostReport, Node
 
 pytestmark = pytest.mark.django_db
 

@@ -16,9 +16,13 @@ from django.db import OperationalError
 from django.test import Client, RequestFactory
 
 from tests.fixtures.users import token_for
-from webapp.registry import db_outage, jobs, pipeline, reconcile
-from webapp.registry.models import Job, Model, Version
-from webapp.registry.steps import COMPILE_STEPS, TUNE_STEPS, initial_steps
+from webapp.registry.build import pipeline
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs import db_outage
+from webapp.registry.jobs import record as jobs
+from webapp.registry.jobs.models import Job
+from webapp.registry.jobs.steps import COMPILE_STEPS, TUNE_STEPS, initial_steps
+from webapp.registry.serving import reconcile
 
 
 @pytest.fixture
@@ -100,7 +104,7 @@ def _compile_job(model: Model, version: Version, runner: dict[str, Any]) -> Job:
 
 
 def test_a_compile_whose_worker_is_gone_is_failed_and_cleaned_up(model, settings) -> None:
-    from webapp.registry.storage import get_store
+    from webapp.registry.catalogue.storage import get_store
 
     store = get_store()
     version = _version(model, status="compiling")
@@ -126,7 +130,7 @@ def test_a_compile_whose_worker_is_gone_is_failed_and_cleaned_up(model, settings
 
 
 def test_an_adopt_whose_worker_is_gone_is_failed_so_the_next_adopt_retries(model) -> None:
-    from webapp.registry.adopt import ADOPT_STEPS
+    from webapp.registry.catalogue.adopt import ADOPT_STEPS
 
     version = _version(model, status="validating")
     job = Job.objects.create(
@@ -159,7 +163,7 @@ def test_a_job_that_could_not_be_sent_is_sent_again(model, operator, monkeypatch
     version = _version(model, status="queued")
     job = Job.objects.create(kind=Job.Kind.COMPILE, model=model, version=version,
                              steps=initial_steps(COMPILE_STEPS))  # fmt: skip
-    from webapp.registry.actions.versions import enqueue_compile
+    from webapp.registry.catalogue.actions.versions import enqueue_compile
 
     enqueue_compile(job)  # no exception: the request that created the job still answers
     assert Job.objects.get(pk=job.pk).params.get("unsent") is True
@@ -183,9 +187,9 @@ def test_pages_say_when_an_external_redis_does_not_answer(operator, settings) ->
 
 
 def test_a_tuning_run_whose_worker_is_gone_is_failed_and_its_trial_removed(model) -> None:
-    from webapp.registry.models import TuningRun
-    from webapp.registry.storage import get_store
-    from webapp.registry.tuning import remove_abandoned_trials
+    from webapp.registry.catalogue.storage import get_store
+    from webapp.registry.performance.models import TuningRun
+    from webapp.registry.performance.tuning import remove_abandoned_trials
 
     version = _version(model)  # the serving version: a dead search must leave it READY
     job = Job.objects.create(kind=Job.Kind.TUNE, model=model, version=version,

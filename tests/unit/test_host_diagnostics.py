@@ -21,7 +21,7 @@ from model_store.text import from_json
 from tests.fakes.toolkit import FAKE_CANN_VERSION, make_fake_toolkit
 from tests.fixtures.hosts import npu_tools_that_leave_a_trace, worker_probes_host
 from tests.fixtures.users import token_for
-from webapp.ops import host_reports
+from webapp.nodes import host_reports
 
 HOST_IDS = ["cann_env", "atc", "atc_python", "npu_ge_backend", "davinci_devices", "npu_smi"]
 HUB_IDS = ["triton_reachable", "triton_access", "stuck_loading", "load_failures"]

@@ -11,8 +11,8 @@ import pytest
 
 from model_store.host_report import PROTOCOL, build_host_report
 from model_store.text import from_json
-from webapp.ops import host_reports
-from webapp.ops.models import HostReport
+from webapp.nodes import host_reports
+from webapp.nodes.models import HostReport
 from workers.tasks.server import probe_host
 
 SAMPLES = Path(__file__).parent / "npu_smi"

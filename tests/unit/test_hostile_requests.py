@@ -19,7 +19,9 @@ from django.test import Client
 
 from tests.fixtures.users import token_for
 from webapp.accounts.models import ApiToken
-from webapp.registry.models import Event, Job, Model, TryExample, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.tryit.models import TryExample
 
 SIG = {
     "inputs": [{"name": "x", "dtype": "TYPE_FP32", "numpy": "float32", "dims": ["batch", 4]}],
@@ -294,7 +296,7 @@ def world(operator, viewer, settings, tmp_path) -> Callable[[Hostile], object]: 
         model=model, name="theirs", inputs={}, created_by=viewer
     )
     other_token, _ = ApiToken.issue(viewer)
-    from webapp.registry.storage import get_uploads
+    from webapp.registry.catalogue.storage import get_uploads
 
     replay = get_uploads().create("m.onnx", 10, owner=str(viewer.pk))  # someone else's upload
     client = Client(raise_request_exception=False)

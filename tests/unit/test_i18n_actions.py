@@ -15,11 +15,12 @@ from model_store.inference.coerce import fit_shape
 from model_store.inference.signature import specs_from_signature
 from model_store.text import Message, from_json
 from webapp.errors import HubError
-from webapp.registry import placement
-from webapp.registry.actions import models as model_actions
-from webapp.registry.actions import serving as serving_actions
-from webapp.registry.actions import versions as version_actions
-from webapp.registry.models import Event, Model, Version
+from webapp.registry.catalogue.actions import models as model_actions
+from webapp.registry.catalogue.actions import versions as version_actions
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Event
+from webapp.registry.serving import actions as serving_actions
+from webapp.registry.serving import placement
 from webapp.text import localize
 
 SIG = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],

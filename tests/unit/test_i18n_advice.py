@@ -27,7 +27,7 @@ from model_store.runtime.advice import ServingConfig, advise
 from model_store.runtime.series import Point
 from model_store.targets.atc_build import _failure_message
 from model_store.text import Message, from_json
-from webapp.registry.models import Model
+from webapp.registry.catalogue.models import Model
 
 MARK = "[zh] "
 
@@ -235,7 +235,7 @@ def test_cann_skew_messages_are_texts_with_the_same_english() -> None:
 def test_the_version_page_renders_the_cann_check_through_localize(
     operator, client, settings, tmp_path, stand_in: None
 ) -> None:
-    from webapp.registry.models import Version
+    from webapp.registry.catalogue.models import Version
 
     settings.MODEL_STORE_ROOT = tmp_path / "store"
     model = Model.objects.create(name="om", target="acl", created_by=operator)
@@ -248,7 +248,7 @@ def test_the_version_page_renders_the_cann_check_through_localize(
     page = client.get("/models/om/versions/1/").content.decode()
     assert MARK + "Cannot compare CANN versions: " in page
     with translation.override("en"):
-        from webapp.registry.cann_check import cann_skew
+        from webapp.registry.serving.cann_check import cann_skew
 
         found = cann_skew(Version.objects.get(model=model, number=1))
         assert found is not None and isinstance(found.message, Message)

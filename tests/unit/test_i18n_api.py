@@ -16,7 +16,7 @@ from django.utils import translation
 from django.utils.translation import trans_real
 
 from tests.fixtures.users import token_for
-from webapp.registry import ratelimit
+from webapp.registry.tryit import ratelimit
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-CN"}
 EN = {"HTTP_ACCEPT_LANGUAGE": "en-US,en;q=0.9"}

@@ -22,7 +22,7 @@ from model_store.diagnostics.triton_checks import check_triton_reachable
 from model_store.host_report import build_host_report
 from model_store.text import Message, from_json
 from tests.fixtures.users import token_for
-from webapp.ops import host_reports
+from webapp.nodes import host_reports
 
 NOT_REACHABLE = "Triton at %(url)s is not reachable (no answer on /v2/health/live)."
 NO_CANN = (

@@ -18,9 +18,16 @@ from model_store.text import say
 from tests.fixtures.users import signed_in
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_display
-from webapp.registry.forms import CatalogueFilterForm, NewModelForm, RetireForm, target_choices
-from webapp.registry.models import Job, NodeServing, Version
-from webapp.registry.option_forms import AUTO_BOOL, _field, _placeholder
+from webapp.registry.build.option_forms import AUTO_BOOL, _field, _placeholder
+from webapp.registry.catalogue.forms import (
+    CatalogueFilterForm,
+    NewModelForm,
+    RetireForm,
+    target_choices,
+)
+from webapp.registry.catalogue.models import Version
+from webapp.registry.jobs.models import Job
+from webapp.registry.serving.models import NodeServing
 from webapp.registry.templatetags.hub import role_label, state_label
 
 

@@ -36,8 +36,8 @@ from model_store.text import Message
 from tests.fixtures.registry import served_model
 from tests.fixtures.users import PASSWORD, token_for
 from webapp.errors import HubError
-from webapp.registry.actions.models import create_model
-from webapp.registry.try_views import _preprocess_name, _preprocess_summary
+from webapp.registry.catalogue.actions.models import create_model
+from webapp.registry.tryit.views.page import _preprocess_name, _preprocess_summary
 from webapp.text import localize
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-CN"}

@@ -14,7 +14,7 @@ from django.utils.translation import trans_real
 
 from model_store.inference import InferenceInputError, Limits, decode_inputs, specs_from_signature
 from model_store.text import Message
-from webapp.registry.try_partial_views import _present_output
+from webapp.registry.tryit.views.partials import _present_output
 from webapp.text import localize
 
 ANY_SHAPE = {

@@ -18,9 +18,10 @@ from django.utils import translation
 
 from model_store.text import Message, say
 from webapp import live
-from webapp.registry import jobs
-from webapp.registry.models import Event, Job, Model
-from webapp.registry.steps import COMPILE_STEPS, initial_steps, shown_step
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs import record as jobs
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.jobs.steps import COMPILE_STEPS, initial_steps, shown_step
 
 
 @pytest.fixture(autouse=True)

@@ -27,15 +27,18 @@ from model_store.text import said as _said
 from webapp import live
 from webapp import text as web_text
 from webapp.hub_version import incompatibility
-from webapp.ops import host_reports
-from webapp.ops import nodes as ops_nodes
+from webapp.nodes import host_reports
+from webapp.nodes import summaries as ops_nodes
+from webapp.nodes.models import Node
+from webapp.nodes.replies import _crashed, _stopped_reporting, _too_slow
 from webapp.ops.diagnostics import STATE_LABELS
-from webapp.ops.models import Node
-from webapp.registry import jobs, rollout
-from webapp.registry.models import Job, Model, NodeServing, ReconcileReport, Version
-from webapp.registry.node_tasks import _crashed, _stopped_reporting, _too_slow
-from webapp.registry.reconcile import _save_report, interrupted_repair
-from webapp.registry.steps import COMPILE_STEPS, initial_steps
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs import record as jobs
+from webapp.registry.jobs.models import Job
+from webapp.registry.jobs.steps import COMPILE_STEPS, initial_steps
+from webapp.registry.serving import rollout
+from webapp.registry.serving.models import NodeServing, ReconcileReport
+from webapp.registry.serving.reconcile import _save_report, interrupted_repair
 
 
 @pytest.fixture(autouse=True)

@@ -16,11 +16,11 @@ from model_store.targets.findings import error
 from model_store.targets.options import InvalidOptions, options_json_schema, parse_value
 from model_store.targets.revise import normalize_changes
 from model_store.text import Message, as_json, from_json, restored, say
-from webapp.registry.actions.revisions import localized_preview
-from webapp.registry.adopt import _finding
-from webapp.registry.memory import APPROXIMATION
-from webapp.registry.models import Model, Version
-from webapp.registry.option_forms import OptionsForm
+from webapp.registry.build.option_forms import OptionsForm
+from webapp.registry.catalogue.adopt import _finding
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.performance.actions.revisions import localized_preview
+from webapp.registry.serving.memory import APPROXIMATION
 from webapp.text import localize, localized
 
 

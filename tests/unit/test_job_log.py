@@ -16,8 +16,9 @@ from django.test import Client
 
 from tests.fixtures.users import PASSWORD, signed_in, token_for
 from webapp import live
-from webapp.registry import jobs
-from webapp.registry.models import Job, JobLogLine, Model
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs import record as jobs
+from webapp.registry.jobs.models import Job, JobLogLine
 
 CAP = 10
 WRITTEN = 25

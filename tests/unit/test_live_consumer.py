@@ -19,7 +19,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 
 from tests.fixtures.users import make_user
-from webapp.registry.consumers import LiveConsumer
+from webapp.live_consumer import LiveConsumer
 
 # The consumer reads the user's role on another thread's database connection: committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)

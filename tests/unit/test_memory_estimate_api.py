@@ -14,8 +14,8 @@ from tests.fixtures.hosts import worker_probes_host
 from tests.fixtures.openapi import inline
 from tests.fixtures.triton import mlp_onnx_bytes
 from tests.fixtures.users import token_for
-from webapp.registry.models import Model, Version
-from webapp.registry.storage import get_store
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.catalogue.storage import get_store
 
 SAMPLES = Path(__file__).parent / "npu_smi"
 MIB = 1 << 20

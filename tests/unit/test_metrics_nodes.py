@@ -23,11 +23,12 @@ from model_store.runtime.metrics_fetch import MetricsURLRefused, fetch_metrics_t
 from model_store.runtime.series import MINUTE, RAW
 from tests.fixtures.metrics_text import render
 from tests.fixtures.nodes import report
+from webapp.nodes.models import HostReport, Node
 from webapp.ops import metrics_store
 from webapp.ops.metrics_read import model_metrics, node_request_rates, sparklines
 from webapp.ops.metrics_store import remote_scrape_targets, scrape_and_store
-from webapp.ops.models import ClientTally, HostReport, MetricPoint, MetricsState, Node
-from webapp.registry.models import Model
+from webapp.ops.models import ClientTally, MetricPoint, MetricsState
+from webapp.registry.catalogue.models import Model
 
 FIXTURES = Path(__file__).resolve().parent / "metrics"
 pytestmark = pytest.mark.django_db

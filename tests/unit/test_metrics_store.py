@@ -19,7 +19,7 @@ from webapp.ops import metrics_read, metrics_store
 from webapp.ops.metrics_read import model_metrics
 from webapp.ops.metrics_store import flush_client_calls, record_client_call, scrape_and_store
 from webapp.ops.models import ClientTally, MetricPoint
-from webapp.registry.models import Model, Version
+from webapp.registry.catalogue.models import Model, Version
 
 FIXTURES = Path(__file__).resolve().parent / "metrics"
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,9 @@ import pytest
 
 from tests.fixtures.nodes import Node_
 from tests.fixtures.users import signed_in
-from webapp.registry.models import Event, Job, Model, NodeServing, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.serving.models import NodeServing
 
 pytestmark = pytest.mark.django_db
 

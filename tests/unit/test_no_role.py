@@ -16,8 +16,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.fixtures.users import PASSWORD, signed_in, token_for
-from webapp.registry.consumers import LiveConsumer
-from webapp.registry.models import Job, Model
+from webapp.live_consumer import LiveConsumer
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Job
 
 PAGES = [
     "/models/",

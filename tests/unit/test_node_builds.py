@@ -17,12 +17,13 @@ from django.utils import timezone
 from model_store.package_tar.files import extract_files, write_files
 from tests.fakes.cann import make_fake_toolkit
 from tests.fixtures.nodes import NPU, Node_, report
-from webapp.ops import routing
-from webapp.ops.models import HostReport, Node
-from webapp.ops.routing import build_status as target_status
-from webapp.registry import job_state
-from webapp.registry.models import Job, Model, Version
-from webapp.registry.storage import get_store
+from webapp.nodes import build_routing as routing
+from webapp.nodes.build_routing import build_status as target_status
+from webapp.nodes.models import HostReport, Node
+from webapp.registry.build import state_file as job_state
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.catalogue.storage import get_store
+from webapp.registry.jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 

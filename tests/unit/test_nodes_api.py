@@ -17,10 +17,10 @@ from django.test import RequestFactory
 
 from model_store.host_report import PROTOCOL
 from tests.fixtures.nodes import Node_, report
-from webapp.accounts import node_scope
 from webapp.hub_version import hub_version, incompatibility, major_minor
-from webapp.ops.models import HostReport, Node
-from webapp.registry.models import Event
+from webapp.nodes import tokens as node_scope
+from webapp.nodes.models import HostReport, Node
+from webapp.registry.jobs.models import Event
 
 pytestmark = pytest.mark.django_db
 
@@ -318,7 +318,7 @@ def test_the_local_worker_is_the_local_node(viewer_api, settings, monkeypatch, t
 
 
 def test_the_list_costs_the_same_for_one_node_or_many(viewer_api, django_assert_max_num_queries):
-    from webapp.ops import host_reports
+    from webapp.nodes import host_reports
 
     for i in range(6):
         host_reports.record(report(f"n{i}"), node=f"n{i}")

@@ -6,8 +6,8 @@ import pytest
 
 from tests.fixtures.users import signed_in
 from tests.unit.test_nodes_api import Node_, report
-from webapp.accounts import node_scope
-from webapp.ops.models import Node
+from webapp.nodes import tokens as node_scope
+from webapp.nodes.models import Node
 
 pytestmark = pytest.mark.django_db
 

@@ -378,7 +378,7 @@ def test_310_layout_needs_no_mapping_call() -> None:
 
 
 def test_memory_estimate_places_chips_by_device_id_not_npu_id() -> None:
-    from webapp.registry.memory import _device_id
+    from webapp.registry.serving.memory import _device_id
 
     report = parse_npu_smi_info((SAMPLES / "310p3_atlas300ipro_npu-smi-25.5.1.txt").read_text())
     assert [_device_id({"npu_id": c.npu_id, "device_id": c.device_id}) for c in report.chips] == [

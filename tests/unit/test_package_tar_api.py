@@ -21,7 +21,7 @@ from django.test import Client
 from model_store.config import ModelConfig, TensorSpec, render_pbtxt
 from model_store.store import ModelStore
 from tests.fixtures.users import PASSWORD, signed_in
-from webapp.registry.models import Model, Version
+from webapp.registry.catalogue.models import Model, Version
 
 URL = "/api/v1/models/mlp/versions/{}/package.tar"
 SIG = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],

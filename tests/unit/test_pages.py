@@ -3,7 +3,7 @@
 import pytest
 from django.test import Client
 
-from webapp.registry.models import Model
+from webapp.registry.catalogue.models import Model
 
 
 def test_models_page_explains_the_first_step_when_empty(operator_client: Client) -> None:

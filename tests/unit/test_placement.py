@@ -10,10 +10,12 @@ import pytest
 
 from tests.fixtures.nodes import Node_, report
 from webapp.errors import HubError
-from webapp.ops.models import Node
-from webapp.registry import placement, rollout
-from webapp.registry.models import Job, Model, NodeServing, Version
-from webapp.registry.reconcile import _place_on_nodes_that_miss_it
+from webapp.nodes.models import Node
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
+from webapp.registry.serving import placement, rollout
+from webapp.registry.serving.models import NodeServing
+from webapp.registry.serving.reconcile import _place_on_nodes_that_miss_it
 
 pytestmark = pytest.mark.django_db
 
@@ -116,7 +118,7 @@ def test_where_now_names_each_nodes_version(served) -> None:
 
 
 def test_the_cann_gate_looks_at_every_node_of_the_placement(operator) -> None:  # type: ignore[no-untyped-def]
-    from webapp.registry.cann_check import cann_skew
+    from webapp.registry.serving.cann_check import cann_skew
 
     model = Model.objects.create(name="om", target="acl", created_by=operator, serving_version=1)
     version = Version.objects.create(

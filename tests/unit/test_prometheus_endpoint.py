@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.users import token_for
 from webapp.ops import prometheus
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
 
 
 def scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -21,7 +21,10 @@ from model_store.runtime.series import RAW
 from tests.fixtures.users import signed_in, token_for
 from webapp.accounts.models import ApiToken
 from webapp.ops.models import MetricPoint
-from webapp.registry.models import Event, Job, JobLogLine, Model, PerfRun, TryExample, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Event, Job, JobLogLine
+from webapp.registry.performance.models import PerfRun
+from webapp.registry.tryit.models import TryExample
 
 LISTS = [
     ("page", "/models/"),

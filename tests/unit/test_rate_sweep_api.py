@@ -8,8 +8,9 @@ import pytest
 
 from model_store.perf import SweepPlan
 from tests.unit.test_try_it_api import client_for, post, served  # noqa: F401 (a fixture)
-from webapp.registry.models import Event, Job, PerfRun
-from webapp.registry.sweeps import _plan_kwargs
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.performance.models import PerfRun
+from webapp.registry.performance.sweeps import _plan_kwargs
 
 pytestmark = pytest.mark.django_db
 

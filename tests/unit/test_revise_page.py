@@ -13,8 +13,9 @@ from django.test import Client
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import get_target
 from tests.fixtures.pipeline import mlp_payload
-from webapp.registry.models import Event, Job, Model, Version
-from webapp.registry.storage import get_store
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.catalogue.storage import get_store
+from webapp.registry.jobs.models import Event, Job
 
 PAGE = "/models/mlp/versions/1/revise/"
 

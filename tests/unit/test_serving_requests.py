@@ -14,10 +14,12 @@ from django.utils import timezone
 
 from tests.fixtures.users import token_for
 from webapp.errors import HubError
-from webapp.registry import reconcile, serving
-from webapp.registry.actions import serving as serving_actions
-from webapp.registry.actions import versions as version_actions
-from webapp.registry.models import Event, Job, Model, Version
+from webapp.registry.catalogue.actions import versions as version_actions
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.serving import actions as serving_actions
+from webapp.registry.serving import reconcile
+from webapp.registry.serving import switch as serving
 
 SIG_V1 = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
           "outputs": [{"name": "y", "dtype": "TYPE_FP32", "dims": ["batch", 3]}]}  # fmt: skip
@@ -312,7 +314,7 @@ def test_a_job_delivered_twice_runs_once(model, operator, monkeypatch) -> None:
 
 
 def jobs_succeed(job) -> None:  # type: ignore[no-untyped-def]
-    from webapp.registry import jobs
+    from webapp.registry.jobs import record as jobs
 
     jobs.succeed(job)
 

@@ -1,6 +1,6 @@
-"""The streaming chunk PUT (``webapp.api.stream_upload``), driven as an ASGI app.
+"""The streaming chunk PUT (``webapp.edge.stream_upload``), driven as an ASGI app.
 
-Each scenario runs ``webapp.asgi.application`` (the streaming path in front of Django) through
+Each scenario runs ``webapp.edge.asgi.application`` (the streaming path in front of Django) through
 ``asgiref.testing.ApplicationCommunicator`` on a fresh event loop in another thread, like an
 ASGI server would. The refusals are compared with what Django's own view answers for the same
 request (``django_http_app``, the path the request took before), so the two cannot drift.
@@ -41,7 +41,7 @@ def store(settings, tmp_path):
 
 @pytest.fixture
 def apps():
-    from webapp.asgi import application, django_http_app
+    from webapp.edge.asgi import application, django_http_app
 
     return application, django_http_app
 
@@ -54,7 +54,7 @@ def key(operator, store) -> str:
 @pytest.fixture(autouse=True)
 def no_silent_fallback(monkeypatch):
     """The streaming path must not hand requests to Django because its own checks failed."""
-    from webapp.api import stream_upload
+    from webapp.edge import stream_upload
 
     def fail(message: str, *args: Any, **kwargs: Any) -> None:
         raise AssertionError(message % args)
@@ -341,7 +341,7 @@ def test_a_host_outside_allowed_hosts_gets_djangos_answer(apps, key, store) -> N
 
 
 def test_if_the_checks_break_django_gets_the_whole_body(apps, key, store, monkeypatch) -> None:
-    from webapp.api import stream_upload
+    from webapp.edge import stream_upload
 
     application, _ = apps
     payload = os.urandom(10_000)
@@ -416,7 +416,7 @@ def test_a_body_shorter_than_its_length_reports_what_arrived(apps, key, store) -
 
 
 def test_the_pipe_holds_back_the_sender_until_the_reader_reads() -> None:
-    from webapp.api.stream_upload import BodyPipe
+    from webapp.edge.stream_upload import BodyPipe
 
     async def scenario() -> tuple[list[bytes], int]:
         pipe = BodyPipe(asyncio.get_running_loop(), limit=10)

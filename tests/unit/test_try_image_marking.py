@@ -14,8 +14,9 @@ from django.test import Client
 
 from model_store.inference import PRESETS
 from tests.fixtures.registry import served_model
-from webapp.registry import demo
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.catalogue import demo
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
 
 SIGNATURE = {
     "inputs": [

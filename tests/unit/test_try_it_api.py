@@ -10,8 +10,9 @@ from django.test import Client
 
 from tests.fixtures.registry import served_model
 from tests.fixtures.users import token_for
-from webapp.registry import ratelimit
-from webapp.registry.models import Model, TryExample
+from webapp.registry.catalogue.models import Model
+from webapp.registry.tryit import ratelimit
+from webapp.registry.tryit.models import TryExample
 
 SIGNATURE = {
     "inputs": [{"name": "x", "dtype": "TYPE_FP32", "numpy": "float32", "dims": ["batch", 4]}],
@@ -197,8 +198,8 @@ def test_reconcile_fails_a_sweep_whose_worker_died(served, operator) -> None:
 
     from django.utils import timezone
 
-    from webapp.registry import reconcile
-    from webapp.registry.models import Job
+    from webapp.registry.jobs.models import Job
+    from webapp.registry.serving import reconcile
 
     old = timezone.now() - timedelta(minutes=30)
     stale = Job.objects.create(

@@ -11,8 +11,9 @@ import pytest
 from django.test import Client
 
 from webapp.errors import HubError
-from webapp.registry import inference
-from webapp.registry.models import Model, TryExample, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.tryit import inference
+from webapp.registry.tryit.models import TryExample
 from webapp.slow_requests import Busy
 
 SIGNATURE = {
@@ -182,7 +183,8 @@ def test_examples_are_saved_rerun_and_deleted_through_partials(
 
 
 def test_the_sweep_list_polls_only_while_a_sweep_runs(viewer_client: Client, served) -> None:
-    from webapp.registry.models import Job, PerfRun
+    from webapp.registry.jobs.models import Job
+    from webapp.registry.performance.models import PerfRun
 
     def runs_partial() -> str:
         return viewer_client.get(

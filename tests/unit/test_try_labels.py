@@ -16,8 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 from model_store.inference import imagenet_labels
 from model_store.onnx_info import inspect_onnx
 from tests.fixtures.registry import served_model as served_row
-from webapp.registry.models import Model
-from webapp.registry.pipeline_build import signature_of, summary_of
+from webapp.registry.build.compile_steps import signature_of, summary_of
+from webapp.registry.catalogue.models import Model
 
 NAMES = {i: f"thing {i}" for i in range(80)}
 LABELS = "/api/v1/models/cls/labels"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from webapp.errors import HubError
-from webapp.registry.actions.tuning import request_tune
-from webapp.registry.models import Model, TuningRun, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.performance.actions.tuning import request_tune
+from webapp.registry.performance.models import TuningRun
 
 
 @pytest.mark.django_db

@@ -122,7 +122,7 @@ def test_a_failing_stream_keeps_what_arrived_before_the_error(store, direct_open
 def test_bytes_land_while_the_client_stalls(store, direct_opens) -> None:
     """A client that pauses mid-chunk: what it sent reaches the kernel meanwhile (a process
     killed now would keep it), not only once the buffer fills or the chunk ends."""
-    from webapp.api.stream_upload import BodyPipe
+    from webapp.edge.stream_upload import BodyPipe
 
     data = os.urandom(8 * MiB)
     upload = store.create("m.onnx", size=len(data))

@@ -12,8 +12,9 @@ from django.test import Client
 from model_store.targets import get_target
 from tests.fixtures.hosts import worker_probes_host
 from tests.fixtures.triton import mlp_onnx_bytes
-from webapp.registry.models import Event, Job, Model, Version
-from webapp.registry.option_forms import OptionsForm
+from webapp.registry.build.option_forms import OptionsForm
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Event, Job
 
 
 @pytest.fixture(autouse=True)

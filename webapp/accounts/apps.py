@@ -12,7 +12,8 @@ class AccountsConfig(AppConfig):
         from webapp import access_epoch
         from webapp.accounts import language  # noqa: F401 (connects its sign-in receiver)
         from webapp.accounts.models import ApiToken
-        from webapp.registry.models import Model, NodeServing
+        from webapp.registry.catalogue.models import Model
+        from webapp.registry.serving.models import NodeServing
 
         # Who may do what depends on these rows: a change to any of them moves the epoch.
         user = get_user_model()

@@ -22,10 +22,10 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
-from webapp.accounts import node_scope
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
 from webapp.errors import json_error
+from webapp.nodes import tokens as node_scope
 
 API_PREFIX = "/api/"
 ADMIN_PREFIX = "/admin/"
@@ -60,7 +60,7 @@ class TokenAuthenticationMiddleware:
     expired, and on ``/admin/``, where only a signed-in session counts. Its scope caps the
     role every check of this request sees (:func:`webapp.accounts.roles.role_of` caches the
     role on the user object, which this request alone holds). A node token (scope
-    ``node:<name>``) reaches only what :mod:`webapp.accounts.node_scope` allows.
+    ``node:<name>``) reaches only what :mod:`webapp.nodes.tokens` allows.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:

@@ -55,7 +55,7 @@ class ApiToken(models.Model):
     key_prefix = models.CharField(
         max_length=12, help_text=_("The first characters, to recognise it.")
     )
-    # A role (Scope), or ``node:<name>`` for a node token (webapp/accounts/node_scope.py).
+    # A role (Scope), or ``node:<name>`` for a node token (webapp/nodes/tokens.py).
     scope = models.CharField(max_length=80, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils.translation import gettext
 
 from webapp.errors import HubError
-from webapp.registry.models import Model, Version
+from webapp.registry.catalogue.models import Model, Version
 
 
 def model_or_404(name: str) -> Model:

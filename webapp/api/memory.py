@@ -12,8 +12,8 @@ from webapp.api import types
 from webapp.api.app import errors
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
-from webapp.registry.memory import memory_estimate
-from webapp.registry.models import Model, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.serving.memory import memory_estimate
 from webapp.text import localized
 
 router = Router(tags=["versions"], exclude_unset=True)

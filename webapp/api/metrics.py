@@ -12,7 +12,7 @@ from webapp.api import types
 from webapp.api.app import errors
 from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
-from webapp.ops import nodes
+from webapp.nodes import summaries as nodes
 from webapp.ops.metrics_read import RANGES, model_metrics
 from webapp.text import localized
 

@@ -1,7 +1,7 @@
 """``/api/v1/nodes``: the nodes, their reports, draining and removal (docs/nodes.md#built).
 
 A node's worker posts its host report with its node token (scope ``node:<name>``); the token
-middleware has already refused a node token anywhere else (``webapp.accounts.node_scope``),
+middleware has already refused a node token anywhere else (``webapp.nodes.tokens``),
 and this handler refuses anyone but that node. The body is checked in two steps: first
 whether the hub can work with the node at all (its protocol and code version: 409
 ``node_incompatible``, recorded so that the Nodes page shows it), then its types (400), so
@@ -17,13 +17,14 @@ from django.utils.translation import gettext
 from ninja import Router
 
 from model_store.package_tar.layout import MEDIA_TYPE
-from webapp.accounts import node_scope
 from webapp.api import types
 from webapp.api.app import ADMIN, EXTRA_SCHEMAS, OPERATOR, errors, json_object, parse_body
 from webapp.errors import HubError
-from webapp.ops import node_actions, nodes
-from webapp.registry import node_builds
-from webapp.registry.rollout import note_triton_models
+from webapp.nodes import actions as node_actions
+from webapp.nodes import summaries as nodes
+from webapp.nodes import tokens as node_scope
+from webapp.registry.build import node_builds
+from webapp.registry.serving.rollout import note_triton_models
 
 router = Router(tags=["nodes"])
 
@@ -127,7 +128,7 @@ def _the_node_itself(request: HttpRequest, name: str) -> str:
     return name
 
 
-# A build that needs the node's toolkit or NPUs (webapp/registry/node_builds.py): the node
+# A build that needs the node's toolkit or NPUs (webapp/registry/build/node_builds.py): the node
 # fetches the validated source and sends the artifact back, for a build it is running only.
 
 

@@ -21,8 +21,9 @@ from webapp import slow_requests
 from webapp.api import types
 from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
-from webapp.registry.actions import serving
-from webapp.registry.models import Event, Job, Model
+from webapp.registry.catalogue.models import Model
+from webapp.registry.jobs.models import Event, Job
+from webapp.registry.serving import actions as serving
 from webapp.text import localize
 
 router = Router(tags=["serving"], exclude_unset=True)

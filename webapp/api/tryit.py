@@ -16,13 +16,14 @@ from webapp.api import types
 from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
-from webapp.registry import demo, inference
-from webapp.registry import examples as saved_examples
-from webapp.registry.actions import demo as demo_actions
-from webapp.registry.actions import examples as example_actions
-from webapp.registry.actions import sweeps as sweep_actions
-from webapp.registry.actions import try_it as try_actions
-from webapp.registry.models import Model
+from webapp.registry.catalogue import demo
+from webapp.registry.catalogue.actions import demo as demo_actions
+from webapp.registry.catalogue.models import Model
+from webapp.registry.performance.actions import sweeps as sweep_actions
+from webapp.registry.tryit import examples as saved_examples
+from webapp.registry.tryit import inference
+from webapp.registry.tryit.actions import examples as example_actions
+from webapp.registry.tryit.actions import settings as try_actions
 from webapp.request_limits import require_infer_body_within_cap
 
 router = Router(tags=["try it"], exclude_unset=True)

@@ -12,8 +12,9 @@ from webapp.api import types
 from webapp.api.app import OPERATOR, errors
 from webapp.api.lookups import model_or_404
 from webapp.errors import HubError
-from webapp.registry.actions import tuning as tuning_actions
-from webapp.registry.models import Model, TuningRun
+from webapp.registry.catalogue.models import Model
+from webapp.registry.performance.actions import tuning as tuning_actions
+from webapp.registry.performance.models import TuningRun
 
 router = Router(tags=["tuning"], exclude_unset=True)
 

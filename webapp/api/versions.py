@@ -34,13 +34,13 @@ from webapp.api.app import (
 )
 from webapp.api.lookups import model_or_404, version_or_404
 from webapp.errors import HubError
-from webapp.ops import routing
-from webapp.registry import package_tars
-from webapp.registry.actions import revisions as revision_actions
-from webapp.registry.actions import versions as version_actions
-from webapp.registry.jobs import full_log_download
-from webapp.registry.models import Job
-from webapp.registry.storage import get_uploads
+from webapp.nodes import build_routing as routing
+from webapp.registry.catalogue import package_tars
+from webapp.registry.catalogue.actions import versions as version_actions
+from webapp.registry.catalogue.storage import get_uploads
+from webapp.registry.jobs.models import Job
+from webapp.registry.jobs.record import full_log_download
+from webapp.registry.performance.actions import revisions as revision_actions
 from webapp.text import localize, localized
 
 router = Router(tags=["versions"], exclude_unset=True)
@@ -152,7 +152,7 @@ CHUNK_DOC = {
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     },
     "x-served-by": "Under Uvicorn the body streams to disk in front of Django "
-    "(webapp/api/stream_upload.py), after the same checks; the answers are the same.",
+    "(webapp/edge/stream_upload.py), after the same checks; the answers are the same.",
 }
 OFFSET_HEADER = {
     "Upload-Offset": {

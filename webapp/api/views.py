@@ -22,9 +22,9 @@ from webapp.api.serving import LOCATION
 from webapp.errors import json_error
 from webapp.ops.health import run_checks
 from webapp.ops.server_state import devices_summary, triton_summary
-from webapp.registry.actions.models import create_model, edit_model, request_retire
-from webapp.registry.catalogue import CatalogueQuery, find_models
-from webapp.registry.rollout import per_node
+from webapp.registry.catalogue.actions.models import create_model, edit_model, request_retire
+from webapp.registry.catalogue.listing import CatalogueQuery, find_models
+from webapp.registry.serving.rollout import per_node
 
 router = Router(tags=["server"], exclude_unset=True)
 

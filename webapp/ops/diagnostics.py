@@ -2,7 +2,7 @@
 
 The checks come from two places. The host-bound ones (CANN, ATC and its Python, the npu_ge
 library, device nodes, npu-smi) run on the host with the NPUs, in a worker there, as part of its
-host report (webapp/ops/host_reports.py): the page shows them from the newest stored report with
+host report (webapp/nodes/host_reports.py): the page shows them from the newest stored report with
 its age and never probes hardware itself, since in compose the web container has none. The
 hub-side ones (Triton reachable, its repository API restricted, stuck and failed loads) run
 here, where the hub's own requests to Triton start.
@@ -37,7 +37,8 @@ from model_store.diagnostics.checklist import (
 from model_store.diagnostics.context import DiagnosticsContext
 from model_store.diagnostics.host_checks import reported_checks
 from model_store.text import Said, say
-from webapp.ops import host_reports, nodes
+from webapp.nodes import host_reports
+from webapp.nodes import summaries as nodes
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_log_path
 from webapp.text import localize, localized

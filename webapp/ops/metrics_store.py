@@ -44,9 +44,10 @@ from model_store.runtime.series import (
     scrape_from_json,
     scrape_to_json,
 )
-from webapp.ops.host_reports import LOCAL_NODE
-from webapp.ops.models import ClientTally, HostReport, MetricPoint, MetricsState, Node
-from webapp.ops.nodes import state as node_state
+from webapp.nodes.host_reports import LOCAL_NODE
+from webapp.nodes.models import HostReport, Node
+from webapp.nodes.summaries import state as node_state
+from webapp.ops.models import ClientTally, MetricPoint, MetricsState
 
 log = logging.getLogger(__name__)
 

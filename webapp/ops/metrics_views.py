@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, render
 from model_store.targets import get_target
 from webapp.errors import HubError
 from webapp.http import HubRequest
-from webapp.ops import nodes
+from webapp.nodes import summaries as nodes
 from webapp.ops.metrics_read import RANGES, model_metrics
-from webapp.registry.models import Model
-from webapp.registry.try_views import _header_context
+from webapp.registry.catalogue.models import Model
+from webapp.registry.catalogue.views.header import model_header
 
 RANGE_LABELS = {"1h": "1 h", "6h": "6 h", "24h": "24 h", "7d": "7 d"}
 
@@ -27,7 +27,7 @@ def model_metrics_page(request: HubRequest, name: str) -> HttpResponse:
     node = _node_param(request.GET.get("node"))
     data = model_metrics(model, range_key, node=node)
     last = data["last_scrape"]
-    context = _header_context(request, model, "metrics") | {
+    context = model_header(request, model, "metrics") | {
         "data": data,
         "range": range_key,
         "node": node,

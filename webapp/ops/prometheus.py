@@ -56,7 +56,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from webapp.accounts.auth import NO_ROLE_MESSAGE
 from webapp.accounts.roles import Role, role_of
-from webapp.registry.models import Job, Model, Version
+from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.jobs.models import Job
 
 log = logging.getLogger(__name__)
 

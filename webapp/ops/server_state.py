@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 
 from model_store.runtime.errors import TritonRequestError, TritonUnavailable
-from webapp.ops import host_reports
+from webapp.nodes import host_reports
 from webapp.ops.triton import get_runtime, is_embedded
 
 
@@ -45,7 +45,7 @@ def triton_summary() -> dict[str, Any]:
 def devices_summary() -> dict[str, Any]:
     """Ascend NPUs from ``npu-smi info`` (docs/npu-smi.md#the-info-table), or why there are none.
 
-    From the newest report of a worker on the host (webapp/ops/host_reports.py), with its age;
+    From the newest report of a worker on the host (webapp/nodes/host_reports.py), with its age;
     the web process does not run npu-smi itself. Where the serving Triton's pyACL counted a
     different number of devices (a container numbers only the NPUs mapped into it, from 0;
     docs/ascend.md#the-serving-side), ``pyacl_device_count`` says how many it sees.

@@ -8,4 +8,4 @@ class RegistryConfig(AppConfig):
 
     def ready(self) -> None:
         # Connects the receiver that removes a deleted job's full log file.
-        from webapp.registry import jobs  # noqa: F401
+        from webapp.registry.jobs import record as jobs  # noqa: F401

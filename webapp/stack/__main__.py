@@ -227,7 +227,7 @@ class Stack:
         # The access log (one line per request) stays on, into web.log, as Daphne's did.
         return self._launch(
             "web",
-            [PYTHON, "-m", "uvicorn", "webapp.asgi:application",
+            [PYTHON, "-m", "uvicorn", "webapp.edge.asgi:application",
              "--host", self.host, "--port", str(self.port),
              "--http", "httptools", "--ws", "websockets-sansio", "--lifespan", "off",
              "--proxy-headers", "--timeout-keep-alive", "60", "--timeout-graceful-shutdown", "5"],

@@ -1,6 +1,6 @@
 """A build the hub sends here because this host has the toolkit (and maybe the NPUs) it needs.
 
-The hub's compile step (webapp/registry/node_builds.py) sends ``node.build`` with the job's
+The hub's compile step (webapp/registry/build/node_builds.py) sends ``node.build`` with the job's
 id, the model's name and version, the target, its options, the SHA-256 of the validated
 source and the verification sample. Here:
 

@@ -1,8 +1,8 @@
 """A tuning trial the hub runs on this node's Triton (``node.trial``).
 
-The hub's search (webapp/registry/tuning.py) decides which configs to try; for a run placed on
-this node it sends each trial here: the model, the version and its package's SHA-256, the
-trial's config.pbtxt, the shape of one request and how to drive it. Here:
+The hub's search (webapp/registry/performance/tuning.py) decides which configs to try; for a
+run placed on this node it sends each trial here: the model, the version and its package's
+SHA-256, the trial's config.pbtxt, the shape of one request and how to drive it. Here:
 
 1. the package is fetched from the hub over HTTP with the node token (unless this node already
    holds it under that SHA-256), checked and unpacked as for placing (``placing``);

@@ -15,6 +15,6 @@ ADOPT_LIMIT_S = 3600
     ignore_result=True,
 )
 def run_job(job_id: int) -> None:
-    from webapp.registry.adopt_work import run_adopt_job
+    from webapp.registry.catalogue.adopt_work import run_adopt_job
 
     run_adopt_job(job_id)

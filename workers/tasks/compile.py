@@ -1,6 +1,6 @@
 """The compile job as a chain of tasks: validate -> compile -> verify -> package.
 
-Each task takes a job id, runs one step (webapp/registry/pipeline.py) and stops the chain when
+Each task takes a job id, runs one step (webapp/registry/build/pipeline.py) and stops the chain when
 the step failed. Failures are deterministic (a bad model stays bad), so nothing is retried, but
 for one: the database went away (a restart) mid-step. Then the step runs again from its start
 once the database answers, and the chain goes on; the job is failed, with that reason, only if
@@ -21,8 +21,8 @@ DATABASE_RETRY_S = 5
 
 
 def _run(task: Task, step: str, job_id: int) -> None:
-    from webapp.registry import pipeline
-    from webapp.registry.db_outage import CONNECTION_ERRORS, wait_for_database
+    from webapp.registry.build import pipeline
+    from webapp.registry.jobs.db_outage import CONNECTION_ERRORS, wait_for_database
 
     try:
         ok = pipeline.run_step(step, job_id)

@@ -19,9 +19,9 @@ SOFT_LIMIT = 300
     ignore_result=True,
 )
 def sweep(job_id: int) -> None:
-    from webapp.registry import jobs
-    from webapp.registry.models import Job
-    from webapp.registry.sweeps import run_sweep_job
+    from webapp.registry.jobs import record as jobs
+    from webapp.registry.jobs.models import Job
+    from webapp.registry.performance.sweeps import run_sweep_job
 
     try:
         run_sweep_job(job_id)
@@ -54,9 +54,9 @@ TUNE_SOFT_LIMIT = 3600
     ignore_result=True,
 )
 def tune(job_id: int) -> None:
-    from webapp.registry import jobs
-    from webapp.registry.models import Job
-    from webapp.registry.tuning import run_tune_job
+    from webapp.registry.jobs import record as jobs
+    from webapp.registry.jobs.models import Job
+    from webapp.registry.performance.tuning import run_tune_job
 
     try:
         run_tune_job(job_id)

@@ -17,14 +17,14 @@ SWITCH_LIMIT_S = 600
     ignore_result=True,
 )
 def run_job(job_id: int) -> None:
-    from webapp.registry import serving
+    from webapp.registry.serving import switch as serving
 
     serving.run_job(job_id)
 
 
 @app.task(name="workers.tasks.serve.reconcile", ignore_result=True, soft_time_limit=900)
 def reconcile() -> None:
-    from webapp.registry import reconcile
+    from webapp.registry.serving import reconcile
 
     reconcile.reconcile()
 
@@ -32,7 +32,7 @@ def reconcile() -> None:
 @app.task(name="workers.tasks.serve.triton_restarted", ignore_result=True, soft_time_limit=900)
 def triton_restarted(down_s: float, exit_status: str) -> None:
     """Sent by the launcher after it restarted a crashed Triton."""
-    from webapp.registry import reconcile
+    from webapp.registry.serving import reconcile
 
     reconcile.after_triton_restart(down_s, exit_status)
 
@@ -41,6 +41,6 @@ def triton_restarted(down_s: float, exit_status: str) -> None:
 def requeue_stalled() -> None:
     """Sent by the launcher after Redis restarted: queued serving jobs may have lost their
     message."""
-    from webapp.registry import reconcile
+    from webapp.registry.serving import reconcile
 
     reconcile.requeue_stalled_jobs()

@@ -22,6 +22,6 @@ def push_server_state() -> None:
 def probe_host() -> None:
     """Probe this worker's host (NPUs, CANN, ATC, the host-bound diagnostics checks) and store
     the report the Server and Diagnostics pages show."""
-    from webapp.ops import host_reports
+    from webapp.nodes import host_reports
 
     host_reports.probe_and_record()

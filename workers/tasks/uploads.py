@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from webapp.registry.storage import get_uploads
+from webapp.registry.catalogue.storage import get_uploads
 from workers.celery import app
 
 

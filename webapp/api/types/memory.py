@@ -13,7 +13,7 @@ from ninja import Schema
 from pydantic import Field
 
 from webapp.api.types.common import Number, Out, TargetName
-from webapp.registry.memory import MAX_BATCH, MAX_INSTANCES
+from webapp.registry.serving.memory import MAX_BATCH, MAX_INSTANCES
 
 __all__ = [
     "Activations",

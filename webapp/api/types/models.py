@@ -16,7 +16,7 @@ from pydantic import Field
 from webapp.api.types.common import DateTime, In, ModelName, Out, TargetName
 from webapp.api.types.serving import NodeServingOut
 from webapp.api.types.versions import VersionOut
-from webapp.registry.model_rules import Target
+from webapp.registry.catalogue.rules import Target
 
 __all__ = [
     "ModelDetail",

@@ -7,7 +7,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
 from webapp.accounts.roles import role_display
-from webapp.registry.models import Job
+from webapp.registry.jobs.models import Job
 
 register = template.Library()
 
@@ -27,7 +27,7 @@ STATE_LABELS: dict[str, Promise] = {
     "compiling": _("compiling"),
     "verifying": _("verifying"),
     "packaging": _("packaging"),
-    # Triton's state of a model (webapp/registry/state.py)
+    # Triton's state of a model (webapp/registry/serving/state.py)
     "ready": _("ready"),
     "loading": _("loading"),
     "unloading": _("unloading"),
@@ -35,7 +35,7 @@ STATE_LABELS: dict[str, Promise] = {
     "not loaded": _("not loaded"),
     "not served": _("not served"),
     "unknown": _("unknown"),
-    # nodes, and a model on a node (webapp/ops/nodes.py, webapp/registry/rollout.py)
+    # nodes, and a model on a node (webapp/nodes/summaries.py, webapp/registry/serving/rollout.py)
     "up": _("up"),
     "down": _("down"),
     "draining": _("draining"),

@@ -9,8 +9,8 @@ from __future__ import annotations
 from django import template
 
 from model_store.package_tar import PackageTar
-from webapp.registry import package_tars
-from webapp.registry.models import Version
+from webapp.registry.catalogue import package_tars
+from webapp.registry.catalogue.models import Version
 
 register = template.Library()
 

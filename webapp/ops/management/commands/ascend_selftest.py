@@ -40,7 +40,7 @@ from model_store.ascend.selftest import (
 from model_store.diagnostics.host_checks import ascend_root
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_backends_dir
-from webapp.registry.storage import get_store
+from webapp.registry.catalogue.storage import get_store
 
 USAGE_ERROR = 2
 

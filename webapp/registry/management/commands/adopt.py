@@ -17,8 +17,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from model_store.adopt import parse_renames
 from model_store.errors import ModelStoreError
 from webapp.errors import HubError
-from webapp.registry.adopt import DryRun, dry_run, start_adoption
-from webapp.registry.models import Job
+from webapp.registry.catalogue.adopt import DryRun, dry_run, start_adoption
+from webapp.registry.jobs.models import Job
 
 ACTION_WORDS = {
     "adopt": "adopt",

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from webapp.registry.reconcile import reconcile
+from webapp.registry.serving.reconcile import reconcile
 
 
 class Command(BaseCommand):
