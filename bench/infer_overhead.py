@@ -526,7 +526,8 @@ def main() -> None:
     data: dict[str, Any] = {"benchmark": "infer_overhead", "machine": machine()}
     # The gateway changes often while its speed is worked on: which one was measured.
     gateway = b"".join(
-        (ROOT / "webapp" / name).read_bytes() for name in ("gateway.py", "gateway_fast.py")
+        (ROOT / "webapp" / name).read_bytes()
+        for name in ("gateway.py", "edge/gateway_fast.py", "fast_path_reads.py")
     )
     data["gateway_py_sha256"] = hashlib.sha256(gateway).hexdigest()[:12]
     data["settings"] = {

@@ -28,7 +28,8 @@ import redis
 from django.conf import settings
 from django.db import models, transaction
 
-KEY = "hub:access-epoch"
+from webapp.edge.shared import EPOCH_KEY as KEY
+
 #: Fields whose writes leave every cached answer of the fast path true.
 QUIET_FIELDS = frozenset(
     {

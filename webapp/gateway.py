@@ -29,6 +29,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext, gettext_noop
 
 from webapp import slow_requests
+from webapp.edge.shared import PASSED_BACK, PASSED_ON, PREFIX
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
 from webapp.registry.catalogue.models import Model
@@ -37,11 +38,6 @@ from webapp.registry.tryit.ratelimit import RateLimited, check_rate
 from webapp.request_limits import require_infer_body_within_cap
 from webapp.text import localize
 
-PREFIX = "/v2"
-#: The headers of Triton's answer a client needs (the binary extension's among them).
-PASSED_BACK = ("Content-Type", "Inference-Header-Content-Length", "Content-Encoding")
-#: The request headers passed to Triton.
-PASSED_ON = ("Content-Type", "Inference-Header-Content-Length", "Accept", "Content-Encoding")
 _MODEL = re.compile(
     r"models/(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]{0,63})"
     r"(?:/versions/(?P<version>[1-9][0-9]{0,18}))?(?:/(?P<what>config|ready|infer))?"

@@ -27,9 +27,9 @@ import redis
 from django.conf import settings
 from django.utils.translation import gettext
 
+from webapp.edge.shared import slow_key
 from webapp.errors import HubError
 
-_KEY = "hub:slow:{user}"
 _gate_lock = threading.Lock()
 _gates: dict[int, threading.BoundedSemaphore] = {}
 _local_lock = threading.Lock()
@@ -60,7 +60,7 @@ def _redis(url: str) -> redis.Redis:
 def _enter_user(user_key: str, request_id: str, limit: int, ttl: float) -> bool:
     """Count this request for the person; False (and not counted) past ``limit``."""
     if settings.LIMITS_REDIS_URL:
-        key, now = _KEY.format(user=user_key), time.time()
+        key, now = slow_key(user_key), time.time()
         pipe = _redis(settings.LIMITS_REDIS_URL).pipeline()
         pipe.zremrangebyscore(key, 0, now - ttl)  # entries of requests that never left
         pipe.zadd(key, {request_id: now})
@@ -82,7 +82,7 @@ def _enter_user(user_key: str, request_id: str, limit: int, ttl: float) -> bool:
 def _leave_user(user_key: str, request_id: str) -> None:
     if settings.LIMITS_REDIS_URL:
         with contextlib.suppress(redis.RedisError):
-            _redis(settings.LIMITS_REDIS_URL).zrem(_KEY.format(user=user_key), request_id)
+            _redis(settings.LIMITS_REDIS_URL).zrem(slow_key(user_key), request_id)
         return
     with _local_lock:
         _local_inflight.get(user_key, set()).discard(request_id)

@@ -1,4 +1,4 @@
-"""No import circle between the hub's files (docs/architecture.md#rooms-and-floors).
+"""No import circle between the hub's files (docs/architecture.md#floors-and-rooms-kept-apart).
 
 Every import counts: at module level, inside a function, under ``TYPE_CHECKING``. A circle
 means two files cannot be understood, changed or tested apart; grimp (the graph import-linter

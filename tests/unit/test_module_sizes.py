@@ -1,4 +1,4 @@
-"""No module over 600 lines in the hub's code (docs/architecture.md#rooms-and-floors).
+"""No module over 600 lines in the hub's code (docs/architecture.md#floors-and-rooms-kept-apart).
 
 A module that long holds several things; whoever changes one of them has to read the others.
 Tests and migrations are exempt; so are Triton's Python backends (model_store/backends/), which

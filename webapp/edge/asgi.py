@@ -43,13 +43,14 @@ from webapp.edge.stream_upload import (  # noqa: E402
     tune_malloc,
     tune_socket_reads,
 )
+from webapp.fast_path_reads import READS  # noqa: E402
 from webapp.routing import websocket_urlpatterns  # noqa: E402
 
 tune_malloc()  # large request bodies without a page fault per piece (see its docstring)
 tune_socket_reads()  # 1 MiB per socket read: a quarter of the per-piece work (docstring)
 
 # /v2 inference is checked and passed to Triton in the event loop (webapp/edge/gateway_fast.py).
-v2_fast_path = V2FastPath(StreamingUploads(django_http_app))
+v2_fast_path = V2FastPath(StreamingUploads(django_http_app), READS)
 
 application = ProtocolTypeRouter(
     {

@@ -22,6 +22,11 @@ Everything else goes to Django unchanged, before any byte of the body is read: o
 calls, no token or a session cookie, a token or model it cannot vouch for (Django answers
 401/403/404 with the reason), a body without a declared length, no Redis, or Redis failing.
 The fast path says yes faster; the only no it says itself is a limit's.
+
+This module imports no Django (a contract in pyproject.toml): what it reads from the database
+and the settings comes through :class:`HubReads`, which ``webapp.edge.asgi`` builds from
+``webapp.fast_path_reads``. Its cost is then what it does, not what importing Django pulls in,
+and a test can drive it with reads of its own.
 """
 
 from __future__ import annotations
@@ -37,18 +42,24 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 import redis.asyncio as aioredis
-from django.conf import settings
 
 from model_store.runtime.keepalive_http import AnswerError, KeepAliveClient
-from webapp.access_epoch import KEY as EPOCH_KEY
-from webapp.edge.stream_upload import Receive, Scope, Send
-from webapp.gateway import PASSED_BACK, PASSED_ON, PREFIX
-from webapp.ops.metrics_store import record_client_call
-from webapp.registry.tryit.ratelimit import WINDOW_SECONDS
+from webapp.edge.shared import (
+    EPOCH_KEY,
+    PASSED_BACK,
+    PASSED_ON,
+    PREFIX,
+    WINDOW_SECONDS,
+    Receive,
+    Scope,
+    Send,
+    rate_key,
+    slow_key,
+)
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Target = tuple[str, str, str | None] | None
@@ -127,6 +138,39 @@ class _Cache:
         self.epoch, self.grants, self.routes = None, {}, {}
 
 
+class Limits(Protocol):
+    """The settings the fast path reads on every call (Django's ``settings`` is one)."""
+
+    LIMITS_REDIS_URL: str
+    INFER_MAX_REQUEST_BYTES: int
+    INFER_TIMEOUT_SECONDS: float
+    INFER_RATE_PER_MINUTE: int
+    INFER_CONCURRENCY_PER_USER: int
+    TRITON_URL: str
+
+
+class HubReads(Protocol):
+    """What the fast path needs from the hub's database, each called in a worker thread."""
+
+    @property
+    def settings(self) -> Limits: ...
+
+    def grant(self, key: str) -> Grant | None:
+        """What the token ``key`` may do, or None when the fast path must not vouch for it."""
+
+    def route(self, name: str) -> Route | None:
+        """The model called ``name``, or None when there is none."""
+
+    def targets(self, name: str, version: int) -> list[Target]:
+        """The nodes that serve ``version`` of a placed model, as ``(node, url, token)``."""
+
+    def touch(self, token_pk: int) -> None:
+        """Note that the token was used (its ``last_used``)."""
+
+    def count_call(self, model: str, version: int, latency_ms: float, ok: bool) -> None:
+        """Count one call in the hub's metrics for the model (cheap: called on the loop)."""
+
+
 class _Refused(Exception):
     def __init__(self, message: str, status: int, retry_after: int) -> None:
         super().__init__(message)
@@ -137,8 +181,9 @@ class _Refused(Exception):
 class V2FastPath:
     """ASGI middleware: answers authenticated ``/v2`` inference itself, passes the rest on."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hub: HubReads) -> None:
         self.app = app
+        self.hub = hub
         self.cache = _Cache()
         self._turn = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -186,9 +231,9 @@ class V2FastPath:
             await self._leave(user_key, slot)
 
     # -- which calls ------------------------------------------------------------------------
-    @staticmethod
-    def _call_of(scope: Scope) -> tuple[str, str, int | None, int] | None:
+    def _call_of(self, scope: Scope) -> tuple[str, str, int | None, int] | None:
         """``(token key, model, version, body length)`` of a call this path may take."""
+        settings = self.hub.settings
         if scope["method"] != "POST" or not settings.LIMITS_REDIS_URL:
             return None
         found = _INFER.fullmatch(scope["path"])
@@ -226,12 +271,14 @@ class V2FastPath:
             if grant is None or route is None:
                 self.cache.align(await client.get(EPOCH_KEY))
                 if grant is None:
-                    grant = await asyncio.to_thread(_read_grant, key)
+                    stats["token_reads"] += 1
+                    grant = await asyncio.to_thread(self.hub.grant, key)
                     if grant is None:
                         return None
                     self.cache.grants[key_hash] = grant
                 if route is None:
-                    route = await asyncio.to_thread(_read_route, name)
+                    stats["model_reads"] += 1
+                    route = await asyncio.to_thread(self.hub.route, name)
                     if route is None:
                         return None
                     self.cache.routes[name] = route
@@ -241,13 +288,13 @@ class V2FastPath:
             epoch, rate_count, in_flight = await self._count(client, grant.user_key, slot, now)
             if not self.cache.align(epoch):
                 break
-            await client.zrem(_slow_key(grant.user_key), slot)  # moved meanwhile: look again
+            await client.zrem(slow_key(grant.user_key), slot)  # moved meanwhile: look again
         else:
             return None
         self._check_limits(grant.user_key, slot, rate_count, in_flight, now)
         chosen = version or route.serving_version
         if chosen is None:
-            await client.zrem(_slow_key(grant.user_key), slot)
+            await client.zrem(slow_key(grant.user_key), slot)
             return None  # nothing served: Django says so
         target = await self._target(route, chosen, now)
         self._touch_later(grant, now)
@@ -266,13 +313,14 @@ class V2FastPath:
         self, client: aioredis.Redis, user_key: str, slot: str, now: float
     ) -> tuple[bytes | str | None, int, int]:
         """One round trip: the epoch, this call counted in the rate window and in flight."""
+        settings = self.hub.settings
         longest = settings.INFER_TIMEOUT_SECONDS + 30
         window = int(now // WINDOW_SECONDS)
         script = self._count_script
         if script is None:
             script = self._count_script = client.register_script(_COUNT_LUA)
         epoch, rate_count, in_flight = await script(
-            keys=[EPOCH_KEY, f"hub:rate:infer:{user_key}:{window}", _slow_key(user_key)],
+            keys=[EPOCH_KEY, rate_key(f"infer:{user_key}", window), slow_key(user_key)],
             args=[
                 1 if settings.INFER_RATE_PER_MINUTE > 0 else 0,
                 WINDOW_SECONDS * 2,
@@ -288,8 +336,8 @@ class V2FastPath:
     def _check_limits(
         self, user_key: str, slot: str, rate_count: int, in_flight: int, now: float
     ) -> None:
-        rate_limit = settings.INFER_RATE_PER_MINUTE
-        concurrency = settings.INFER_CONCURRENCY_PER_USER
+        rate_limit = self.hub.settings.INFER_RATE_PER_MINUTE
+        concurrency = self.hub.settings.INFER_CONCURRENCY_PER_USER
         refused: _Refused | None = None
         if rate_limit > 0 and rate_count > rate_limit:
             window = int(now // WINDOW_SECONDS)
@@ -316,7 +364,7 @@ class V2FastPath:
             return None
         kept = route.targets.get(version)
         if kept is None or now - kept[0] > NODES_MAX_AGE_SECONDS:
-            kept = (now, await asyncio.to_thread(_read_targets, route.name, version))
+            kept = (now, await asyncio.to_thread(self.hub.targets, route.name, version))
             route.targets[version] = kept
         candidates = kept[1]
         return candidates[next(self._turn) % len(candidates)] if candidates else None
@@ -324,13 +372,13 @@ class V2FastPath:
     async def _leave(self, user_key: str, slot: str) -> None:
         # Should Redis fail here, the entry expires after the longest call anyway.
         with contextlib.suppress(redis.RedisError):
-            await self._redis_client().zrem(_slow_key(user_key), slot)
+            await self._redis_client().zrem(slow_key(user_key), slot)
 
     def _touch_later(self, grant: Grant, now: float) -> None:
         # ``last_used`` is a hint written at most once a minute, off the call's path.
         if now - grant.touched_at > 60:
             grant.touched_at = now
-            self._later(asyncio.to_thread(_touch, grant.token_pk))
+            self._later(asyncio.to_thread(self.hub.touch, grant.token_pk))
 
     def _later(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -351,6 +399,7 @@ class V2FastPath:
         body = await _read_body(receive, length)
         if body is None:
             return  # the client went away
+        settings = self.hub.settings
         address = settings.TRITON_URL if target is None else target[1]
         host, _, port = address.split("://")[-1].rstrip("/").partition(":")
         path = f"{PREFIX}/models/{model}/versions/{version}/infer"
@@ -370,7 +419,7 @@ class V2FastPath:
                 timeout=float(settings.INFER_TIMEOUT_SECONDS),
             )
         except (OSError, TimeoutError, AnswerError) as exc:
-            record_client_call(model, version, 0.0, ok=False)
+            self.hub.count_call(model, version, 0.0, ok=False)
             await _answer_error(send, f"Triton did not answer: {exc or type(exc).__name__}", 503)
             return
         status, payload = answer.status, answer.body
@@ -380,11 +429,11 @@ class V2FastPath:
             if h.lower() in answer.headers
         ]
         ms = (time.perf_counter() - started) * 1000
-        record_client_call(model, version, ms if status == 200 else 0.0, ok=status == 200)
+        self.hub.count_call(model, version, ms if status == 200 else 0.0, ok=status == 200)
         await _answer(send, status, payload, passed)
 
     def _redis_client(self) -> aioredis.Redis:
-        url = settings.LIMITS_REDIS_URL
+        url = self.hub.settings.LIMITS_REDIS_URL
         client = self._redis.get(url)
         if client is None:
             client = aioredis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
@@ -395,10 +444,6 @@ class V2FastPath:
         if self._client is None:
             self._client = KeepAliveClient()
         return self._client
-
-
-def _slow_key(user_key: str) -> str:
-    return f"hub:slow:{user_key}"  # the Django path's key (webapp/slow_requests.py)
 
 
 async def _read_body(receive: Receive, length: int) -> bytes | None:
@@ -437,65 +482,3 @@ async def _answer_error(send: Send, message: str, status: int, retry_after: int 
     if retry_after:
         headers.append((b"retry-after", str(retry_after).encode()))
     await _answer(send, status, json.dumps({"error": message}).encode(), headers)
-
-
-# -- database reads, in a worker thread --------------------------------------------------------
-def _read_grant(key: str) -> Grant | None:
-    from django.db import close_old_connections
-
-    from webapp.accounts.models import ApiToken
-    from webapp.accounts.roles import Role, role_of
-    from webapp.nodes import tokens as node_scope
-
-    close_old_connections()
-    stats["token_reads"] += 1
-    token = ApiToken.objects.for_key(key)
-    if token is None or token.is_expired() or node_scope.node_of(token.scope) is not None:
-        return None
-    role = role_of(token.user)
-    if token.scope:
-        role = min(role, Role.parse(token.scope))
-    if role is Role.NONE:
-        return None
-    now = time.time()
-    return Grant(
-        user_key=str(token.user.pk),
-        token_pk=token.pk,
-        expires=token.expires.timestamp() if token.expires else None,
-        read_at=now,
-        touched_at=token.last_used.timestamp() if token.last_used else 0.0,
-    )
-
-
-def _read_route(name: str) -> Route | None:
-    from django.db import close_old_connections
-
-    from webapp.registry.catalogue.models import Model
-
-    close_old_connections()
-    stats["model_reads"] += 1
-    model = Model.objects.filter(name=name).only("name", "serving_version", "placement").first()
-    if model is None:
-        return None
-    return Route(model.name, model.serving_version, bool(model.placement), time.time())
-
-
-def _read_targets(name: str, version: int) -> list[Target]:
-    from django.db import close_old_connections
-
-    from webapp.registry.catalogue.models import Model
-    from webapp.registry.serving.rollout import inference_candidates
-
-    close_old_connections()
-    model = Model.objects.filter(name=name).first()
-    return inference_candidates(model, version) if model is not None else []
-
-
-def _touch(token_pk: int) -> None:
-    from django.db import close_old_connections
-    from django.utils import timezone
-
-    from webapp.accounts.models import ApiToken
-
-    close_old_connections()
-    ApiToken.objects.filter(pk=token_pk).update(last_used=timezone.now())

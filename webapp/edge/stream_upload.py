@@ -72,14 +72,11 @@ from webapp.accounts.language import from_accept_language
 from webapp.api import versions
 from webapp.api.app import django_view, store_error
 from webapp.api.views import server_error
+from webapp.edge.shared import Message, Receive, Scope, Send
 from webapp.errors import HubError, error_json
 
 logger = logging.getLogger(__name__)
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 AsgiApp = Callable[..., Awaitable[None]]
 
 #: Body bytes that may wait between the event loop and the writer thread, per request. A few

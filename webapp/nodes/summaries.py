@@ -4,7 +4,7 @@ A node is one Triton, the repository it reads and a worker on its host (docs/nod
 ``local`` is the stack's own worker, which records its report directly
 (:func:`webapp.nodes.host_reports.probe_and_record`); any other node posts its report with its
 node token (``POST /api/v1/nodes/{name}/reports``, :func:`accept_report`). The newest report
-of each node is its :class:`~webapp.ops.models.HostReport` row.
+of each node is its :class:`~webapp.nodes.models.HostReport` row.
 
 State, from the hub's clock (a node's clock may be wrong, so the time the hub *received* the
 report counts, not the ``made_at`` the node wrote):

@@ -1,0 +1,1 @@
+"""The catalogue: models, their versions, tags and owners; retiring; adopting a repository."""

@@ -1,6 +1,6 @@
 """Finding the best config, the workers' side: trials as temporary models beside the serving one.
 
-``actions.tuning`` records a :class:`~webapp.registry.models.TuningRun` and queues its job; a
+``actions.tuning`` records a :class:`~.models.TuningRun` and queues its job; a
 worker runs it here. The search itself is ``model_store.perf.tune`` (which configs, in which
 order, when to stop); this module gives it the real things: each trial is the version's own
 packaged files with another config.pbtxt, loaded under a ``_trial-`` name

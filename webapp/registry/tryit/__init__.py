@@ -1,0 +1,1 @@
+"""Try it: test inference on a served model, its form, saved examples, labels, rate limit."""

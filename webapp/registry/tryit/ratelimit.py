@@ -15,7 +15,7 @@ import redis
 from django.conf import settings
 from django.utils.translation import gettext
 
-WINDOW_SECONDS = 60
+from webapp.edge.shared import WINDOW_SECONDS, rate_key
 
 
 class RateLimited(Exception):
@@ -59,7 +59,7 @@ def check_rate(key: str, limit_per_minute: int, now: float | None = None) -> Non
     window = int(now // WINDOW_SECONDS)
     count: int
     if settings.LIMITS_REDIS_URL:
-        redis_key = f"hub:rate:{key}:{window}"
+        redis_key = rate_key(key, window)
         try:
             pipe = _client(settings.LIMITS_REDIS_URL).pipeline(transaction=False)
             pipe.incr(redis_key)

@@ -1,4 +1,4 @@
-"""Asking for a performance sweep of a model's serving version (run by ``registry.sweeps``)."""
+"""Asking for a performance sweep of a model's serving version (run by ``sweeps`` here)."""
 
 from __future__ import annotations
 

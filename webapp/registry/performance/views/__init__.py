@@ -1,0 +1,1 @@
+"""The Performance tab, the tuning panel and the "Edit serving config" page."""

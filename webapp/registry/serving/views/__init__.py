@@ -1,0 +1,1 @@
+"""Serving's pages: the switch buttons' endpoints and the model page's Nodes card."""

@@ -1,0 +1,70 @@
+"""What the ``/v2`` fast path (webapp/edge/gateway_fast.py) reads from the hub, through Django.
+
+The fast path itself imports no Django; ``webapp.edge.asgi`` hands it :data:`READS`. Each read
+runs in a worker thread, so each first lets go of a connection the database may have closed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from webapp.accounts.models import ApiToken
+from webapp.accounts.roles import Role, role_of
+from webapp.edge.gateway_fast import Grant, Route, Target
+from webapp.nodes import tokens as node_scope
+from webapp.ops.metrics_store import record_client_call
+from webapp.registry.catalogue.models import Model
+from webapp.registry.serving.rollout import inference_candidates
+
+
+class DjangoReads:
+    """:class:`webapp.edge.gateway_fast.HubReads` over the ORM and Django's settings."""
+
+    @property
+    def settings(self) -> Any:
+        return django_settings  # read per call, so settings changed at run time hold
+
+    def grant(self, key: str) -> Grant | None:
+        close_old_connections()
+        token = ApiToken.objects.for_key(key)
+        if token is None or token.is_expired() or node_scope.node_of(token.scope) is not None:
+            return None
+        role = role_of(token.user)
+        if token.scope:
+            role = min(role, Role.parse(token.scope))
+        if role is Role.NONE:
+            return None
+        return Grant(
+            user_key=str(token.user.pk),
+            token_pk=token.pk,
+            expires=token.expires.timestamp() if token.expires else None,
+            read_at=time.time(),
+            touched_at=token.last_used.timestamp() if token.last_used else 0.0,
+        )
+
+    def route(self, name: str) -> Route | None:
+        close_old_connections()
+        model = Model.objects.filter(name=name).only("name", "serving_version", "placement").first()
+        if model is None:
+            return None
+        return Route(model.name, model.serving_version, bool(model.placement), time.time())
+
+    def targets(self, name: str, version: int) -> list[Target]:
+        close_old_connections()
+        model = Model.objects.filter(name=name).first()
+        return inference_candidates(model, version) if model is not None else []
+
+    def touch(self, token_pk: int) -> None:
+        close_old_connections()
+        ApiToken.objects.filter(pk=token_pk).update(last_used=timezone.now())
+
+    def count_call(self, model: str, version: int, latency_ms: float, ok: bool) -> None:
+        record_client_call(model, version, latency_ms, ok=ok)
+
+
+READS = DjangoReads()
