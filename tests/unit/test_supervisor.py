@@ -125,3 +125,24 @@ def test_health_and_every_page_name_a_part_that_is_down(
     )
     page = client.get("/models/").content.decode()
     assert "triton has been down for 12 s" in page and "data-stack-down" in page
+
+
+def test_the_banner_says_a_part_is_down_in_the_pages_language(
+    settings, tmp_path: Path, operator, time_machine
+) -> None:
+    from tests.fixtures.users import signed_in
+
+    time_machine.move_to(time.time(), tick=False)
+    settings.VAR_DIR = tmp_path
+    (tmp_path / "run").mkdir()
+    since = time.time() - 12
+    (tmp_path / "run" / "stack.json").write_text(json.dumps({
+        "pid": os.getpid(), "updated": time.time(),
+        "parts": {"worker": {"state": "given_up", "since": since, "restarts": 5,
+                             "last_exit": ""}},
+    }))  # fmt: skip
+    client = signed_in(operator)
+    page = client.get("/models/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
+    assert "worker 已停止 12 秒；启动器已放弃重启它。" in page  # noqa: RUF001
+    english = client.get("/models/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "worker has been down for 12 s; the launcher gave up on it." in english

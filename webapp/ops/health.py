@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest
 
+from model_store.text import Message, say
 from webapp.ops import heartbeat, stack_status
 from webapp.ops.triton import get_runtime
 
@@ -63,7 +64,7 @@ def check_broker() -> Check:
 #: Pages ask Redis at most this often per process, and wait this long for it (the banner).
 BANNER_CACHE_SECONDS = 2.0
 BANNER_TIMEOUT_SECONDS = 0.25
-_banner_cache: tuple[float, str | None] | None = None
+_banner_cache: tuple[float, Message | None] | None = None
 
 
 def banner(request: HttpRequest) -> dict[str, object]:
@@ -79,7 +80,7 @@ def banner(request: HttpRequest) -> dict[str, object]:
     return {"stack_down": lines}
 
 
-def broker_banner() -> str | None:
+def broker_banner() -> Message | None:
     """A sentence for every page while Redis (``REDIS_URL``) does not answer, else None.
 
     The launcher's banner names its own parts; an external Redis (compose, ``REDIS_URL``) is
@@ -101,9 +102,11 @@ def broker_banner() -> str | None:
         client.ping()
         text = None
     except redis.RedisError as exc:
-        text = (
-            f"Redis at {_safe_url(settings.REDIS_URL)} does not answer ({exc}): new jobs cannot "
-            "be queued and pages do not update live until it is back."
+        text = say(
+            "Redis at %(url)s does not answer (%(error)s): new jobs cannot be queued and pages "
+            "do not update live until it is back.",
+            url=_safe_url(settings.REDIS_URL),
+            error=str(exc),
         )
     finally:
         client.close()
@@ -142,7 +145,7 @@ def check_parts() -> Check:
     """Only under the launcher (``make run``): every part it supervises is up."""
     down = stack_status.parts_down()
     if down:
-        return Check(False, " ".join(stack_status.describe(p) for p in down))
+        return Check(False, " ".join(str(stack_status.describe(p)) for p in down))
     return Check(True, "every part the launcher runs is up")
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
+from model_store.text import Message, say
+
 CACHE_SECONDS = 1.0
 _lock = threading.Lock()
 _cached: tuple[float, list[dict[str, Any]]] | None = None
@@ -71,10 +73,36 @@ def parts_down(now: float | None = None) -> list[dict[str, Any]]:
     return down
 
 
-def describe(part: dict[str, Any]) -> str:
-    verb = "was given up on" if part["state"] == "given_up" else "is restarting"
-    how = f" after it exited ({part['last_exit']})" if part["last_exit"] else ""
-    return f"{part['name']} has been down for {part['down_s']:.0f} s{how}; the launcher {verb}."
+def describe(part: dict[str, Any]) -> Message:
+    """One sentence for a part that is down: the page's banner and the health check say it."""
+    name, seconds, exit_ = part["name"], f"{part['down_s']:.0f}", part["last_exit"]
+    if part["state"] == "given_up":
+        if exit_:
+            return say(
+                "%(part)s has been down for %(seconds)s s after it exited (%(exit)s); "
+                "the launcher gave up on it.",
+                part=name,
+                seconds=seconds,
+                exit=exit_,
+            )
+        return say(
+            "%(part)s has been down for %(seconds)s s; the launcher gave up on it.",
+            part=name,
+            seconds=seconds,
+        )
+    if exit_:
+        return say(
+            "%(part)s has been down for %(seconds)s s after it exited (%(exit)s); "
+            "the launcher is restarting it.",
+            part=name,
+            seconds=seconds,
+            exit=exit_,
+        )
+    return say(
+        "%(part)s has been down for %(seconds)s s; the launcher is restarting it.",
+        part=name,
+        seconds=seconds,
+    )
 
 
 def forget_cached() -> None:
