@@ -29,17 +29,27 @@ def localize(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+#: Types that are never a message: a list made only of these is answered as it is.
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
 def localized(data: Any) -> Any:
     """``data`` (a record, a list of them) with every message in it said in the active language.
 
     For JSON answers: what the API returns is plain strings in the caller's language, never the
     stored templates.
     """
-    if isinstance(data, Message) or is_message_json(data):
+    if isinstance(data, Message):
         return localize(data)
     if isinstance(data, Mapping):
+        if is_message_json(data):
+            return localize(data)
         return {key: localized(value) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
+        # A tensor's values (an inference answer can hold millions) or a list of names: no
+        # message inside, so one quick look instead of a call per item (bench/localized_answers.py).
+        if _PLAIN.issuperset(map(type, data)):  # exact types, looked at in C
+            return data
         return [localized(item) for item in data]
     return data
 
