@@ -332,3 +332,33 @@ def test_queued_jobs_whose_message_may_be_lost_are_sent_again(model, operator, m
     later = timezone.now() + timedelta(seconds=10)
     assert reconcile.requeue_stalled_jobs(now=later) == [str(job.uuid)]
     assert sent == [job.pk]
+
+
+@pytest.mark.parametrize("end", ["succeed", "fail"])
+def test_a_job_is_never_seen_finished_while_it_holds_the_lock(
+    model, operator, end, monkeypatch
+) -> None:
+    """Whoever sees a switch job finished may switch again at once: the lock is freed before
+    the job's row says it finished, not after (a client that polled in between was refused)."""
+    from webapp.registry.jobs import record
+
+    make_version(model, 1)
+    make_version(model, 2)
+    job = serving_actions.request_switch(model=model, number=1, user=operator)
+    assert Model.objects.get(pk=model.pk).lock_holder == job.uuid.hex
+    holders_when_finished: list[str] = []
+    write = record._save
+
+    def watched_write(saved: Job, *fields: str) -> None:
+        write(saved, *fields)  # every write of the job's row, then what a poller would see
+        if Job.objects.get(pk=saved.pk).is_finished:
+            holders_when_finished.append(Model.objects.get(pk=model.pk).lock_holder)
+
+    monkeypatch.setattr(record, "_save", watched_write)
+    if end == "succeed":
+        record.succeed(job)
+    else:
+        record.fail(job, "Triton did not answer.", "triton_unavailable")
+    assert holders_when_finished and set(holders_when_finished) == {""}
+    again = serving_actions.request_switch(model=model, number=2, user=operator)
+    assert again.kind == Job.Kind.SERVE
