@@ -171,7 +171,7 @@ class Decision:
 
 def decide(candidate: Side, serving: Side, gates: Gates, *, step_over: bool) -> Decision:
     """The step's verdict from both sides' numbers on the same window."""
-    numbers = {"candidate": candidate.summary(), "serving": serving.summary()}
+    numbers: dict[str, Any] = {"candidate": candidate.summary(), "serving": serving.summary()}
     enough = candidate.requests >= gates.min_requests and serving.requests >= gates.min_requests
     if enough and candidate.error_rate > gates.max_error_rate:
         reason = say(
