@@ -41,6 +41,11 @@ def serving_job(job_id: int) -> None:
     app.send_task("workers.tasks.serve.run_job", args=(job_id,))
 
 
+def canary_watch(canary_id: int, countdown: float = 0) -> None:
+    """Queue one look at a canary (webapp.registry.serving.canary); it queues the next."""
+    app.send_task("workers.tasks.serve.canary_watch", args=(canary_id,), countdown=countdown)
+
+
 def sweep_job(job_id: int) -> None:
     """Queue a performance sweep."""
     app.send_task("workers.tasks.perf.sweep", args=(job_id,))

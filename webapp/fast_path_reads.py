@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
+from webapp.edge.canary_split import split_of
 from webapp.edge.gateway_fast import Grant, Route, Target
 from webapp.nodes import tokens as node_scope
 from webapp.ops.metrics_store import record_client_call
@@ -49,10 +50,20 @@ class DjangoReads:
 
     def route(self, name: str) -> Route | None:
         close_old_connections()
-        model = Model.objects.filter(name=name).only("name", "serving_version", "placement").first()
+        model = (
+            Model.objects.filter(name=name)
+            .only("name", "serving_version", "placement", "canary")
+            .first()
+        )
         if model is None:
             return None
-        return Route(model.name, model.serving_version, bool(model.placement), time.time())
+        return Route(
+            model.name,
+            model.serving_version,
+            bool(model.placement),
+            time.time(),
+            split=split_of(model.canary),
+        )
 
     def targets(self, name: str, version: int) -> list[Target]:
         close_old_connections()

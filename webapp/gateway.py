@@ -33,6 +33,7 @@ from webapp.edge.shared import PASSED_BACK, PASSED_ON, PREFIX
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
 from webapp.registry.catalogue.models import Model
+from webapp.registry.serving import canary_traffic
 from webapp.registry.serving.rollout import inference_node
 from webapp.registry.tryit.ratelimit import RateLimited, check_rate
 from webapp.request_limits import require_infer_body_within_cap
@@ -91,13 +92,13 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
         return _forward(request, None, rest)
     model = (
         Model.objects.filter(name=call.model)
-        .only("id", "name", "serving_version", "placement")
+        .only("id", "name", "serving_version", "placement", "canary")
         .first()
     )
     if model is None:
         message = gettext("Unknown model: '%(name)s' (the hub has no such model).")
         return _error(message % {"name": call.model}, 404)
-    version = int(call.version) if call.version else model.serving_version
+    version = int(call.version) if call.version else canary_traffic.version_for(model)
     target = inference_node(model, version) if version else None
     if call.what != "infer":
         return _forward(request, target, rest)
@@ -124,6 +125,8 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
     ms = (time.perf_counter() - started) * 1000
     ok = response.status_code == 200
     record_client_call(model.name, version or "?", ms if ok else 0.0, ok=ok)
+    if version and call.what == "infer":
+        canary_traffic.count(model, version, ms, ok)
     return response
 
 

@@ -144,7 +144,7 @@ def test_a_worker_killed_mid_switch_does_not_hold_the_lock_and_reconcile_repairs
     from django.core.management import call_command
 
     from webapp.registry.serving import switch as serving
-    from webapp.registry.serving.actions import request_switch
+    from webapp.registry.serving.actions.switch import request_switch
 
     create_model(api, "mlp")
     add_version(api, celery_worker, 1)

@@ -17,7 +17,7 @@ from webapp.errors import HubError
 from webapp.nodes import host_reports
 from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.jobs.models import Job
-from webapp.registry.serving import actions as serving_actions
+from webapp.registry.serving.actions import switch as serving_actions
 from webapp.registry.serving.cann_check import cann_skew
 
 

@@ -21,6 +21,7 @@ from tests.fixtures.users import token_for
 from webapp.accounts.models import ApiToken
 from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.jobs.models import Event, Job
+from webapp.registry.serving.models import Canary
 from webapp.registry.tryit.models import TryExample
 
 SIG = {
@@ -271,14 +272,31 @@ def _other_cases() -> list[Hostile]:
         ),
         Hostile("the tar of a dotted model", "get", "/api/v1/models/%2E%2E/versions/1/package.tar"),
         Hostile("POST to a package tar", "post", f"{m}/versions/1/package.tar", {}),
-    ]
+        Hostile("a canary of steps that go down", "post", f"{m}/canary", {
+            "version": 1, "steps": [90, 10, 100], "step_seconds": 30, "max_error_rate": 0.01,
+            "max_p99_ratio": 1.5}),
+        Hostile("a canary with steps as a string", "post", f"{m}/canary", {
+            "version": 1, "steps": "10,100", "step_seconds": 30, "max_error_rate": 0.01,
+            "max_p99_ratio": 1.5}),
+        Hostile("a canary with an infinite ratio", "post", f"{m}/canary",
+                raw=b'{"version": 1, "steps": [10, 100], "step_seconds": 30, '
+                    b'"max_error_rate": 0.01, "max_p99_ratio": Infinity}'),
+        Hostile("a canary of a million steps", "post", f"{m}/canary", {
+            "version": 1, "steps": list(range(1, 101)) * 10_000, "step_seconds": 30,
+            "max_error_rate": 0.01, "max_p99_ratio": 1.5}),
+        Hostile("a canary with no body", "post", f"{m}/canary"),
+        Hostile("promote with no canary", "post", f"{m}/canary/promote"),
+        Hostile("abort with no canary", "post", f"{m}/canary/abort"),
+        Hostile("the canary of a dotted model", "get", "/api/v1/models/%2E%2E/canary"),
+    ]  # fmt: skip
 
 
 CASES = _json_cases() + _other_cases()
 
 
 def _counts() -> dict[str, int]:
-    return {m.__name__: m.objects.count() for m in (Model, Version, Job, Event, TryExample)} | {
+    tables = (Model, Version, Job, Event, TryExample, Canary)
+    return {m.__name__: m.objects.count() for m in tables} | {
         "live tokens": ApiToken.objects.filter(revoked=None).count()
     }
 

@@ -19,8 +19,8 @@ from webapp.registry.catalogue.actions import models as model_actions
 from webapp.registry.catalogue.actions import versions as version_actions
 from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.jobs.models import Event
-from webapp.registry.serving import actions as serving_actions
 from webapp.registry.serving import placement
+from webapp.registry.serving.actions import switch as serving_actions
 from webapp.text import localize
 
 SIG = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],

@@ -17,9 +17,10 @@ from webapp.errors import HubError
 from webapp.registry.catalogue.actions import versions as version_actions
 from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.jobs.models import Event, Job
-from webapp.registry.serving import actions as serving_actions
+from webapp.registry.serving import lock as serving_lock
 from webapp.registry.serving import reconcile
 from webapp.registry.serving import switch as serving
+from webapp.registry.serving.actions import switch as serving_actions
 
 SIG_V1 = {"inputs": [{"name": "x", "dtype": "TYPE_FP32", "dims": ["batch", 4]}],
           "outputs": [{"name": "y", "dtype": "TYPE_FP32", "dims": ["batch", 3]}]}  # fmt: skip
@@ -89,7 +90,7 @@ def test_a_switch_waits_for_reconcile_to_finish_with_the_model(model, operator) 
 
 def test_a_reconcile_that_outlasts_the_wait_is_named_as_such(model, operator, monkeypatch) -> None:
     make_version(model, 1)
-    monkeypatch.setattr(serving, "RECONCILE_WAIT_S", 0.2)
+    monkeypatch.setattr(serving_lock, "RECONCILE_WAIT_S", 0.2)
     Model.objects.filter(pk=model.pk).update(
         lock_holder="reconcile-0a1b2c3d", lock_expires=timezone.now() + timedelta(minutes=5)
     )

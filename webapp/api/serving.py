@@ -23,7 +23,7 @@ from webapp.api.app import OPERATOR, RETRY_AFTER, errors
 from webapp.api.lookups import model_or_404
 from webapp.registry.catalogue.models import Model
 from webapp.registry.jobs.models import Event, Job
-from webapp.registry.serving import actions as serving
+from webapp.registry.serving.actions import switch as serving
 from webapp.text import localize
 
 router = Router(tags=["serving"], exclude_unset=True)

@@ -54,7 +54,7 @@ def infer(request: HttpRequest, name: str, data: types.InferIn) -> Any:
     require_infer_body_within_cap(request)
     model = (
         Model.objects.filter(name=name)
-        .only("id", "name", "serving_version", "labels", "try_settings")
+        .only("id", "name", "serving_version", "labels", "try_settings", "canary")
         .first()
     )
     if model is None:

@@ -2,6 +2,7 @@
 
 from webapp.api import (
     app,
+    canary,
     diagnostics,
     memory,
     metrics,
@@ -21,6 +22,7 @@ app.add_routers(
     memory.router,
     metrics.router,
     serving.router,
+    canary.router,
     tryit.router,
     tokens.router,
     nodes.router,

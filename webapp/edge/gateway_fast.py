@@ -48,6 +48,7 @@ import redis
 import redis.asyncio as aioredis
 
 from model_store.runtime.keepalive_http import AnswerError, KeepAliveClient
+from webapp.edge.canary_split import WINDOW_TTL_SECONDS, Split, choose, count_commands
 from webapp.edge.shared import (
     EPOCH_KEY,
     PASSED_BACK,
@@ -118,6 +119,7 @@ class Route:
     serving_version: int | None
     placed: bool  # a placement other than the default (local only)
     read_at: float
+    split: Split | None = None  # a canary's share of unpinned calls (webapp/edge/canary_split.py)
     targets: dict[int, tuple[float, list[Target]]] = field(default_factory=dict)
 
 
@@ -223,10 +225,10 @@ class V2FastPath:
             stats["passed"] += 1
             await self.app(scope, receive, send)
             return
-        user_key, slot, model, version_now, target = admitted
+        user_key, slot, route, version_now, target = admitted
         stats["fast"] += 1
         try:
-            await self._forward(scope, receive, send, length, model, version_now, target)
+            await self._forward(scope, receive, send, length, route, version_now, target)
         finally:
             await self._leave(user_key, slot)
 
@@ -261,7 +263,7 @@ class V2FastPath:
     # -- the checks ---------------------------------------------------------------------------
     async def _admit(
         self, key: str, name: str, version: int | None
-    ) -> tuple[str, str, str, int, Target] | None:
+    ) -> tuple[str, str, Route, int, Target] | None:
         """``(user key, concurrency slot, model, version, target)``, or None for Django."""
         client = self._redis_client()
         key_hash = hashlib.sha256(key.encode()).hexdigest()
@@ -292,13 +294,15 @@ class V2FastPath:
         else:
             return None
         self._check_limits(grant.user_key, slot, rate_count, in_flight, now)
-        chosen = version or route.serving_version
+        # A call that names no version goes to the serving one, or to a canary's candidate
+        # with the step's probability.
+        chosen = version or choose(route.serving_version, route.split)
         if chosen is None:
             await client.zrem(slow_key(grant.user_key), slot)
             return None  # nothing served: Django says so
         target = await self._target(route, chosen, now)
         self._touch_later(grant, now)
-        return grant.user_key, slot, route.name, chosen, target
+        return grant.user_key, slot, route, chosen, target
 
     def _kept(self, key_hash: str, name: str, now: float) -> tuple[Grant | None, Route | None]:
         grant = self.cache.grants.get(key_hash)
@@ -392,10 +396,11 @@ class V2FastPath:
         receive: Receive,
         send: Send,
         length: int,
-        model: str,
+        route: Route,
         version: int,
         target: Target,
     ) -> None:
+        model = route.name
         body = await _read_body(receive, length)
         if body is None:
             return  # the client went away
@@ -420,6 +425,7 @@ class V2FastPath:
             )
         except (OSError, TimeoutError, AnswerError) as exc:
             self.hub.count_call(model, version, 0.0, ok=False)
+            self._count_for_canary(route.split, version, 0.0, ok=False)
             await _answer_error(send, f"Triton did not answer: {exc or type(exc).__name__}", 503)
             return
         status, payload = answer.status, answer.body
@@ -430,7 +436,22 @@ class V2FastPath:
         ]
         ms = (time.perf_counter() - started) * 1000
         self.hub.count_call(model, version, ms if status == 200 else 0.0, ok=status == 200)
+        self._count_for_canary(route.split, version, ms, ok=status == 200)
         await _answer(send, status, payload, passed)
+
+    def _count_for_canary(self, split: Split | None, version: int, ms: float, ok: bool) -> None:
+        """Count the call in the canary's window, off the call's path (one pipelined write)."""
+        commands = count_commands(split, version, ms, ok)
+        if commands:
+            self._later(self._write_counts(commands))
+
+    async def _write_counts(self, commands: list[tuple[str, str, str]]) -> None:
+        with contextlib.suppress(redis.RedisError, OSError):  # fewer counted: the step waits
+            pipe = self._redis_client().pipeline(transaction=False)
+            for key, name, amount in commands:
+                pipe.hincrby(key, name, int(amount))
+            pipe.expire(commands[0][0], WINDOW_TTL_SECONDS)
+            await pipe.execute()
 
     def _redis_client(self) -> aioredis.Redis:
         url = self.hub.settings.LIMITS_REDIS_URL

@@ -8,10 +8,11 @@ the migrations stay as they were). Code imports a model from its room, never fro
 from webapp.registry.catalogue.models import LiveModels, Model, ModelTag, Version
 from webapp.registry.jobs.models import Event, Job, JobLogLine
 from webapp.registry.performance.models import PerfRun, TuningRun
-from webapp.registry.serving.models import NodeServing, ReconcileReport
+from webapp.registry.serving.models import Canary, NodeServing, ReconcileReport
 from webapp.registry.tryit.models import TryExample
 
 __all__ = [
+    "Canary",
     "Event",
     "Job",
     "JobLogLine",

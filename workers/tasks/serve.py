@@ -44,3 +44,11 @@ def requeue_stalled() -> None:
     from webapp.registry.serving import reconcile
 
     reconcile.requeue_stalled_jobs()
+
+
+@app.task(name="workers.tasks.serve.canary_watch", ignore_result=True, soft_time_limit=60)
+def canary_watch(canary_id: int) -> None:
+    """One look at a running canary; it queues the next (webapp/registry/serving/canary.py)."""
+    from webapp.registry.serving import canary
+
+    canary.watch(canary_id)

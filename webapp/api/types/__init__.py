@@ -16,6 +16,7 @@ The types live in one submodule per area, beside the router that uses them:
 * :mod:`~webapp.api.types.models` and :mod:`~webapp.api.types.versions`: models, versions,
   targets, uploads and jobs.
 * :mod:`~webapp.api.types.serving`: serving, rollback, comparison and events.
+* :mod:`~webapp.api.types.canary`: canary releases.
 * :mod:`~webapp.api.types.tryit`: inference, examples, labels, settings, sweeps, demo.
 * :mod:`~webapp.api.types.metrics` and :mod:`~webapp.api.types.memory`: metrics and the
   memory estimate.
@@ -27,6 +28,7 @@ This package re-exports them all, so routers write ``types.ModelOut``.
 
 from __future__ import annotations
 
+from webapp.api.types.canary import CanaryIn, CanaryOut, CanarySide
 from webapp.api.types.common import (
     DateTime,
     Error,
@@ -159,6 +161,9 @@ __all__ = [
     "Advice",
     "ArtifactReceived",
     "Audit",
+    "CanaryIn",
+    "CanaryOut",
+    "CanarySide",
     "Check",
     "ChunkOut",
     "CompareIn",

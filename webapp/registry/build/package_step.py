@@ -176,7 +176,7 @@ def run_package(job: Job) -> None:
 def _serve_now(job: Job, version: Version) -> None:
     """Queue the switch a compile job was asked to end with; say why when it cannot."""
     from webapp.errors import HubError
-    from webapp.registry.serving.actions import request_switch
+    from webapp.registry.serving.actions.switch import request_switch
 
     if job.created_by is None:
         return

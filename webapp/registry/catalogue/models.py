@@ -47,6 +47,10 @@ class Model(models.Model):
     previous_version = models.PositiveIntegerField(null=True, blank=True)
     # A second version loaded beside the serving one so Try it can compare the two.
     compare_version = models.PositiveIntegerField(null=True, blank=True)
+    # While a canary runs (webapp/registry/serving/canary.py): the candidate (loaded beside as
+    # compare_version), its share of unpinned calls in percent, and the window its calls are
+    # counted in. {} when no traffic is split. Read by every path that routes a call.
+    canary = models.JSONField(default=dict, blank=True)
     # A switch lock that holds across processes and hosts; it expires, so a worker killed in
     # the middle of a switch cannot keep it forever (see webapp/registry/serving/switch.py).
     lock_holder = models.CharField(max_length=64, blank=True)

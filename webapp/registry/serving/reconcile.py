@@ -35,16 +35,19 @@ from webapp.registry.catalogue.models import Model
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
+from webapp.registry.serving import canary as canary_watcher
 from webapp.registry.serving import placement
-from webapp.registry.serving.models import NodeServing, ReconcileReport
-from webapp.registry.serving.switch import (
+from webapp.registry.serving.lock import (
     RECONCILE_HOLDER_PREFIX,
-    SWITCH_TIMEOUT_S,
-    TRIAL_STALE_AFTER_S,
     acquire_lock,
     lock_ttl,
-    refusal,
     release_lock,
+)
+from webapp.registry.serving.models import NodeServing, ReconcileReport
+from webapp.registry.serving.switch import (
+    SWITCH_TIMEOUT_S,
+    TRIAL_STALE_AFTER_S,
+    refusal,
     rollout_nodes,
 )
 
@@ -64,6 +67,7 @@ def reconcile() -> ReconcileReport:
     warnings: list[Said] = []
     # Jobs whose worker is gone are failed whether or not Triton answers.
     _fail_interrupted_jobs(repairs)
+    _watch_canaries(repairs)
     if not runtime.is_live():
         warnings.append(say("Triton is not reachable; nothing was compared."))
         return _save_report(repairs, warnings)
@@ -133,7 +137,7 @@ def _keep_off_local(runtime: Any, model: Model, repairs: list[Said]) -> None:
 def _place_on_nodes_that_miss_it() -> list[str]:
     """Queue a placement job for each model that an up node of its placement does not serve
     as recorded (a node that joined late, or came back): the nodes' side of reconcile."""
-    from webapp.registry.serving.actions import queue_locked_job
+    from webapp.registry.serving.actions.switch import queue_locked_job
 
     summaries = ops_nodes.summaries()
     up = {n["name"] for n in summaries if n["state"] == "up"} - {placement.LOCAL}
@@ -238,7 +242,7 @@ def requeue_stalled_jobs(now: Any = None) -> list[str]:
         Job.objects.filter(kind__in=SERVING_KINDS, state=Job.State.QUEUED, created__lt=cutoff)
     )
     from webapp.registry.catalogue.actions.versions import enqueue_compile
-    from webapp.registry.serving.actions import enqueue_serving_job
+    from webapp.registry.serving.actions.switch import enqueue_serving_job
 
     for job in stalled:
         enqueue_serving_job(job)
@@ -292,6 +296,18 @@ def _fail_interrupted_jobs(repairs: list[Said]) -> None:
             say("%(model)s: marked the interrupted sweep %(job)s as failed.",
                 model=job.model.name, job=str(job.uuid))
         )  # fmt: skip
+
+
+def _watch_canaries(repairs: list[Said]) -> None:
+    """No traffic split with nobody watching: wake a canary's watcher, clear a left-over split."""
+    woken = canary_watcher.wake_stale()
+    if woken:
+        repairs.append(say_n("woke the watcher of %(count)s canary nobody looked at lately.",
+                             "woke the watchers of %(count)s canaries nobody looked at lately.",
+                             woken))  # fmt: skip
+    for name in canary_watcher.clear_orphan_splits():
+        repairs.append(say("%(model)s: its canary had ended; calls no longer go to the "
+                           "candidate.", model=name))  # fmt: skip
 
 
 def _reconcile_model(

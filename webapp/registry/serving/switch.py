@@ -11,14 +11,7 @@ next reconcile puts files and Triton back in line with the database.
 from __future__ import annotations
 
 import logging
-import time
-import uuid
-from datetime import timedelta
 from typing import Any
-
-from django.conf import settings
-from django.db.models import Q
-from django.utils import timezone
 
 from model_store.runtime.errors import TritonUnavailable
 from model_store.serving import (
@@ -40,6 +33,7 @@ from webapp.registry.jobs.db_outage import is_connection_error, retrying, wait_f
 from webapp.registry.jobs.models import Event, Job
 from webapp.registry.serving import placement, rollout
 from webapp.registry.serving.cann_check import cann_skew, device_problem
+from webapp.registry.serving.lock import acquire_lock, release_lock
 from webapp.registry.serving.models import NodeServing
 
 log = logging.getLogger(__name__)
@@ -48,85 +42,6 @@ SWITCH_TIMEOUT_S = 180.0
 #: A temporary verification model older than this belongs to no running verification (they
 #: give up loading after VERIFY_TRIAL_TIMEOUT_S in webapp.registry.build.pipeline).
 TRIAL_STALE_AFTER_S = 3600.0
-
-
-def lock_ttl() -> timedelta:
-    """Longer than any switch (load + warm-up + restore), short enough to recover from a crash."""
-    return timedelta(seconds=settings.SWITCH_LOCK_TTL_SECONDS)
-
-
-# --------------------------------------------------------------------------- the lock
-
-
-def acquire_lock(model: Model, holder: str) -> bool:
-    now = timezone.now()
-    free = Q(lock_expires__isnull=True) | Q(lock_expires__lt=now) | Q(lock_holder=holder)
-    taken = Model.objects.filter(free, pk=model.pk).update(
-        lock_holder=holder, lock_expires=now + lock_ttl()
-    )
-    return taken == 1
-
-
-#: Reconcile takes a model's lock under this prefix while it checks that one model.
-RECONCILE_HOLDER_PREFIX = "reconcile-"
-#: How long a person's request waits for reconcile to finish with a model before refusing:
-#: reconcile is the hub's own housekeeping (a check, at most one reload), not someone else's
-#: switch, so a click that happens to meet it should not be turned away.
-RECONCILE_WAIT_S = 15.0
-
-
-def acquire_lock_or_wait_for_reconcile(model: Model, holder: str) -> bool:
-    """``acquire_lock``, waiting up to RECONCILE_WAIT_S while the holder is reconcile."""
-    deadline = time.monotonic() + RECONCILE_WAIT_S
-    while not acquire_lock(model, holder):
-        model.refresh_from_db(fields=["lock_holder", "lock_expires"])
-        if not model.lock_holder.startswith(RECONCILE_HOLDER_PREFIX):
-            return False
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
-def release_lock(model: Model, holder: str) -> None:
-    jobs.release_switch_lock(model.pk, holder)
-
-
-def lock_busy_error(model: Model) -> HubError:
-    model.refresh_from_db(fields=["lock_holder", "lock_expires"])
-    if model.lock_holder.startswith(RECONCILE_HOLDER_PREFIX):
-        return HubError(
-            say(
-                "The hub's periodic check is repairing %(model)s (it reloads what Triton forgot "
-                "after a restart). Try again in a few seconds.",
-                model=model.name,
-            ),
-            "switch_in_progress",
-            409,
-        )
-    holder = _as_uuid(model.lock_holder)
-    job = Job.objects.filter(uuid=holder).first() if holder else None
-    values = {"model": model.name, "job": model.lock_holder}
-    if job is not None and job.created_by is not None:
-        busy = say(
-            "Another switch of %(model)s is in progress by %(user)s. Wait for it to finish "
-            "(job %(job)s), then try again.",
-            user=job.created_by.get_username(), **values,
-        )  # fmt: skip
-    else:
-        busy = say(
-            "Another switch of %(model)s is in progress. Wait for it to finish (job %(job)s), "
-            "then try again.",
-            **values,
-        )
-    return HubError(busy, "switch_in_progress", 409)
-
-
-def _as_uuid(text: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(hex=text)
-    except ValueError:
-        return None
 
 
 # --------------------------------------------------------------------------- the publish gate
@@ -193,7 +108,9 @@ def run_job(job_id: int) -> None:
         return
     job = Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
     model = job.model
-    holder = job.uuid.hex
+    # A canary's jobs (load the candidate, promote it, unload it) work under the canary's lock,
+    # which the canary keeps until it ends (webapp/registry/serving/canary.py).
+    holder = job.params.get("lock_holder") or job.uuid.hex
     if not acquire_lock(model, holder):  # the lock expired and someone else took it
         jobs.fail(
             job, say("The switch lock was taken by another job; nothing was changed."), "lock_lost"
@@ -254,7 +171,8 @@ def run_job(job_id: int) -> None:
             )
     finally:
         # A database restart must not keep the lock until it expires.
-        retrying(lambda: release_lock(model, holder))
+        if holder == job.uuid.hex:
+            retrying(lambda: release_lock(model, holder))
         live.publish("models", {"model": model.name})
 
 
@@ -505,11 +423,23 @@ def _run_compare(job: Job) -> None:
     Model.objects.filter(pk=model.pk).update(compare_version=extra)
     values = {"who": _who(job), "extra": extra, "model": model.name,
               "serving": model.serving_version}  # fmt: skip
-    message = (
-        say("%(who)s loaded v%(extra)s of %(model)s beside v%(serving)s to compare.", **values)
-        if extra is not None
-        else say("%(who)s stopped comparing: only v%(serving)s of %(model)s is loaded.", **values)
-    )
+    if "canary" in job.params and extra is not None:
+        message = say(
+            "v%(extra)s of %(model)s is loaded beside v%(serving)s for its canary.", **values
+        )
+    elif "canary" in job.params:
+        message = say(
+            "The canary's candidate is unloaded: only v%(serving)s of %(model)s is loaded.",
+            **values,
+        )
+    elif extra is not None:
+        message = say(
+            "%(who)s loaded v%(extra)s of %(model)s beside v%(serving)s to compare.", **values
+        )
+    else:
+        message = say(
+            "%(who)s stopped comparing: only v%(serving)s of %(model)s is loaded.", **values
+        )
     jobs.record_event(model=model, job=job, kind="compare", actor=job.created_by, message=message)
     jobs.finish_step(job, job.kind, say("READY"))
     jobs.succeed(job)

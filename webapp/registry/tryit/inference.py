@@ -41,6 +41,7 @@ from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
 from webapp.ops.triton import inference_runtime, node_inference_runtime
 from webapp.registry.catalogue.models import Model, Version
+from webapp.registry.serving import canary_traffic
 from webapp.registry.serving.rollout import inference_node
 from webapp.registry.tryit.ratelimit import RateLimited, check_rate
 
@@ -90,7 +91,8 @@ def _pick_version(model: Model, requested: object) -> Version:
                 "not_served",
                 409,
             )
-        number = model.serving_version
+        # The serving version, or a canary's candidate with the step's probability.
+        number = canary_traffic.version_for(model) or model.serving_version
     elif isinstance(requested, int) and not isinstance(requested, bool) and requested > 0:
         number = requested
     else:
@@ -231,6 +233,7 @@ def run(
         switched = _serving_after_a_switch(model, version, body.get("version"), error)
         if switched is None:
             record_client_call(model.name, version.number, 0.0, ok=False)
+            canary_traffic.count(model, version.number, 0.0, ok=False)
             raise error from None
         # The version named none and a switch replaced the serving one under it: once.
         version = switched
@@ -241,9 +244,11 @@ def run(
             )
         except (TritonUnavailable, TritonRequestError) as again:
             record_client_call(model.name, version.number, 0.0, ok=False)
+            canary_traffic.count(model, version.number, 0.0, ok=False)
             raise _triton_error(model, version, again) from None
     triton_ms = (time.perf_counter() - call_started) * 1000
     record_client_call(model.name, version.number, triton_ms, ok=True)
+    canary_traffic.count(model, version.number, triton_ms, ok=True)
     if v2:
         return _v2_answer(model, version, outputs, wanted, body.get("id"))
     described = describe_outputs(outputs, labels=model.labels or None, top_k=top_k)

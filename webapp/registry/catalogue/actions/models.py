@@ -26,7 +26,7 @@ from webapp.registry.catalogue.models import Model, ModelTag
 from webapp.registry.catalogue.rules import MAX_TAGS_PER_MODEL, TAG_MAX_LENGTH, TAG_PATTERN, Target
 from webapp.registry.jobs.models import Job
 from webapp.registry.jobs.record import record_event
-from webapp.registry.serving.actions import queue_locked_job, with_reason
+from webapp.registry.serving.actions.switch import queue_locked_job, with_reason
 from webapp.text import localize
 
 MAX_DESCRIPTION = 2000

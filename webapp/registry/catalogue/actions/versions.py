@@ -31,7 +31,7 @@ from webapp.registry.catalogue.storage import get_store, get_uploads
 from webapp.registry.jobs.models import Job
 from webapp.registry.jobs.record import record_event
 from webapp.registry.jobs.steps import COMPILE_STEPS, initial_steps
-from webapp.registry.serving.switch import (
+from webapp.registry.serving.lock import (
     acquire_lock_or_wait_for_reconcile,
     lock_busy_error,
     release_lock,

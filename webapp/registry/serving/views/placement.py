@@ -4,7 +4,7 @@ operators' form that changes the placement.
 The card stays out of the way of a single-machine hub: it shows only once the placement is not
 the default (``local`` alone) or the hub knows more than one node. The form posts to
 :func:`model_placement`, which asks for the placement like ``PUT .../placement`` does
-(:func:`~webapp.registry.serving.actions.request_placement`) and comes back to the page with
+(:func:`~webapp.registry.serving.actions.switch.request_placement`) and comes back to the page with
 what happened in a message.
 """
 
@@ -25,8 +25,8 @@ from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
 from webapp.nodes import summaries as ops_nodes
 from webapp.registry.catalogue.models import Model
-from webapp.registry.serving import actions as serving_actions
 from webapp.registry.serving import placement, rollout
+from webapp.registry.serving.actions import switch as serving_actions
 from webapp.text import localize
 
 NODE_STATE_BADGES = {"up": "badge-ok", "draining": "badge-busy", "down": "badge-bad"}

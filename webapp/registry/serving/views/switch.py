@@ -10,7 +10,7 @@ from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
 from webapp.registry.catalogue.models import Model
-from webapp.registry.serving import actions as serving_actions
+from webapp.registry.serving.actions import switch as serving_actions
 
 
 def _switch_response(request: HubRequest, model: Model, start: object) -> HttpResponse:

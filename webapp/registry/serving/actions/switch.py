@@ -25,13 +25,12 @@ from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
 from webapp.registry.jobs.steps import initial_steps
-from webapp.registry.serving.switch import (
-    SWITCH_TIMEOUT_S,
+from webapp.registry.serving.lock import (
     acquire_lock_or_wait_for_reconcile,
-    ensure_may_answer,
     lock_busy_error,
     release_lock,
 )
+from webapp.registry.serving.switch import SWITCH_TIMEOUT_S, ensure_may_answer
 from webapp.text import localize
 
 log = logging.getLogger(__name__)
@@ -184,14 +183,35 @@ def queue_locked_job(
     params: dict[str, Any],
     message: Said,
     version: Version | None = None,
+    holder: str | None = None,
 ) -> Job:
     """Take the model's switch lock, record the job and its ``<kind>.requested`` Event, and send
     the job to a worker once that is committed (every serving-kind request, retire included).
 
     The lock is held by the job from here on (the worker releases it when the job ends); if
     recording fails, it is released again so that the model is not left locked by no job.
+    With ``holder``, the lock is already held by that holder (a canary, for the jobs it runs):
+    the job works under it and leaves it held when it ends. Call it inside the holder's
+    transaction.
     """
     job_uuid = uuid.uuid4()
+    if holder is not None:
+        params = {**params, "lock_holder": holder}
+        job = Job.objects.create(
+            uuid=job_uuid,
+            kind=kind,
+            model=model,
+            version=version,
+            steps=initial_steps((kind,)),
+            params=params,
+            created_by=user,
+        )
+        jobs.record_event(
+            f"{kind}.requested", message, model=model, version=version, job=job, actor=user,
+            data=job.params,
+        )  # fmt: skip
+        transaction.on_commit(lambda: enqueue_serving_job(job))
+        return job
     if not acquire_lock_or_wait_for_reconcile(model, job_uuid.hex):
         raise lock_busy_error(model)
     try:
