@@ -23,6 +23,7 @@ pytest_plugins = [
     # Every /api/v1/ answer the suite sees is checked against the served OpenAPI document.
     "tests.fixtures.openapi",
     "tests.fixtures.api",
+    "tests.fixtures.web",
     # The suites: heavy ones skipped on request, workers of a parallel run kept apart, heavy
     # tests grouped, each suite's time reported.
     "tests.fixtures.suites",

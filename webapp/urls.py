@@ -18,6 +18,7 @@ from webapp.registry.jobs import views as job_views
 from webapp.registry.performance.views import perf as perf_views
 from webapp.registry.performance.views import revise as revise_views
 from webapp.registry.performance.views import tune as tune_views
+from webapp.registry.serving.views import canary as canary_views
 from webapp.registry.serving.views import placement as placement_views
 from webapp.registry.serving.views import switch as switch_views
 from webapp.registry.tryit.views import labels as labels_views
@@ -71,6 +72,22 @@ urlpatterns = [
     path("models/<str:name>/unload/", switch_views.model_unload, name="model-unload"),
     path("models/<str:name>/load/", switch_views.model_load, name="model-load"),
     path("models/<str:name>/placement/", placement_views.model_placement, name="model-placement"),
+    path("models/<str:name>/canary/", canary_views.model_canary, name="model-canary"),
+    path(
+        "models/<str:name>/canary/start/",
+        canary_views.model_canary_start,
+        name="model-canary-start",
+    ),
+    path(
+        "models/<str:name>/canary/promote/",
+        canary_views.model_canary_promote,
+        name="model-canary-promote",
+    ),
+    path(
+        "models/<str:name>/canary/abort/",
+        canary_views.model_canary_abort,
+        name="model-canary-abort",
+    ),
     path("models/<str:name>/edit/", registry_views.model_edit, name="model-edit"),
     path("models/<str:name>/retire/", registry_views.model_retire, name="model-retire"),
     path(

@@ -8,51 +8,20 @@ database, Redis, Celery worker and Triton are the real ones of the other integra
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-import uvicorn
 from tritonclient.utils import InferenceServerException
 
 from tests.fixtures.pipeline import add_version, create_model, mlp_payload
-from tests.fixtures.ports import free_ports
 from tests.fixtures.triton import reference_outputs
-from tests.fixtures.waiting import wait_until
 from webapp.edge import gateway_fast
 from webapp.ops.metrics_store import flush_client_calls
 from webapp.ops.models import ClientTally
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def web(celery_worker, settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """``host:port`` of uvicorn serving ``webapp.edge.asgi:application``, as ``make run`` does."""
-    from webapp.edge.asgi import application, v2_fast_path
-
-    (port,) = free_ports(1)
-    config = uvicorn.Config(
-        application, host="127.0.0.1", port=port, http="httptools", lifespan="off",
-        log_level="warning",
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 30, interval=0.05, message="uvicorn did not start")
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        # Its connections to Redis and Triton belong to this loop: closed before it ends.
-        asyncio.run_coroutine_threadsafe(v2_fast_path.aclose(), loop).result(10)
-        server.should_exit = True
-        thread.join(15)
-        loop.close()
 
 
 @pytest.fixture

@@ -327,3 +327,65 @@ def test_no_split_without_a_canary_or_a_serving_version() -> None:
     assert choose(1, None) == 1
     assert choose(None, Split(2, 50, "w")) is None
     assert choose(2, Split(2, 50, "w")) == 2
+
+
+# -- the page -------------------------------------------------------------------------------------
+
+
+def test_the_card_offers_the_form_then_shows_the_running_canary(api, model, operator) -> None:
+    from tests.fixtures.users import signed_in
+
+    client = signed_in(operator)
+    page = client.get(f"/models/{model.name}/").content.decode()
+    assert 'id="canary"' in page and "Start the canary" in page
+    assert '<option value="2">v2</option>' in page and '<option value="1">' not in page
+
+    response = client.post(f"/models/{model.name}/canary/start/", {
+        "version": "2", "steps": "10, 50, 100", "step_seconds": "30", "max_error_rate": "1",
+        "max_p99_ratio": "1.5", "min_requests": "20"})  # fmt: skip
+    assert response.status_code == 302 and response["Location"].endswith("#canary")
+    canary = Canary.objects.get()
+    assert canary.max_error_rate == pytest.approx(0.01) and canary.steps == [10, 50, 100]
+    job_done(canary, compare_version=2)
+    look(canary.pk)
+    traffic(model, 2, 25, 8.0)
+    traffic(model, 1, 250, 8.6)
+    card = client.get(f"/models/{model.name}/canary/").content.decode()
+    assert 'hx-trigger="every 2s"' in card  # follows itself while active
+    assert "<strong>10%</strong>" in card and "Promote now" in card and "Abort (roll back)" in card
+    assert "25" in card and "250" in card
+
+
+def test_a_bad_form_says_which_field(api, model, operator) -> None:
+    from tests.fixtures.users import signed_in
+
+    client = signed_in(operator)
+    response = client.post(f"/models/{model.name}/canary/start/", {
+        "version": "2", "steps": "ten", "step_seconds": "30", "max_error_rate": "1",
+        "max_p99_ratio": "1.5", "min_requests": "20"}, follow=True)  # fmt: skip
+    assert "Whole percentages" in response.content.decode()
+    response = client.post(f"/models/{model.name}/canary/start/", {
+        "version": "2", "steps": "50, 10, 100", "step_seconds": "30", "max_error_rate": "1",
+        "max_p99_ratio": "1.5", "min_requests": "20"}, follow=True)  # fmt: skip
+    assert "steps must increase" in response.content.decode()
+    assert not Canary.objects.exists()
+
+
+def test_the_card_says_why_an_npu_ge_model_has_none(model, operator) -> None:
+    from tests.fixtures.users import signed_in
+
+    Model.objects.filter(pk=model.pk).update(target="npu_ge")
+    page = signed_in(operator).get(f"/models/{model.name}/").content.decode()
+    assert "one version per Triton model" in page and "Start the canary" not in page
+
+
+def test_the_running_card_in_chinese(api, model, operator) -> None:
+    from tests.fixtures.users import signed_in
+
+    running(api, model)
+    card = (
+        signed_in(operator)
+        .get(f"/models/{model.name}/canary/", HTTP_ACCEPT_LANGUAGE="zh-Hans")
+        .content.decode()
+    )
+    assert "金丝雀发布" in card and "全量发布" in card and "中止" in card

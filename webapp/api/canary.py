@@ -33,7 +33,13 @@ def canary_answer(canary: Canary) -> dict[str, Any]:
     """The canary as the API and the page's panel show it, with the step's live numbers."""
     answer = canary.to_dict()
     if canary.state == Canary.State.RUNNING:
-        answer["live"] = canary_traffic.live(canary.window(), canary.candidate, canary.baseline)
+        answer["live"] = canary_traffic.live(
+            canary.window(),
+            canary.candidate,
+            canary.baseline,
+            model=canary.model.name,
+            since=canary.step_started,
+        )
     return answer
 
 

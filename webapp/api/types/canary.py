@@ -36,6 +36,8 @@ class CanarySide(Out):
     error_rate: Number
     p50_ms: Number | None = None
     p99_ms: Number | None = None
+    queue_ms: Number | None = Field(None, description="Triton's mean queue time per request")
+    compute_ms: Number | None = Field(None, description="Triton's mean compute time per request")
 
 
 class CanaryOut(Out):

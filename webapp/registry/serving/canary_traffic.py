@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 import logging
+from datetime import datetime
 from typing import Any
 
 import redis
 from django.conf import settings
+from django.db.models import Sum
 
 from model_store.canary import Side
+from model_store.runtime.series import RAW
 from webapp.edge.canary_split import (
     WINDOW_TTL_SECONDS,
     Split,
@@ -25,6 +28,7 @@ from webapp.edge.canary_split import (
     split_of,
     window_key,
 )
+from webapp.ops.models import MetricPoint
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +70,40 @@ def read_side(window: str, version: int) -> Side:
     return Side(version, requests, errors, buckets)
 
 
-def live(window: str, candidate: int, serving: int) -> dict[str, dict[str, Any]] | None:
-    """The step's numbers so far, for the panel and the API (None when Redis does not answer)."""
+def live(
+    window: str, candidate: int, serving: int, *, model: str = "", since: datetime | None = None
+) -> dict[str, dict[str, Any]] | None:
+    """The step's numbers so far, for the panel and the API (None when Redis does not answer),
+    with Triton's own queue and compute time per request for each version where the metrics
+    scrape has them (``queue_ms``, ``compute_ms``)."""
     try:
-        return {
+        sides = {
             "candidate": read_side(window, candidate).summary(),
             "serving": read_side(window, serving).summary(),
         }
     except redis.RedisError:
         return None
+    if model and since is not None:
+        split = triton_split(model, (candidate, serving), since)
+        for side in sides.values():
+            side.update(split.get(str(side["version"]), {}))
+    return sides
+
+
+def triton_split(model: str, versions: tuple[int, ...], since: datetime) -> dict[str, Any]:
+    """Per version, Triton's mean queue and compute time per request since ``since``."""
+    rows = (
+        MetricPoint.objects.filter(
+            model_name=model, tier=RAW, start__gte=since, version__in=[str(v) for v in versions]
+        )
+        .values("version")
+        .annotate(done=Sum("success"), queue=Sum("queue_us"), compute=Sum("compute_infer_us"))
+    )
+    return {
+        row["version"]: {
+            "queue_ms": round(row["queue"] / row["done"] / 1000, 3),
+            "compute_ms": round(row["compute"] / row["done"] / 1000, 3),
+        }
+        for row in rows
+        if row["done"]
+    }

@@ -119,3 +119,34 @@ def role_label(value: object) -> str:
     """``{{ token.scope|role_label }}``: a role code (viewer, operator, admin) in the page's
     language; a node token's ``node:<name>`` scope and an empty scope as they are."""
     return str(role_display("" if value is None else str(value)))
+
+
+@register.filter
+def ms(value: object) -> str:
+    """``8.64`` -> ``8.6 ms``; none yet -> ``-``."""
+    if value is None or value == "":
+        return "-"
+    return f"{float(value):.1f} ms"  # type: ignore[arg-type]
+
+
+@register.filter
+def percent(value: object) -> str:
+    """A fraction as a percentage: ``0.015`` -> ``1.5%``."""
+    if value is None or value == "":
+        return "-"
+    return f"{float(value) * 100:.3g}%"  # type: ignore[arg-type]
+
+
+VERDICTS = {
+    "pass": _("passed"),
+    "fail": _("failed"),
+    "extend": _("step extended"),
+    "wait": _("waiting"),
+}
+
+
+@register.filter
+def verdict_label(value: object) -> str:
+    """A canary decision's verdict in the page's language."""
+    code = "" if value is None else str(value)
+    return str(VERDICTS.get(code, code))

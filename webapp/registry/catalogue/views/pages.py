@@ -36,6 +36,7 @@ from webapp.registry.jobs.models import Event
 from webapp.registry.serving.cann_check import cann_skew
 from webapp.registry.serving.memory import memory_estimate
 from webapp.registry.serving.state import state_of
+from webapp.registry.serving.views import canary as canary_views
 from webapp.registry.serving.views import placement as placement_views
 from webapp.text import localize
 
@@ -125,6 +126,7 @@ def model_detail(request: HubRequest, name: str) -> HttpResponse:
     if request.GET.get("part") == "state":  # the live badge in every tab's header
         return render(request, "registry/_model_state.html", context)
     context["nodes_card"] = placement_views.nodes_card(model)
+    context.update(canary_views.card(request, model))
     context["demo_next"] = demo.next_steps(model)
     return render(request, "registry/model_detail.html", context)
 
