@@ -46,6 +46,7 @@ class DjangoReads:
             expires=token.expires.timestamp() if token.expires else None,
             read_at=time.time(),
             touched_at=token.last_used.timestamp() if token.last_used else 0.0,
+            rate_per_minute=token.rate_per_minute,
         )
 
     def route(self, name: str) -> Route | None:

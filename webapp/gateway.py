@@ -35,7 +35,7 @@ from webapp.ops.metrics_store import record_client_call
 from webapp.registry.catalogue.models import Model
 from webapp.registry.serving import canary_traffic
 from webapp.registry.serving.rollout import inference_node
-from webapp.registry.tryit.ratelimit import RateLimited, check_rate
+from webapp.registry.tryit.ratelimit import RateLimited, check_rate, infer_budget
 from webapp.request_limits import require_infer_body_within_cap
 from webapp.text import localize
 
@@ -103,7 +103,7 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
     if call.what != "infer":
         return _forward(request, target, rest)
     try:
-        check_rate(f"infer:{user_key}", settings.INFER_RATE_PER_MINUTE)
+        check_rate(*infer_budget(request))
     except RateLimited as exc:
         refused = _error(str(exc), 429)
         refused["Retry-After"] = str(exc.retry_after)

@@ -147,3 +147,29 @@ def test_what_moves_the_access_epoch(redis_url, settings, transactional_db, oper
     assert epoch() == start + 3
     model.delete()
     assert epoch() > start + 3
+
+
+def test_a_token_with_its_own_limit_is_counted_apart_from_its_owner(
+    web, served, api, operator, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """A service's token carries its own rate_per_minute: the fast path counts it under the
+    token, refuses past it with the token's reason, and the owner's budget is untouched."""
+    from tritonclient.utils import InferenceServerException
+
+    from webapp.accounts.models import ApiToken
+
+    settings.INFER_RATE_PER_MINUTE = 2  # the owner's, shared by their other tokens
+    service, service_key = ApiToken.issue(operator, "service")
+    ApiToken.objects.filter(pk=service.pk).update(rate_per_minute=5)
+    for _ in range(5):
+        _infer(web, service_key, X)
+    with pytest.raises(InferenceServerException, match="this token's limit is 5 per minute"):
+        _infer(web, service_key, X)
+    _infer(web, api.key, X)  # the owner's own budget: untouched by the service's calls
+    _infer(web, api.key, X)
+    with pytest.raises(InferenceServerException, match="the limit is 2 per minute per user"):
+        _infer(web, api.key, X)
+    unlimited, unlimited_key = ApiToken.issue(operator, "unlimited")
+    ApiToken.objects.filter(pk=unlimited.pk).update(rate_per_minute=0)
+    for _ in range(8):
+        _infer(web, unlimited_key, X)

@@ -125,3 +125,87 @@ def test_the_command_keeps_printing_the_key_last_and_takes_days_and_scope() -> N
     key = out.getvalue().split()[-1]
     token = ApiToken.objects.for_key(key)
     assert token is not None and token.scope == "viewer" and token.expires is not None
+
+
+# -- a token's own inference limit (rate_per_minute) ---------------------------------------------
+
+
+def test_an_admin_gives_a_service_token_its_own_limit(admin_user, operator, settings) -> None:
+    from tests.fixtures.api import ApiClient
+    from webapp.accounts.models import ApiToken
+
+    settings.INFER_RATE_PER_MINUTE = 600
+    service, _ = ApiToken.issue(operator, "service")
+    assert service.to_dict()["infer_rate_per_minute"] == 600
+    admin = ApiClient(admin_user)
+    answer = admin("patch", f"/api/v1/tokens/{service.pk}", {"rate_per_minute": 0})
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["rate_per_minute"] == 0 and answer.json()["infer_rate_per_minute"] == 0
+    answer = admin("patch", f"/api/v1/tokens/{service.pk}", {"rate_per_minute": None})
+    assert answer.json()["rate_per_minute"] is None
+    assert answer.json()["infer_rate_per_minute"] == 600
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "100", True, 10**9])
+def test_a_bad_limit_is_refused(admin_user, operator, value) -> None:
+    from tests.fixtures.api import ApiClient
+    from webapp.accounts.models import ApiToken
+
+    service, _ = ApiToken.issue(operator, "service")
+    answer = ApiClient(admin_user)(
+        "patch", f"/api/v1/tokens/{service.pk}", {"rate_per_minute": value}
+    )
+    assert answer.status_code == 400
+    assert ApiToken.objects.get(pk=service.pk).rate_per_minute is None
+
+
+def test_only_an_admin_sets_a_limit(operator) -> None:
+    from tests.fixtures.api import ApiClient
+    from webapp.accounts.models import ApiToken
+
+    own, _ = ApiToken.issue(operator, "mine")
+    answer = ApiClient(operator)("patch", f"/api/v1/tokens/{own.pk}", {"rate_per_minute": 0})
+    assert answer.status_code == 403 and answer.json()["code"] == "admin_required"
+    assert ApiToken.objects.get(pk=own.pk).rate_per_minute is None
+
+
+def test_the_expiry_alone_is_set_as_before(operator) -> None:
+    from tests.fixtures.api import ApiClient
+    from webapp.accounts.models import ApiToken
+
+    own, _ = ApiToken.issue(operator, "mine")
+    answer = ApiClient(operator)("patch", f"/api/v1/tokens/{own.pk}", {"expires_in_days": 7})
+    assert answer.status_code == 200 and answer.json()["expires"] is not None
+
+
+def test_the_infer_api_counts_a_limited_token_apart(operator, settings, redis_url) -> None:
+    from tests.fixtures.api import ApiClient
+    from webapp.accounts.models import ApiToken
+    from webapp.registry.catalogue.models import Model
+
+    settings.LIMITS_REDIS_URL = redis_url
+    settings.INFER_RATE_PER_MINUTE = 100
+    Model.objects.create(name=f"unserved{operator.pk}", created_by=operator)
+    client = ApiClient(operator)
+    ApiToken.objects.filter(key_prefix=client.key[:12]).update(rate_per_minute=1)
+    path = f"/api/v1/models/unserved{operator.pk}/infer"
+    assert client("post", path, {"inputs": {}}).status_code == 409  # counted, then not served
+    refused = client("post", path, {"inputs": {}})
+    assert (
+        refused.status_code == 429
+        and "this token's limit is 1 per minute" in refused.json()["error"]
+    )
+    assert ApiClient(operator)("post", path, {"inputs": {}}).status_code == 409  # another token
+
+
+def test_apitoken_sets_a_limit(db) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from webapp.accounts.models import ApiToken
+
+    out = StringIO()
+    call_command("apitoken", "svc", "--role", "operator", "--rate-per-minute", "6000", stdout=out)
+    token = ApiToken.objects.get(user__username="svc")
+    assert token.rate_per_minute == 6000 and token.to_dict()["infer_rate_per_minute"] == 6000

@@ -61,6 +61,10 @@ class ApiToken(models.Model):
     last_used = models.DateTimeField(null=True, blank=True)
     expires = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    # Inference calls a minute for this token alone, replacing its owner's INFER_RATE_PER_MINUTE
+    # (a service's token carries production traffic); 0: no limit; empty: the owner's. Only an
+    # admin sets it.
+    rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
 
@@ -103,7 +107,16 @@ class ApiToken(models.Model):
             "last_used": self.last_used.isoformat() if self.last_used else None,
             "expires": self.expires.isoformat() if self.expires else None,
             "expired": self.is_expired(),
+            "rate_per_minute": self.rate_per_minute,
+            "infer_rate_per_minute": self.infer_rate_per_minute,
         }
+
+    @property
+    def infer_rate_per_minute(self) -> int:
+        """The inference calls a minute this token may make (0: no limit)."""
+        if self.rate_per_minute is not None:
+            return self.rate_per_minute
+        return int(settings.INFER_RATE_PER_MINUTE)
 
 
 class Preference(models.Model):

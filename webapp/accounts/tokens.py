@@ -21,6 +21,10 @@ from webapp.errors import HubError
 
 MAX_DAYS = 3650
 MAX_TOKENS_PER_USER = 50
+#: The most calls a minute a token's own limit may name (0 is "no limit").
+MAX_RATE_PER_MINUTE = 10_000_000
+#: What a token's rate_per_minute is left as when a request does not name one.
+UNSET = "unset"
 
 
 def _expiry(days: object) -> timedelta | None:
@@ -56,7 +60,13 @@ def _scope(user: User, scope: object) -> str:
 
 
 def create(
-    user: User, *, name: str, scope: object = None, days: object = "default", via_token: bool
+    user: User,
+    *,
+    name: str,
+    scope: object = None,
+    days: object = "default",
+    via_token: bool,
+    rate_per_minute: object = UNSET,
 ) -> tuple[ApiToken, str]:
     """A new token of ``user`` and its key (shown once)."""
     if via_token:
@@ -74,7 +84,45 @@ def create(
     name = name.strip()[:100] or "api"
     lifetime = _expiry(settings.TOKEN_DEFAULT_DAYS if days == "default" else days)
     expires = timezone.now() + lifetime if lifetime else None
-    return ApiToken.issue(user, name, scope=_scope(user, scope), expires=expires)
+    token, key = ApiToken.issue(user, name, scope=_scope(user, scope), expires=expires)
+    if rate_per_minute != UNSET:
+        set_rate(token, rate_per_minute, by=user)
+    return token, key
+
+
+def set_rate(token: ApiToken, rate: object, *, by: User) -> ApiToken:
+    """Give ``token`` its own inference limit (calls a minute; 0: none; None: its owner's).
+
+    Admins only: a limit is what keeps one client from taking Triton from the others, so the
+    people it protects do not lift it for themselves.
+    """
+    if role_of(by) < Role.ADMIN:
+        raise HubError(
+            gettext("Only an admin sets a token's rate_per_minute."), "admin_required", 403
+        )
+    if rate is not None and (
+        not isinstance(rate, int) or isinstance(rate, bool) or not 0 <= rate <= MAX_RATE_PER_MINUTE
+    ):
+        message = gettext(
+            "rate_per_minute must be a whole number from 0 (no limit) to %(most)s, or null for "
+            "the owner's INFER_RATE_PER_MINUTE."
+        )
+        raise HubError(message % {"most": MAX_RATE_PER_MINUTE}, "invalid_field")
+    token.rate_per_minute = rate
+    token.save(update_fields=["rate_per_minute"])
+    return token
+
+
+def any_token(token_id: object) -> ApiToken:
+    """A live token of anyone (an admin setting a service's limit)."""
+    token = (
+        ApiToken.objects.live().filter(pk=token_id).first()
+        if isinstance(token_id, int) or (isinstance(token_id, str) and token_id.isdigit())
+        else None
+    )
+    if token is None:
+        raise HubError(gettext("There is no such token."), "not_found", 404)
+    return token
 
 
 def owned(user: User, token_id: object) -> ApiToken:

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 
 from webapp.accounts import tokens
+from webapp.accounts.roles import Role, role_of
 from webapp.api import types
 from webapp.api.app import errors
 
@@ -22,7 +23,7 @@ def token_list(request: HttpRequest) -> Any:
 
 @router.post(
     "/tokens",
-    response={201: types.NewToken, **errors(400)},
+    response={201: types.NewToken, **errors(400, 403)},
     summary="Make a token (its key is shown once); a token may not do more than its owner",
 )
 def token_create(request: HttpRequest, data: types.TokenIn) -> Any:
@@ -32,6 +33,7 @@ def token_create(request: HttpRequest, data: types.TokenIn) -> Any:
         scope=data.scope,
         days=data.expires_in_days,
         via_token=hasattr(request, "api_token"),
+        rate_per_minute=data.rate_per_minute,
     )
     return Status(201, token.to_dict() | {"key": key})
 
@@ -48,12 +50,19 @@ def token_detail(request: HttpRequest, token_id: int) -> Any:
 
 @router.patch(
     "/tokens/{int:token_id}",
-    response={200: types.TokenOut, **errors(400, 404)},
-    summary="Set its expiry",
+    response={200: types.TokenOut, **errors(400, 403, 404)},
+    summary="Set its expiry; an admin may also set any token's rate_per_minute",
 )
 def token_expiry(request: HttpRequest, token_id: int, data: types.TokenExpiryIn) -> Any:
-    token = tokens.owned(request.user, token_id)  # type: ignore[arg-type]
-    tokens.set_expiry(token, data.expires_in_days)
+    user = request.user
+    if data.rate_per_minute != tokens.UNSET and role_of(user) >= Role.ADMIN:
+        token = tokens.any_token(token_id)
+    else:
+        token = tokens.owned(user, token_id)  # type: ignore[arg-type]
+    if data.expires_in_days != tokens.UNSET:
+        tokens.set_expiry(token, data.expires_in_days)
+    if data.rate_per_minute != tokens.UNSET:
+        tokens.set_rate(token, data.rate_per_minute, by=user)  # type: ignore[arg-type]
     return token.to_dict()
 
 

@@ -24,6 +24,7 @@ from webapp.registry.tryit import examples as saved_examples
 from webapp.registry.tryit import inference
 from webapp.registry.tryit.actions import examples as example_actions
 from webapp.registry.tryit.actions import settings as try_actions
+from webapp.registry.tryit.ratelimit import infer_budget
 from webapp.request_limits import require_infer_body_within_cap
 
 router = Router(tags=["try it"], exclude_unset=True)
@@ -66,6 +67,7 @@ def infer(request: HttpRequest, name: str, data: types.InferIn) -> Any:
             data.as_body(),
             user_key=str(request.user.pk),
             base_url=request.build_absolute_uri("/").rstrip("/"),
+            budget=infer_budget(request),
         )
 
 

@@ -109,6 +109,15 @@ class Grant:
     expires: float | None
     read_at: float
     touched_at: float  # when ``last_used`` was last written
+    #: The token's own calls a minute (``ApiToken.rate_per_minute``; 0: none), counted under
+    #: the token; None: its owner's ``INFER_RATE_PER_MINUTE``, counted under the owner.
+    rate_per_minute: int | None = None
+
+    def budget(self, default: int) -> tuple[str, int]:
+        """Whose rate window this call is counted in, and its limit (the Django path's too)."""
+        if self.rate_per_minute is not None:
+            return f"infer-token:{self.token_pk}", self.rate_per_minute
+        return f"infer:{self.user_key}", default
 
 
 @dataclass
@@ -287,13 +296,13 @@ class V2FastPath:
             if grant.expires is not None and grant.expires <= now:
                 return None  # Django says when it expired
             slot = uuid.uuid4().hex
-            epoch, rate_count, in_flight = await self._count(client, grant.user_key, slot, now)
+            epoch, rate_count, in_flight = await self._count(client, grant, slot, now)
             if not self.cache.align(epoch):
                 break
             await client.zrem(slow_key(grant.user_key), slot)  # moved meanwhile: look again
         else:
             return None
-        self._check_limits(grant.user_key, slot, rate_count, in_flight, now)
+        self._check_limits(grant, slot, rate_count, in_flight, now)
         # A call that names no version goes to the serving one, or to a canary's candidate
         # with the step's probability.
         chosen = version or choose(route.serving_version, route.split)
@@ -314,19 +323,21 @@ class V2FastPath:
         return grant, route
 
     async def _count(
-        self, client: aioredis.Redis, user_key: str, slot: str, now: float
+        self, client: aioredis.Redis, grant: Grant, slot: str, now: float
     ) -> tuple[bytes | str | None, int, int]:
         """One round trip: the epoch, this call counted in the rate window and in flight."""
         settings = self.hub.settings
+        user_key = grant.user_key
+        who, limit = grant.budget(settings.INFER_RATE_PER_MINUTE)
         longest = settings.INFER_TIMEOUT_SECONDS + 30
         window = int(now // WINDOW_SECONDS)
         script = self._count_script
         if script is None:
             script = self._count_script = client.register_script(_COUNT_LUA)
         epoch, rate_count, in_flight = await script(
-            keys=[EPOCH_KEY, rate_key(f"infer:{user_key}", window), slow_key(user_key)],
+            keys=[EPOCH_KEY, rate_key(who, window), slow_key(user_key)],
             args=[
-                1 if settings.INFER_RATE_PER_MINUTE > 0 else 0,
+                1 if limit > 0 else 0,
                 WINDOW_SECONDS * 2,
                 repr(now - longest),
                 repr(now),
@@ -338,17 +349,24 @@ class V2FastPath:
         return epoch or None, int(rate_count), int(in_flight)
 
     def _check_limits(
-        self, user_key: str, slot: str, rate_count: int, in_flight: int, now: float
+        self, grant: Grant, slot: str, rate_count: int, in_flight: int, now: float
     ) -> None:
-        rate_limit = self.hub.settings.INFER_RATE_PER_MINUTE
+        user_key = grant.user_key
+        who, rate_limit = grant.budget(self.hub.settings.INFER_RATE_PER_MINUTE)
         concurrency = self.hub.settings.INFER_CONCURRENCY_PER_USER
         refused: _Refused | None = None
         if rate_limit > 0 and rate_count > rate_limit:
             window = int(now // WINDOW_SECONDS)
             retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
+            whose, knob = (
+                ("this token's limit is", "its rate_per_minute")
+                if who.startswith("infer-token:")
+                else ("the limit is", "INFER_RATE_PER_MINUTE")
+            )
+            per = "" if who.startswith("infer-token:") else " per user"
             refused = _Refused(
-                f"Too many inference requests: the limit is {rate_limit} per minute per user. "
-                f"Try again in {retry_after} s, or ask an admin to raise INFER_RATE_PER_MINUTE.",
+                f"Too many inference requests: {whose} {rate_limit} per minute{per}. "
+                f"Try again in {retry_after} s, or ask an admin to raise {knob}.",
                 429,
                 retry_after,
             )

@@ -27,10 +27,20 @@ class TokenIn(In):
     expires_in_days: Any = Field(
         "default", description="Days until it expires, null for never; default TOKEN_DEFAULT_DAYS"
     )
+    rate_per_minute: Any = Field(
+        "unset",
+        description="Admins only: inference calls a minute for this token, replacing the "
+        "owner's INFER_RATE_PER_MINUTE; 0 for no limit; null or absent for the owner's",
+    )
 
 
 class TokenExpiryIn(In):
-    expires_in_days: Any = Field(description="Days from now, or null for never")
+    expires_in_days: Any = Field("unset", description="Days from now, or null for never")
+    rate_per_minute: Any = Field(
+        "unset",
+        description="Admins only, on any token: its own inference calls a minute (0: no "
+        "limit; null: its owner's INFER_RATE_PER_MINUTE)",
+    )
 
 
 class TokenOut(Out):
@@ -42,6 +52,12 @@ class TokenOut(Out):
     last_used: DateTime | None
     expires: DateTime | None
     expired: bool
+    rate_per_minute: int | None = Field(
+        None, description="The token's own inference limit a minute; null: its owner's"
+    )
+    infer_rate_per_minute: int | None = Field(
+        None, description="The inference calls a minute it may make now (0: no limit)"
+    )
 
 
 class NewToken(TokenOut):

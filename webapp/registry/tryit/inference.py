@@ -184,12 +184,20 @@ def _serving_after_a_switch(
 
 
 def run(
-    model: Model, body: dict[str, Any], user_key: str, *, base_url: str | None = None
+    model: Model,
+    body: dict[str, Any],
+    user_key: str,
+    *,
+    base_url: str | None = None,
+    budget: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
-    """One inference request from the API or the page; raises HubError/InferenceInputError."""
+    """One inference request from the API or the page; raises HubError/InferenceInputError.
+
+    ``budget`` is whose rate limit the call spends (``ratelimit.infer_budget``); by default
+    its user's."""
     started = time.perf_counter()
     try:
-        check_rate(f"infer:{user_key}", settings.INFER_RATE_PER_MINUTE)
+        check_rate(*(budget or (f"infer:{user_key}", settings.INFER_RATE_PER_MINUTE)))
     except RateLimited as exc:
         raise HubError(
             str(exc), "rate_limited", 429, headers={"Retry-After": str(exc.retry_after)}

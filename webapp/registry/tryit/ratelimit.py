@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -19,11 +20,18 @@ from webapp.edge.shared import WINDOW_SECONDS, rate_key
 
 
 class RateLimited(Exception):
-    def __init__(self, limit: int, retry_after: int) -> None:
+    def __init__(self, limit: int, retry_after: int, *, token: bool = False) -> None:
         # Made while the request is answered: in its language (English outside one).
-        message = gettext(
-            "Too many inference requests: the limit is %(limit)s per minute per user. "
-            "Try again in %(seconds)s s, or ask an admin to raise INFER_RATE_PER_MINUTE."
+        message = (
+            gettext(
+                "Too many inference requests: this token's limit is %(limit)s per minute. "
+                "Try again in %(seconds)s s, or ask an admin to raise its rate_per_minute."
+            )
+            if token
+            else gettext(
+                "Too many inference requests: the limit is %(limit)s per minute per user. "
+                "Try again in %(seconds)s s, or ask an admin to raise INFER_RATE_PER_MINUTE."
+            )
         )
         super().__init__(message % {"limit": limit, "seconds": retry_after})
         self.limit = limit
@@ -45,6 +53,16 @@ def _count_locally(key: str, window: int) -> int:
             del _local_counts[stale]
         _local_counts[(key, window)] = _local_counts.get((key, window), 0) + 1
         return _local_counts[(key, window)]
+
+
+def infer_budget(request: Any) -> tuple[str, int]:
+    """Whose inference budget a request spends, and its calls a minute (0: none): the token's
+    own when it has one (``ApiToken.rate_per_minute``), else its owner's, shared by every
+    token and session of that person (``INFER_RATE_PER_MINUTE``)."""
+    token = getattr(request, "api_token", None)
+    if token is not None and token.rate_per_minute is not None:
+        return f"infer-token:{token.pk}", int(token.rate_per_minute)
+    return f"infer:{request.user.pk}", int(settings.INFER_RATE_PER_MINUTE)
 
 
 def check_rate(key: str, limit_per_minute: int, now: float | None = None) -> None:
@@ -71,4 +89,4 @@ def check_rate(key: str, limit_per_minute: int, now: float | None = None) -> Non
         count = _count_locally(key, window)
     if count > limit_per_minute:
         retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now))
-        raise RateLimited(limit_per_minute, retry_after)
+        raise RateLimited(limit_per_minute, retry_after, token=key.startswith("infer-token:"))

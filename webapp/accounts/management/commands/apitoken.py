@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, grant, role_of
+from webapp.accounts.tokens import MAX_RATE_PER_MINUTE
 
 
 class Command(BaseCommand):
@@ -29,6 +30,13 @@ class Command(BaseCommand):
             default="",
             help="Cap what the token may do below the user's role (default: the user's role).",
         )
+        parser.add_argument(
+            "--rate-per-minute",
+            type=int,
+            default=None,
+            help="This token's own inference calls a minute, replacing the user's "
+            "INFER_RATE_PER_MINUTE (0: no limit), for a service carrying production traffic.",
+        )
 
     def handle(
         self,
@@ -38,6 +46,7 @@ class Command(BaseCommand):
         name: str,
         days: int | None,
         scope: str,
+        rate_per_minute: int | None,
         **options: Any,
     ) -> None:
         User = get_user_model()
@@ -54,7 +63,12 @@ class Command(BaseCommand):
             raise CommandError(f"{username} is {role_of(user).label}; the scope may not be wider.")
         if days is not None and not 1 <= days <= 3650:
             raise CommandError("--days must be from 1 to 3650.")
+        if rate_per_minute is not None and not 0 <= rate_per_minute <= MAX_RATE_PER_MINUTE:
+            raise CommandError(f"--rate-per-minute must be from 0 to {MAX_RATE_PER_MINUTE}.")
         expires = timezone.now() + timedelta(days=days) if days else None
-        _, key = ApiToken.issue(user, name=name, scope=scope, expires=expires)
+        token, key = ApiToken.issue(user, name=name, scope=scope, expires=expires)
+        if rate_per_minute is not None:  # whoever runs manage.py is the host's admin
+            token.rate_per_minute = rate_per_minute
+            token.save(update_fields=["rate_per_minute"])
         state = "created" if created else "existing"
         self.stdout.write(f"Token for {state} user {username} ({role_of(user).label}): {key}")
