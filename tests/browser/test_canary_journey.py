@@ -68,6 +68,7 @@ def test_start_follow_and_promote_a_canary_from_the_page(
         card.get_by_text("Decisions").click()
         expect(card).to_contain_text("passed")
         card.screenshot(path=str(screenshot_dir / "canary-promoted.png"))
+        page.reload()  # the history is read when the page loads
         expect(page.locator("table.events")).to_contain_text("Canary of mlp v2")
     finally:
         stop.set()

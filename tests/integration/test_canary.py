@@ -167,8 +167,14 @@ def _until_ended(api, celery_worker, timeout: float = 150) -> dict:  # type: ign
 def test_promoted_step_by_step_then_a_slow_one_rolled_back(
     web, three_versions, api, celery_worker, operator
 ) -> None:  # type: ignore[no-untyped-def]
+    from webapp.accounts.models import ApiToken
+
     references = {v: reference_outputs(mlp_payload(v), X) for v in (1, 2, 3)}
-    with Clients(web, api.key, references) as clients:
+    # Production traffic: a service's token with no per-minute limit of its own, as an admin
+    # gives one (the owner's INFER_RATE_PER_MINUTE would refuse it within seconds).
+    service, key = ApiToken.issue(operator, "service")
+    ApiToken.objects.filter(pk=service.pk).update(rate_per_minute=0)
+    with Clients(web, key, references) as clients:
         wait_until(lambda: len(clients.answers) > 50, 60, message="no answers through /v2")
         _canary(api, 2)
         promoted = _until_ended(api, celery_worker)
@@ -177,6 +183,7 @@ def test_promoted_step_by_step_then_a_slow_one_rolled_back(
         assert [d["weight"] for d in passed] == [20, 60]
         for decision in passed:  # the share the gateway counted, per step
             ours, theirs = decision["candidate"]["requests"], decision["serving"]["requests"]
+            print(f"step {decision['weight']}%: candidate {ours}, serving {theirs} calls")
             assert abs(100 * ours / (ours + theirs) - decision["weight"]) <= 10, decision
         after_promotion = time.monotonic()
         wait_until(lambda: len([a for a in clients.answers if a[0] > after_promotion]) > 30, 60)
@@ -185,10 +192,12 @@ def test_promoted_step_by_step_then_a_slow_one_rolled_back(
         _canary(api, 3, max_p99_ratio=2)
         rolled_back = _until_ended(api, celery_worker)
         assert rolled_back["state"] == "rolled_back", rolled_back
+        print(rolled_back["reason"])
         assert "p99" in rolled_back["reason"] and "limit 2x" in rolled_back["reason"]
         after_rollback = time.monotonic()
         wait_until(lambda: len([a for a in clients.answers if a[0] > after_rollback]) > 30, 60)
         assert clients.versions_after(after_rollback) == {2}
+    print(f"{len(clients.answers)} client calls through /v2, {len(clients.failures())} failed")
     assert clients.failures() == []
     model = api("get", "/api/v1/models/mlp").json()
     assert model["serving_version"] == 2
