@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from tests.fixtures.pipeline import add_version, create_model
 from tests.fixtures.users import PASSWORD
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.canary]
 
 
 def _calls(address: str, key: str, stop: threading.Event) -> None:

@@ -20,7 +20,7 @@ from tests.fixtures.pipeline import add_version, create_model, mlp_payload, uplo
 from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.canary]
 
 X = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
 

@@ -1,0 +1,172 @@
+"""What a running canary costs the hub's ``/v2`` gateway (issue 35).
+
+    .venv/bin/python bench/canary_overhead.py                   # about 6 minutes
+    .venv/bin/python bench/canary_overhead.py --phases 4 --requests 200 --seconds 5
+
+One private stack serves the demo EfficientNet-Lite0 as v1 and holds the same file again as
+v2 (uploaded, compiled, verified, packaged like any version), so both sides of the split
+compute the same thing and only the gateway's work differs. The run alternates phases:
+``without`` (no canary: every call goes to v1) and ``with`` (a canary of v2 at 50%, its step
+too long to end during the run: each call draws its version and is counted in Redis after
+its answer, and the watcher looks every 2 s). Each phase measures, through the fast path
+with binary tensors (``gateway-binary`` of bench/infer_overhead.py):
+
+- p50 and p90 at concurrency 1 (``--requests`` calls);
+- requests per second at ``--concurrency`` (8) threads for ``--seconds``.
+
+Goals (issue 35): p50 with a canary - p50 without <= +0.3 ms; throughput with / without
+>= 0.9. Medians over the phases of each kind. Results: bench/results/canary_overhead-*.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from _stack import ROOT, Api, LocalStack, machine, median, percentile, table, tell, temp_workdir
+from _stack import write_results as save
+from infer_overhead import (
+    DEMO,
+    Endpoints,
+    Tally,
+    demo_tensor,
+    describe,
+    drive,
+    open_client,
+    serve_demo,
+)
+
+GOAL_ADDED_MS = 0.3
+GOAL_THROUGHPUT = 0.9
+PATH = "gateway-binary"
+
+
+def add_candidate(api: Api, timeout: float = 900) -> None:
+    """The demo's own file again, as v2, through the normal pipeline."""
+    from tests.fixtures.multipart import multipart_file
+
+    onnx = (ROOT / "demo" / "efficientnet-lite0" / "model.onnx").read_bytes()
+    # The same bytes as v1 on purpose: only the gateway's work may differ between the sides.
+    body, ctype = multipart_file(onnx, fields={"allow_duplicate": "true"})
+    status, _, data = api.raw(
+        "POST", f"/api/v1/models/{DEMO}/versions", body, {"Content-Type": ctype}
+    )
+    if status != 201:
+        raise SystemExit(f"uploading v2 failed: {status} {data[:300]!r}")
+    deadline = time.monotonic() + timeout
+    while api.call("GET", f"/api/v1/models/{DEMO}/versions/2")["status"] != "ready":
+        if time.monotonic() > deadline:
+            raise SystemExit(f"v2 was not packaged in {timeout} s")
+        time.sleep(1)
+
+
+def start_canary(api: Api, timeout: float = 300) -> None:
+    body = {"version": 2, "steps": [50, 100], "step_seconds": 86_400,
+            "max_error_rate": 0.5, "max_p99_ratio": 100, "min_requests": 10**6}  # fmt: skip
+    api.call("POST", f"/api/v1/models/{DEMO}/canary", body, expect=202)
+    deadline = time.monotonic() + timeout
+    while api.call("GET", f"/api/v1/models/{DEMO}/canary")["weight"] != 50:
+        if time.monotonic() > deadline:
+            raise SystemExit("the canary did not start splitting")
+        time.sleep(0.5)
+
+
+def stop_canary(api: Api, timeout: float = 300) -> None:
+    api.call("POST", f"/api/v1/models/{DEMO}/canary/abort", {}, expect=202)
+    deadline = time.monotonic() + timeout
+    while api.call("GET", f"/api/v1/models/{DEMO}/canary")["phase"] != "aborted":
+        if time.monotonic() > deadline:
+            raise SystemExit("the canary did not end")
+        time.sleep(0.5)
+
+
+def measure(open_one: Any, args: argparse.Namespace) -> dict[str, float]:
+    client = open_one()
+    try:
+        for _ in range(args.warmup):
+            client.call()
+        latencies = []
+        for _ in range(args.requests):
+            started = time.perf_counter()
+            client.call()
+            latencies.append((time.perf_counter() - started) * 1000)
+    finally:
+        client.close()
+    tally = Tally()
+    drive(open_one, args.concurrency, args.seconds, tally)
+    if tally.errors:
+        raise SystemExit(f"{len(tally.errors)} calls failed: {tally.errors[:3]}")
+    return {
+        "p50_ms": median(latencies),
+        "p90_ms": percentile(latencies, 90),
+        "rps": tally.requests / tally.seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--phases", type=int, default=3, help="phases of each kind (default 3)")
+    parser.add_argument("--requests", type=int, default=150, help="calls at concurrency 1")
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds at concurrency N")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--keep-temp", action="store_true")
+    args = parser.parse_args()
+    os.environ["INFER_RATE_PER_MINUTE"] = "0"
+    os.environ["INFER_CONCURRENCY_PER_USER"] = str(max(16, args.concurrency * 2))
+    launched = time.monotonic()
+    phases: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
+    with temp_workdir("hub-bench-canary-", args.keep_temp) as workdir:
+        stack = LocalStack(workdir / "var", worker_concurrency=1)
+        with stack:
+            api = Api(stack.url, stack.token)
+            tell("adding the demo model as v1 and its file again as v2 …")
+            serve_demo(api)
+            add_candidate(api)
+            subject = describe(api, stack, DEMO, demo_tensor(api))
+            ends = Endpoints(
+                stack.url, stack.token, f"127.0.0.1:{stack.env['HUB_TRITON_HTTP_PORT']}"
+            )
+            open_one = functools.partial(open_client, PATH, subject, ends)
+            tell(f"ready to measure after {time.monotonic() - launched:.0f} s")
+            for phase in range(args.phases):
+                tell(f"phase {phase + 1} of {args.phases}: without a canary …")
+                phases["without"].append(measure(open_one, args))
+                start_canary(api)
+                tell(f"phase {phase + 1} of {args.phases}: with a canary at 50% …")
+                phases["with"].append(measure(open_one, args))
+                stop_canary(api)
+            api.close()
+    summary = {
+        kind: {key: median([p[key] for p in runs]) for key in ("p50_ms", "p90_ms", "rps")}
+        for kind, runs in phases.items()
+    }
+    added = summary["with"]["p50_ms"] - summary["without"]["p50_ms"]
+    ratio = summary["with"]["rps"] / summary["without"]["rps"]
+    goals = [
+        {"goal": f"p50 added by a canary <= +{GOAL_ADDED_MS} ms", "value": round(added, 3),
+         "met": added <= GOAL_ADDED_MS},
+        {"goal": f"throughput at concurrency {args.concurrency} >= {GOAL_THROUGHPUT}x",
+         "value": round(ratio, 3), "met": ratio >= GOAL_THROUGHPUT},
+    ]  # fmt: skip
+    lines = [["", "p50 ms", "p90 ms", f"req/s at {args.concurrency}"]]
+    for kind, row in summary.items():
+        lines.append([kind, f"{row['p50_ms']:.2f}", f"{row['p90_ms']:.2f}", f"{row['rps']:.1f}"])
+    print(f"\n{table(lines)}\n")
+    for goal in goals:
+        print(f"{'met' if goal['met'] else 'MISSED'}: {goal['goal']} ({goal['value']})")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = save(f"canary_overhead-{stamp}", {
+        "benchmark": "canary_overhead", "machine": machine(), "settings": vars(args),
+        "phases": phases, "summary": summary, "goals": goals,
+        "wall_seconds": round(time.monotonic() - launched, 1),
+    })  # fmt: skip
+    tell(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
