@@ -389,3 +389,22 @@ def test_the_running_card_in_chinese(api, model, operator) -> None:
         .content.decode()
     )
     assert "金丝雀发布" in card and "全量发布" in card and "中止" in card
+
+
+def test_a_canary_that_lost_its_lock_stops_splitting(api, model) -> None:
+    canary = running(api, model)
+    Model.objects.filter(pk=model.pk).update(lock_holder="someone-else")  # it expired, was taken
+    canary = look(canary.pk)
+    model.refresh_from_db()
+    assert canary.state == "ending" and canary.outcome == "failed"
+    assert "lost the model's switch lock" in str(canary.reason) and model.canary == {}
+
+
+def test_a_canary_whose_first_look_never_came_is_woken(api, model, monkeypatch) -> None:
+    started = start(api, model)
+    woken: list[int] = []
+    monkeypatch.setattr(watcher.dispatch, "canary_watch", lambda pk, countdown=0: woken.append(pk))
+    Canary.objects.filter(uuid=started["id"]).update(
+        ticked=None, created=timezone.now() - timedelta(minutes=5)
+    )
+    assert watcher.wake_stale() == 1

@@ -26,6 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from model_store.canary import Decision, Gates, Verdict, decide
@@ -62,10 +63,18 @@ def watch(canary_id: int) -> None:
         if canary.ticked and now - canary.ticked < timedelta(seconds=WATCH_SECONDS / 2):
             return  # another look just happened: let its chain go on alone
         canary.ticked = now
-        Model.objects.filter(pk=canary.model_id, lock_holder=canary.holder).update(
+        held = Model.objects.filter(pk=canary.model_id, lock_holder=canary.holder).update(
             lock_expires=now + lock_ttl()
         )
-        _STEP[Canary.State(canary.state)](canary)
+        if not held and canary.state != Canary.State.ENDING:
+            # Nobody watched it for longer than the lock lives, and someone else switched
+            # since: stop splitting; the candidate's unload then fails on the lock, harmlessly.
+            _end(canary, Canary.State.FAILED, say(
+                "the canary lost the model's switch lock (nobody watched it for too long); "
+                "calls go to the serving version again.",
+            ))  # fmt: skip
+        else:
+            _STEP[Canary.State(canary.state)](canary)
         canary.save()
         active = canary.is_active
     live.publish("models", {"model": canary.model.name, "canary": str(canary.uuid)})
@@ -76,8 +85,9 @@ def watch(canary_id: int) -> None:
 def wake_stale() -> int:
     """Queue a look at every active canary nobody looked at lately (reconcile calls this)."""
     stale = timezone.now() - timedelta(seconds=STALE_SECONDS)
+    forgotten = Q(ticked__lt=stale) | Q(ticked__isnull=True, created__lt=stale)
     woken = 0
-    for canary_id in Canary.objects.filter(state__in=Canary.ACTIVE, ticked__lt=stale).values_list(
+    for canary_id in Canary.objects.filter(forgotten, state__in=Canary.ACTIVE).values_list(
         "pk", flat=True
     ):
         dispatch.canary_watch(canary_id)
