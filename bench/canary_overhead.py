@@ -3,9 +3,10 @@
     .venv/bin/python bench/canary_overhead.py                   # about 6 minutes
     .venv/bin/python bench/canary_overhead.py --phases 4 --requests 200 --seconds 5
 
-One private stack serves the demo EfficientNet-Lite0 as v1 and holds the same file again as
-v2 (uploaded, compiled, verified, packaged like any version), so both sides of the split
-compute the same thing and only the gateway's work differs. The run alternates phases:
+One private stack serves the demo EfficientNet-Lite0 and the tests' MLP (whose ~1 ms shows
+the fixed cost per call) as v1 of each, and holds the same file again as v2 (uploaded,
+compiled, verified, packaged like any version), so both sides of the split compute the same
+thing and only the gateway's work differs. The run alternates phases:
 ``without`` (no canary: every call goes to v1) and ``with`` (a canary of v2 at 50%, its step
 too long to end during the run: each call draws its version and is counted in Redis after
 its answer, and the watcher looks every 2 s). Each phase measures, through the fast path
@@ -27,10 +28,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from _stack import ROOT, Api, LocalStack, machine, median, percentile, table, tell, temp_workdir
 from _stack import write_results as save
 from infer_overhead import (
     DEMO,
+    MLP,
     Endpoints,
     Tally,
     demo_tensor,
@@ -38,47 +41,49 @@ from infer_overhead import (
     drive,
     open_client,
     serve_demo,
+    serve_mlp,
 )
+
+from tests.fixtures.pipeline import mlp_payload
 
 GOAL_ADDED_MS = 0.3
 GOAL_THROUGHPUT = 0.9
 PATH = "gateway-binary"
 
 
-def add_candidate(api: Api, timeout: float = 900) -> None:
-    """The demo's own file again, as v2, through the normal pipeline."""
+def add_candidate(api: Api, name: str, onnx: bytes, timeout: float = 900) -> None:
+    """The model's own file again, as v2, through the normal pipeline."""
     from tests.fixtures.multipart import multipart_file
 
-    onnx = (ROOT / "demo" / "efficientnet-lite0" / "model.onnx").read_bytes()
     # The same bytes as v1 on purpose: only the gateway's work may differ between the sides.
     body, ctype = multipart_file(onnx, fields={"allow_duplicate": "true"})
     status, _, data = api.raw(
-        "POST", f"/api/v1/models/{DEMO}/versions", body, {"Content-Type": ctype}
+        "POST", f"/api/v1/models/{name}/versions", body, {"Content-Type": ctype}
     )
     if status != 201:
         raise SystemExit(f"uploading v2 failed: {status} {data[:300]!r}")
     deadline = time.monotonic() + timeout
-    while api.call("GET", f"/api/v1/models/{DEMO}/versions/2")["status"] != "ready":
+    while api.call("GET", f"/api/v1/models/{name}/versions/2")["status"] != "ready":
         if time.monotonic() > deadline:
             raise SystemExit(f"v2 was not packaged in {timeout} s")
         time.sleep(1)
 
 
-def start_canary(api: Api, timeout: float = 300) -> None:
+def start_canary(api: Api, name: str, timeout: float = 300) -> None:
     body = {"version": 2, "steps": [50, 100], "step_seconds": 86_400,
             "max_error_rate": 0.5, "max_p99_ratio": 100, "min_requests": 10**6}  # fmt: skip
-    api.call("POST", f"/api/v1/models/{DEMO}/canary", body, expect=202)
+    api.call("POST", f"/api/v1/models/{name}/canary", body, expect=202)
     deadline = time.monotonic() + timeout
-    while api.call("GET", f"/api/v1/models/{DEMO}/canary")["weight"] != 50:
+    while api.call("GET", f"/api/v1/models/{name}/canary")["weight"] != 50:
         if time.monotonic() > deadline:
             raise SystemExit("the canary did not start splitting")
         time.sleep(0.5)
 
 
-def stop_canary(api: Api, timeout: float = 300) -> None:
-    api.call("POST", f"/api/v1/models/{DEMO}/canary/abort", {}, expect=202)
+def stop_canary(api: Api, name: str, timeout: float = 300) -> None:
+    api.call("POST", f"/api/v1/models/{name}/canary/abort", {}, expect=202)
     deadline = time.monotonic() + timeout
-    while api.call("GET", f"/api/v1/models/{DEMO}/canary")["phase"] != "aborted":
+    while api.call("GET", f"/api/v1/models/{name}/canary")["phase"] != "aborted":
         if time.monotonic() > deadline:
             raise SystemExit("the canary did not end")
         time.sleep(0.5)
@@ -119,46 +124,67 @@ def main() -> None:
     os.environ["INFER_RATE_PER_MINUTE"] = "0"
     os.environ["INFER_CONCURRENCY_PER_USER"] = str(max(16, args.concurrency * 2))
     launched = time.monotonic()
-    phases: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
+    phases: dict[str, dict[str, list[dict[str, float]]]] = {
+        name: {"without": [], "with": []} for name in (DEMO, MLP)
+    }
     with temp_workdir("hub-bench-canary-", args.keep_temp) as workdir:
         stack = LocalStack(workdir / "var", worker_concurrency=1)
         with stack:
             api = Api(stack.url, stack.token)
-            tell("adding the demo model as v1 and its file again as v2 …")
+            tell("adding the demo model and the MLP as v1, and their files again as v2 …")
             serve_demo(api)
-            add_candidate(api)
-            subject = describe(api, stack, DEMO, demo_tensor(api))
+            serve_mlp(api)
+            demo_onnx = (ROOT / "demo" / "efficientnet-lite0" / "model.onnx").read_bytes()
+            add_candidate(api, DEMO, demo_onnx)
+            add_candidate(api, MLP, mlp_payload(1))
+            mlp_x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
+            subjects = [
+                describe(api, stack, DEMO, demo_tensor(api)),
+                describe(api, stack, MLP, mlp_x),
+            ]
             ends = Endpoints(
                 stack.url, stack.token, f"127.0.0.1:{stack.env['HUB_TRITON_HTTP_PORT']}"
             )
-            open_one = functools.partial(open_client, PATH, subject, ends)
             tell(f"ready to measure after {time.monotonic() - launched:.0f} s")
             for phase in range(args.phases):
                 tell(f"phase {phase + 1} of {args.phases}: without a canary …")
-                phases["without"].append(measure(open_one, args))
-                start_canary(api)
+                for s in subjects:
+                    opened = functools.partial(open_client, PATH, s, ends)
+                    phases[s.name]["without"].append(measure(opened, args))
+                for s in subjects:
+                    start_canary(api, s.name)
                 tell(f"phase {phase + 1} of {args.phases}: with a canary at 50% …")
-                phases["with"].append(measure(open_one, args))
-                stop_canary(api)
+                for s in subjects:
+                    opened = functools.partial(open_client, PATH, s, ends)
+                    phases[s.name]["with"].append(measure(opened, args))
+                for s in subjects:
+                    stop_canary(api, s.name)
             api.close()
     summary = {
-        kind: {key: median([p[key] for p in runs]) for key in ("p50_ms", "p90_ms", "rps")}
-        for kind, runs in phases.items()
+        name: {
+            kind: {key: median([p[key] for p in runs]) for key in ("p50_ms", "p90_ms", "rps")}
+            for kind, runs in kinds.items()
+        }
+        for name, kinds in phases.items()
     }
-    added = summary["with"]["p50_ms"] - summary["without"]["p50_ms"]
-    ratio = summary["with"]["rps"] / summary["without"]["rps"]
-    goals = [
-        {"goal": f"p50 added by a canary <= +{GOAL_ADDED_MS} ms", "value": round(added, 3),
-         "met": added <= GOAL_ADDED_MS},
-        {"goal": f"throughput at concurrency {args.concurrency} >= {GOAL_THROUGHPUT}x",
-         "value": round(ratio, 3), "met": ratio >= GOAL_THROUGHPUT},
-    ]  # fmt: skip
-    lines = [["", "p50 ms", "p90 ms", f"req/s at {args.concurrency}"]]
-    for kind, row in summary.items():
-        lines.append([kind, f"{row['p50_ms']:.2f}", f"{row['p90_ms']:.2f}", f"{row['rps']:.1f}"])
+    goals = []
+    lines = [["model", "", "p50 ms", "p90 ms", f"req/s at {args.concurrency}"]]
+    for name, rows in summary.items():
+        added = rows["with"]["p50_ms"] - rows["without"]["p50_ms"]
+        ratio = rows["with"]["rps"] / rows["without"]["rps"]
+        goals += [
+            {"model": name, "goal": f"p50 added by a canary <= +{GOAL_ADDED_MS} ms",
+             "value": round(added, 3), "met": added <= GOAL_ADDED_MS},
+            {"model": name, "goal": f"throughput at concurrency {args.concurrency} >= "
+             f"{GOAL_THROUGHPUT}x", "value": round(ratio, 3), "met": ratio >= GOAL_THROUGHPUT},
+        ]  # fmt: skip
+        for kind, row in rows.items():
+            lines.append([name, kind, f"{row['p50_ms']:.2f}", f"{row['p90_ms']:.2f}",
+                          f"{row['rps']:.1f}"])  # fmt: skip
     print(f"\n{table(lines)}\n")
     for goal in goals:
-        print(f"{'met' if goal['met'] else 'MISSED'}: {goal['goal']} ({goal['value']})")
+        print(f"{'met' if goal['met'] else 'MISSED'}: {goal['model']}: {goal['goal']} "
+              f"({goal['value']})")  # fmt: skip
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = save(f"canary_overhead-{stamp}", {
         "benchmark": "canary_overhead", "machine": machine(), "settings": vars(args),
