@@ -25,17 +25,20 @@ pytestmark = [pytest.mark.integration, pytest.mark.canary]
 X = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
 
 
-def slow_mlp_bytes(seed: int, chain: int = 4000) -> bytes:
-    """``mlp_payload(seed)``'s answers, computed after ``chain`` small MatMul+Tanh nodes whose
-    result is multiplied by zero: the same outputs, many times the latency."""
+def slow_mlp_bytes(seed: int, chain: int = 1500, width: int = 256) -> bytes:
+    """``mlp_payload(seed)``'s answers, computed after ``chain`` MatMul+Tanh layers ``width``
+    wide whose result is multiplied by zero: the same outputs, several milliseconds later."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     from tests.fixtures.triton import mlp_weights
 
     weight, bias = mlp_weights(8, 4, seed)
-    spin = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32) * 0.1
-    nodes, last = [], "x"
+    rng = np.random.default_rng(0)
+    widen = rng.standard_normal((8, width)).astype(np.float32) * 0.1
+    spin = rng.standard_normal((width, width)).astype(np.float32) * (1 / width**0.5)
+    nodes = [helper.make_node("MatMul", ["x", "P"], ["t_start"])]
+    last = "t_start"
     for i in range(chain):
         nodes.append(helper.make_node("MatMul", [last, "S"], [f"m{i}"]))
         nodes.append(helper.make_node("Tanh", [f"m{i}"], [f"t{i}"]))
@@ -56,6 +59,7 @@ def slow_mlp_bytes(seed: int, chain: int = 4000) -> bytes:
         initializer=[
             numpy_helper.from_array(weight, "W"),
             numpy_helper.from_array(bias, "B"),
+            numpy_helper.from_array(widen, "P"),
             numpy_helper.from_array(spin, "S"),
             numpy_helper.from_array(np.array([1], dtype=np.int64), "axes"),
             numpy_helper.from_array(np.zeros((1,), dtype=np.float32), "zero"),
