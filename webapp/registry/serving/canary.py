@@ -52,7 +52,7 @@ def watch(canary_id: int) -> None:
     """One look at a canary; queues the next while it is active."""
     with transaction.atomic():
         canary = (
-            Canary.objects.select_for_update()
+            Canary.objects.select_for_update(of=("self",))
             .select_related("model", "job", "created_by", "asked_by")
             .filter(pk=canary_id)
             .first()
