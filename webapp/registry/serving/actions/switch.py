@@ -196,48 +196,48 @@ def queue_locked_job(
     """
     job_uuid = uuid.uuid4()
     if holder is not None:
-        params = {**params, "lock_holder": holder}
-        job = Job.objects.create(
-            uuid=job_uuid,
-            kind=kind,
-            model=model,
-            version=version,
-            steps=initial_steps((kind,)),
-            params=params,
-            created_by=user,
+        return _record_job(
+            job_uuid, model, kind, user, {**params, "lock_holder": holder}, message, version
         )
-        jobs.record_event(
-            f"{kind}.requested", message, model=model, version=version, job=job, actor=user,
-            data=job.params,
-        )  # fmt: skip
-        transaction.on_commit(lambda: enqueue_serving_job(job))
-        return job
     if not acquire_lock_or_wait_for_reconcile(model, job_uuid.hex):
         raise lock_busy_error(model)
     try:
         with transaction.atomic():
-            job = Job.objects.create(
-                uuid=job_uuid,
-                kind=kind,
-                model=model,
-                version=version,
-                steps=initial_steps((kind,)),
-                params=params,
-                created_by=user,
-            )
-            jobs.record_event(
-                f"{kind}.requested",
-                message,
-                model=model,
-                version=version,
-                job=job,
-                actor=user,
-                data=job.params,
-            )
-            transaction.on_commit(lambda: enqueue_serving_job(job))
+            return _record_job(job_uuid, model, kind, user, params, message, version)
     except Exception:
         release_lock(model, job_uuid.hex)
         raise
+
+
+def _record_job(
+    job_uuid: uuid.UUID,
+    model: Model,
+    kind: str,
+    user: User | None,
+    params: dict[str, Any],
+    message: Said,
+    version: Version | None,
+) -> Job:
+    """The job row and its ``<kind>.requested`` Event; sent to a worker once committed."""
+    job = Job.objects.create(
+        uuid=job_uuid,
+        kind=kind,
+        model=model,
+        version=version,
+        steps=initial_steps((kind,)),
+        params=params,
+        created_by=user,
+    )
+    jobs.record_event(
+        f"{kind}.requested",
+        message,
+        model=model,
+        version=version,
+        job=job,
+        actor=user,
+        data=job.params,
+    )
+    transaction.on_commit(lambda: enqueue_serving_job(job))
     return job
 
 
