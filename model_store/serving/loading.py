@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from model_store.config import parse_pbtxt, render_pbtxt
-from model_store.errors import InvalidConfig, ModelStoreError, NotFound
+from model_store.errors import InvalidConfig, ModelStoreError
 from model_store.file_io import atomic_write_text
 from model_store.names import validate_version
 from model_store.runtime.errors import TritonRequestError, TritonRuntimeError
-from model_store.serving.packages import serving_config
+from model_store.serving.packages import install_version, serving_config
 from model_store.serving.restart_needed import note_failed_load, note_loaded
 from model_store.serving.triton_index import (
     READY,
@@ -246,8 +246,7 @@ def load_alongside(
     cfg = serving_config(store, name, serving)
     if extra is not None and extra != serving:
         serving_config(store, name, extra)  # NotFound when that version is not packaged
-        if not (store.model_dir(name) / str(validate_version(extra))).is_dir():
-            raise NotFound(f"Version {extra} of {name!r} is not in the repository.")
+        install_version(store, name, validate_version(extra))
         cfg.version_policy_specific = sorted({serving, extra})
     path = store.config_path(name)
     before = path.read_text(encoding="utf-8") if path.exists() else None

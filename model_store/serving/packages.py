@@ -84,3 +84,22 @@ def link_or_copy(src: Path, dst: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def install_version(store: ModelStore, name: str, version: int) -> bool:
+    """Puts ``version``'s packaged files into the repository when its folder is missing there.
+
+    Packaging installs each version; the folder can still be missing after a manual cleanup, a
+    restore, or on a node, whose repository gets a version only when it is first served or
+    loaded beside. Returns whether anything was installed.
+
+    Raises:
+        NotFound: The version is not packaged.
+    """
+    if store.version_dir(name, version).is_dir():
+        return False
+    files = package_files(store, name, version)
+    with store.stage_version(name, version) as staging:
+        for path in files:
+            link_or_copy(path, staging / path.name)
+    return True

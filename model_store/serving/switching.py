@@ -44,7 +44,7 @@ from model_store.serving.directory_swap import (
 from model_store.serving.loading import load_and_wait
 from model_store.serving.packages import (
     InvalidPackage,
-    link_or_copy,
+    install_version,
     package_files,
     serving_config,
 )
@@ -287,9 +287,7 @@ def _switch_side_by_side(switch: _Switch, cfg: ModelConfig, files: list[Path]) -
     if not store.version_dir(name, to_version).is_dir():
         # Packaging installs it; it can be missing after a manual cleanup or a restore.
         switch.on_log(f"Installing version {to_version} into the repository from its package.")
-        with store.stage_version(name, to_version) as staging:
-            for path in files:
-                link_or_copy(path, staging / path.name)
+        install_version(store, name, to_version)
     try:
         previous: bytes | None = config_path.read_bytes()
     except FileNotFoundError:

@@ -94,6 +94,8 @@ def _crashed(what: str, **values: Any) -> Message:
         return say("Node %(node)s crashed running the trial: %(error)s", **values)
     if what == "unload":
         return say("Node %(node)s crashed running the unload: %(error)s", **values)
+    if what == "load":
+        return say("Node %(node)s crashed loading the version beside: %(error)s", **values)
     return say("Node %(node)s crashed running the %(what)s: %(error)s", what=what, **values)
 
 
@@ -122,6 +124,12 @@ def _stopped_reporting(what: str, **values: Any) -> Message:
             "without a report).",
             **values,
         )
+    if what == "load":
+        return say(
+            "Node %(node)s stopped reporting while it loaded the version beside (down after "
+            "%(seconds)s s without a report).",
+            **values,
+        )
     return say(
         "Node %(node)s stopped reporting during the %(what)s (down after %(seconds)s s "
         "without a report).",
@@ -139,6 +147,8 @@ def _too_slow(what: str, **values: Any) -> Message:
         return say("Node %(node)s did not finish the trial within %(seconds)s s.", **values)
     if what == "unload":
         return say("Node %(node)s did not finish the unload within %(seconds)s s.", **values)
+    if what == "load":
+        return say("Node %(node)s did not load the version beside within %(seconds)s s.", **values)
     return say(
         "Node %(node)s did not finish the %(what)s within %(seconds)s s.", what=what, **values
     )

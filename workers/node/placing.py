@@ -31,7 +31,7 @@ from model_store.file_io import DIR_MODE, atomic_write_text, fsync_dir
 from model_store.names import validate_model_name, validate_version
 from model_store.package_tar import safe_extract
 from model_store.runtime.client import TritonRuntime
-from model_store.serving import STAGING_ROOT, switch_version, unload_model
+from model_store.serving import STAGING_ROOT, load_alongside, switch_version, unload_model
 from model_store.serving.directory_swap import RETIRED_ROOT, aside_path
 from model_store.store import CONFIG_FILE, ModelStore
 from model_store.targets import UnknownTarget, get_target, known_targets
@@ -87,13 +87,7 @@ def checked_request(
     Raises:
         PlacementRefused: A name, version, hash or target that is not valid.
     """
-    try:
-        name = validate_model_name(model)
-        number = validate_version(version)
-    except ModelStoreError as exc:
-        raise PlacementRefused(exc.message) from None
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise PlacementRefused(f"The version must be a whole number, not {version!r:.40}.")
+    name, number = checked_version(model, version)
     if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256.strip().lower()):
         raise PlacementRefused("The SHA-256 must be 64 hexadecimal digits.")
     if target is not None:
@@ -104,6 +98,22 @@ def checked_request(
     return PlaceRequest(
         name, number, sha256.strip().lower(), target if isinstance(target, str) else None
     )
+
+
+def checked_version(model: object, version: object) -> tuple[str, int]:
+    """A model name and a version number from a message, checked.
+
+    Raises:
+        PlacementRefused: Either is not valid.
+    """
+    try:
+        name = validate_model_name(model)
+        number = validate_version(version)
+    except ModelStoreError as exc:
+        raise PlacementRefused(exc.message) from None
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise PlacementRefused(f"The version must be a whole number, not {version!r:.40}.")
+    return name, number
 
 
 def node_store(settings: NodeSettings) -> ModelStore:
@@ -141,7 +151,7 @@ def place(
         result.timings["fetch_s"] = round(time.monotonic() - began, 4)
     switched = switch_version(
         store, runtime, name=request.model, target=request.target or _target_of(store, request),
-        to_version=request.version, from_version=_serving_version(store, request.model),
+        to_version=request.version, from_version=_from_version(store, request),
     )  # fmt: skip
     result.ok, result.reason, result.restored = switched.ok, switched.reason, switched.restored
     result.timings |= {"switch_s": round(switched.duration_s, 4), **switched.phases}
@@ -158,6 +168,42 @@ def unload(settings: NodeSettings, model: object, *, runtime: TritonRuntime) -> 
     began = time.monotonic()
     unload_model(runtime, name)
     return {"model": name, "ok": True, "timings": {"unload_s": round(time.monotonic() - began, 4)}}
+
+
+def load_beside(
+    settings: NodeSettings,
+    client: HubClient,
+    request: PlaceRequest | None,
+    *,
+    model: str,
+    serving: int,
+    runtime: TritonRuntime,
+) -> dict[str, Any]:
+    """Loads ``request.version`` beside ``serving``, the version this node serves (a canary's
+    candidate); with no request, ``serving`` alone again. The candidate's package is fetched
+    and checked as :func:`place` does; the serving version keeps answering throughout (Triton
+    loads the added version and unloads only a dropped one).
+
+    Raises:
+        PlacementRefused: The node does not serve ``serving`` (the hub's view is stale).
+        HubError, PackageTarError, ModelStoreError: As :func:`place`; nothing changed.
+    """
+    store = node_store(settings)
+    pinned = _pinned_versions(store, model)
+    if serving not in pinned:
+        shown = ", ".join(f"v{v}" for v in pinned) or "nothing"
+        raise PlacementRefused(f"This node serves {model} {shown}, not v{serving}: place it first.")
+    began = time.monotonic()
+    fetched = False
+    if request is not None and placed_hash(store, request) != request.sha256:
+        fetch_package(store, client, request)
+        fetched = True
+    extra = request.version if request is not None else None
+    ok, reason = load_alongside(store, runtime, model, serving, extra)
+    return {
+        "model": model, "serving": serving, "beside": extra, "ok": ok, "reason": reason,
+        "fetched": fetched, "timings": {"total_s": round(time.monotonic() - began, 4)},
+    }  # fmt: skip
 
 
 # -- the package ------------------------------------------------------------------------------
@@ -230,11 +276,20 @@ def _target_of(store: ModelStore, request: PlaceRequest) -> str:
     return "external"
 
 
-def _serving_version(store: ModelStore, model: str) -> int | None:
-    """The version the repository's config.pbtxt pins (what this node serves), if any."""
+def _from_version(store: ModelStore, request: PlaceRequest) -> int | None:
+    """What this node serves before a switch to ``request.version``: the one version pinned,
+    or, while a canary's candidate is loaded beside, the pinned one that is not the target."""
+    pinned = _pinned_versions(store, request.model)
+    if len(pinned) == 1:
+        return pinned[0]
+    others = [v for v in pinned if v != request.version]
+    return others[0] if len(others) == 1 else None
+
+
+def _pinned_versions(store: ModelStore, model: str) -> list[int]:
+    """The versions the repository's config.pbtxt lists (two while a candidate is beside)."""
     try:
         config = parse_pbtxt(store.config_path(model).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, InvalidConfig):
-        return None
-    versions = config.version_policy_specific or []
-    return versions[0] if len(versions) == 1 else None
+        return []
+    return list(config.version_policy_specific or [])

@@ -58,6 +58,28 @@ def place(model: str, version: int, sha256: str, target: str | None = None) -> d
     return result.to_dict()
 
 
+@app.task(name="node.compare")
+def compare(
+    model: str,
+    serving: int,
+    compare: int | None = None,
+    sha256: str | None = None,
+    target: str | None = None,
+) -> dict[str, Any]:
+    """Load version ``compare`` of ``model`` beside ``serving`` (a canary's candidate; fetched
+    and checked against ``sha256`` as ``node.place`` does), or ``serving`` alone again."""
+    try:
+        request = (
+            placing.checked_request(model, compare, sha256, target) if compare is not None else None
+        )
+        name, number = placing.checked_version(model, serving)
+        return placing.load_beside(
+            settings, hub, request, model=name, serving=number, runtime=_runtime()
+        )
+    except (HubError, ModelStoreError, TritonRuntimeError) as exc:
+        return _failure(model, exc)
+
+
 @app.task(name="node.unload")
 def unload(model: str) -> dict[str, Any]:
     """Unload ``model`` from this node's Triton (its files stay)."""

@@ -16,7 +16,14 @@ from model_store.store import ModelStore
 from tests.unit.model_store.test_package_tar import _packaged
 from tests.unit.node.conftest import ContractHub
 from workers.node.hub_client import HubClient
-from workers.node.placing import PlacementRefused, checked_request, fetch_package, placed_hash
+from workers.node.placing import (
+    PlacementRefused,
+    _from_version,
+    checked_request,
+    fetch_package,
+    load_beside,
+    placed_hash,
+)
 from workers.node.reporting import Heartbeat
 from workers.node.settings import read_settings
 
@@ -161,5 +168,37 @@ def test_the_node_worker_loads_neither_django_nor_webapp(tmp_path: Path) -> None
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
-        "['node.build', 'node.place', 'node.probe', 'node.trial', 'node.unload']"
+        "['node.build', 'node.compare', 'node.place', 'node.probe', 'node.trial', "
+        "'node.unload']"
     )
+
+
+def _pinning(tmp_path: Path, versions: list[int]) -> ModelStore:
+    store = ModelStore(tmp_path / "store")
+    listed = ", ".join(str(v) for v in versions)
+    policy = f"version_policy {{ specific {{ versions: [{listed}] }} }}"
+    store.write_config("mlp", f'name: "mlp"\nbackend: "onnxruntime"\n{policy}\n')
+    return store
+
+
+def test_a_candidate_is_loaded_beside_only_the_version_this_node_serves(tmp_path: Path) -> None:
+    """The hub's view can lag the node's (its Triton restarted, someone placed by hand): the
+    node refuses before it fetches or loads anything, naming what it serves."""
+    _pinning(tmp_path, [1])
+    settings = read_settings(_settings(tmp_path, "http://127.0.0.1:1"))
+    with pytest.raises(PlacementRefused, match="serves mlp v1, not v2"):
+        load_beside(
+            settings, HubClient("http://127.0.0.1:1", TOKEN), checked_request("mlp", 3, SHA),
+            model="mlp", serving=2, runtime=None,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pinned", "to", "before"),
+    [([1], 2, 1), ([1], 1, 1), ([1, 2], 2, 1), ([1, 2], 1, 2), ([], 1, None)],
+)
+def test_a_switch_knows_what_served_before_even_with_a_candidate_beside(
+    tmp_path: Path, pinned: list[int], to: int, before: int | None
+) -> None:
+    store = _pinning(tmp_path, pinned) if pinned else ModelStore(tmp_path / "store")
+    assert _from_version(store, checked_request("mlp", to, SHA)) == before

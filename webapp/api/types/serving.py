@@ -115,6 +115,9 @@ class PlacementIn(In):
 class NodeServingOut(Out):
     node: str
     version: int | None
+    beside: int | None = Field(
+        None, description="A canary's candidate, loaded beside the version on this node"
+    )
     state: str = Field(description="serving, placing, failed or empty")
     error: str | None
     duration_s: float | None

@@ -27,6 +27,9 @@ class NodeServing(models.Model):
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="node_servings")
     node = models.CharField(max_length=64)
     version = models.PositiveIntegerField(null=True, blank=True)
+    #: A canary's candidate, loaded beside ``version`` on this node (the model's
+    #: ``compare_version`` is ``local``'s and the placement's).
+    compare_version = models.PositiveIntegerField(null=True, blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.PLACING)
     error = MessageField()
     duration_s = models.FloatField(null=True, blank=True)
@@ -47,6 +50,7 @@ class NodeServing(models.Model):
         return {
             "node": self.node,
             "version": self.version,
+            "beside": self.compare_version,
             "state": self.state,
             "error": localize(self.error) or None,
             "duration_s": self.duration_s,

@@ -136,7 +136,8 @@ def _keep_off_local(runtime: Any, model: Model, repairs: list[Said]) -> None:
 
 def _place_on_nodes_that_miss_it() -> list[str]:
     """Queue a placement job for each model that an up node of its placement does not serve
-    as recorded (a node that joined late, or came back): the nodes' side of reconcile."""
+    as recorded (a node that joined late, or came back, or still holds a candidate beside):
+    the nodes' side of reconcile."""
     from webapp.registry.serving.actions.switch import queue_locked_job
 
     summaries = ops_nodes.summaries()
@@ -154,6 +155,9 @@ def _place_on_nodes_that_miss_it() -> list[str]:
                 (row := rows.get(node)) is not None
                 and row.version == model.serving_version
                 and row.state == NodeServing.State.SERVING
+                # A candidate left beside after its canary ended (an unload that failed):
+                # placing the serving version again pins it alone.
+                and row.compare_version in (None, model.compare_version)
             )
         ]
         if not missing:

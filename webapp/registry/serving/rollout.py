@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from model_store.text import Message, Said, say
@@ -55,6 +56,12 @@ def serving_on(model: Model, node: str) -> int | None:
     return row.version if row is not None and row.state == NodeServing.State.SERVING else None
 
 
+def beside_on(model: Model, node: str) -> int | None:
+    """The version loaded beside the serving one on ``node`` (a canary's candidate), if any."""
+    row = NodeServing.objects.filter(model=model, node=node).first()
+    return row.compare_version if row is not None else None
+
+
 def place_on_node(job: Job, model: Model, node: str, version: Version) -> NodeStep:
     """Makes ``version`` what ``node`` serves for ``model``; records the outcome."""
     before = serving_on(model, node)
@@ -85,14 +92,58 @@ def place_on_node(job: Job, model: Model, node: str, version: Version) -> NodeSt
         fetched=bool(answer.get("fetched")),
     )
     if step.ok:
+        # The node's switch pinned the new version alone: anything beside it is unloaded.
         row.version, row.state = version.number, NodeServing.State.SERVING
+        row.compare_version = None
     else:
         # switch_version put the previous version back when the new one did not load.
         row.version = before
         row.state = NodeServing.State.FAILED
         row.error = step.reason or say("the node did not switch")
     row.duration_s = step.duration_s
-    row.save(update_fields=["version", "state", "error", "duration_s", "updated"])
+    row.save(
+        update_fields=["version", "compare_version", "state", "error", "duration_s", "updated"]
+    )
+    return step
+
+
+def load_beside_on_node(job: Job, model: Model, node: str, beside: Version | None) -> NodeStep:
+    """Loads ``beside`` next to the version ``node`` serves (a canary's candidate), or, with
+    None, unloads what was beside; the serving version answers throughout."""
+    row = NodeServing.objects.filter(model=model, node=node).first()
+    serving = row.version if row is not None and row.state == NodeServing.State.SERVING else None
+    started = time.monotonic()
+    if row is None or serving is None:
+        answer: dict[str, Any] = {
+            "ok": False, "reason": say("node %(node)s serves no version of it now", node=node),
+        }  # fmt: skip
+    else:
+        message: dict[str, Any] = {"model": model.name, "serving": serving, "target": model.target}
+        try:
+            if beside is not None:
+                tar = package_tars.tar_of(beside, f"canary:{job.uuid.hex}")
+                message |= {"compare": beside.number, "sha256": tar.sha256}
+            result = dispatch.node_task(node, "node.compare", message)
+            answer = wait_for_answer(job, node, result, limit_s=NODE_STEP_LIMIT_S, what="load")
+        except NodeTaskFailed as exc:
+            answer = {"ok": False, "reason": exc.message}
+        except Exception as exc:  # the package could not be built, the broker is away, ...
+            answer = {"ok": False, "reason": str(exc)[:500]}
+    to = beside.number if beside is not None else None
+    step = NodeStep(
+        node, ok=answer.get("ok") is True, from_version=serving, to_version=to,
+        duration_s=round(time.monotonic() - started, 3), reason=_reason(answer.get("reason")),
+        fetched=bool(answer.get("fetched")),
+    )  # fmt: skip
+    if row is not None:
+        # On failure the node put its previous config back (load_alongside), so nothing is
+        # beside any more when a candidate did not load, and the old one still is when an
+        # unload failed: say what the node holds, as far as the hub knows.
+        if step.ok:
+            row.compare_version = to
+        elif beside is not None:
+            row.compare_version = None
+        row.save(update_fields=["compare_version", "updated"])
     return step
 
 
@@ -161,15 +212,15 @@ def per_node(model: Model) -> dict[str, Any]:
     ):
         if node == placement.LOCAL:
             entry: dict[str, Any] = {
-                "node": node, "version": model.serving_version,
+                "node": node, "version": model.serving_version, "beside": model.compare_version,
                 "state": "serving" if model.serving_version else "empty", "error": None,
                 "duration_s": None, "updated": None,
             }  # fmt: skip
         elif node in rows:
             entry = rows[node].to_dict()
         else:
-            entry = {"node": node, "version": None, "state": "empty", "error": None,
-                     "duration_s": None, "updated": None}  # fmt: skip
+            entry = {"node": node, "version": None, "beside": None, "state": "empty",
+                     "error": None, "duration_s": None, "updated": None}  # fmt: skip
         entry["node_state"] = states.get(node, "unknown")
         entries.append(entry)
     return {"placement": placement.of(model), "nodes": entries}
@@ -212,8 +263,9 @@ def inference_node(model: Model, version: int) -> tuple[str, str, str | None] | 
 
 
 def inference_candidates(model: Model, version: int) -> list[tuple[str, str, str | None] | None]:
-    """Every place that serves ``version`` of ``model`` now: None for ``local``, else
-    ``(node, http, grpc)`` for an up or draining node; empty for the default placement."""
+    """Every place that serves ``version`` of ``model`` now, or has it loaded beside (a
+    canary's candidate): None for ``local``, else ``(node, http, grpc)`` for an up or draining
+    node; empty for the default placement."""
     if not model.placement:
         return []
     from webapp.nodes import summaries as ops_nodes
@@ -223,9 +275,14 @@ def inference_candidates(model: Model, version: int) -> list[tuple[str, str, str
     reachable = {n["name"]: n for n in summaries if n["state"] in ("up", "draining")}
     candidates: list[tuple[str, str, str | None] | None] = []
     local = placement.LOCAL in placement.resolve(placement.of(model), summaries)
-    if local and model.serving_version == version:
+    # A canary's candidate answers beside the serving version, wherever the placement serves.
+    if local and version in (model.serving_version, model.compare_version):
         candidates.append(None)
-    rows = NodeServing.objects.filter(model=model, version=version, state=NodeServing.State.SERVING)
+    rows = NodeServing.objects.filter(
+        Q(version=version) | Q(compare_version=version),
+        model=model,
+        state=NodeServing.State.SERVING,
+    )
     for row in rows:
         triton = (reachable.get(row.node) or {}).get("triton") or {}
         if triton.get("http"):

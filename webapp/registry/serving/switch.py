@@ -11,6 +11,7 @@ next reconcile puts files and Triton back in line with the database.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from model_store.runtime.errors import TritonUnavailable
@@ -355,6 +356,9 @@ def _run_place(job: Job) -> None:
         if rollout.serving_on(model, node) != version.number:
             steps.append(rollout.place_on_node(job, model, node, version))
             rollout.log_step(job, steps[-1])
+        elif rollout.beside_on(model, node) not in (None, model.compare_version):
+            # A candidate left beside after its canary ended: the serving version alone.
+            steps.append(_beside_on(job, model, node, None))
     for row in NodeServing.objects.filter(model=model).exclude(node__in=targets):
         steps.append(rollout.unload_from_node(job, model, row.node))
         rollout.log_step(job, steps[-1])
@@ -402,21 +406,21 @@ def _run_compare(job: Job) -> None:
     model = job.model
     extra = job.params.get("compare")
     assert model.serving_version is not None
-    ok, reason = load_alongside(
-        get_store(),
-        get_runtime(timeout=SWITCH_TIMEOUT_S),
-        model.name,
-        model.serving_version,
-        extra,
-        timeout_s=SWITCH_TIMEOUT_S,
-    )
+    targets = rollout_nodes(model)
+    if targets == [placement.LOCAL]:
+        ok, reason = _beside_on_local(job, model, extra)
+    else:
+        ok, reason = _beside_on_nodes(job, model, targets, extra)
     if not ok:
         _failed(
             job,
             say(
                 "v%(extra)s did not load beside v%(serving)s: %(reason)s",
                 extra=extra, serving=model.serving_version, reason=reason,
-            ),
+            )
+            if extra is not None
+            else say("the version beside v%(serving)s was not unloaded everywhere: %(reason)s",
+                     serving=model.serving_version, reason=reason),
             "load_failed",
         )  # fmt: skip
         return
@@ -443,6 +447,62 @@ def _run_compare(job: Job) -> None:
     jobs.record_event(model=model, job=job, kind="compare", actor=job.created_by, message=message)
     jobs.finish_step(job, job.kind, say("READY"))
     jobs.succeed(job)
+
+
+def _beside_on_local(job: Job, model: Model, extra: int | None) -> tuple[bool, Said]:
+    assert model.serving_version is not None
+    ok, reason = load_alongside(
+        get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name, model.serving_version,
+        extra, timeout_s=SWITCH_TIMEOUT_S,
+    )  # fmt: skip
+    return ok, reason
+
+
+def _beside_on_nodes(
+    job: Job, model: Model, targets: list[str], extra: int | None
+) -> tuple[bool, Said]:
+    """Loads ``extra`` beside the serving version on every node of the placement, one node
+    at a time (None: unloads it everywhere). A candidate that fails to load on one node is
+    unloaded again from the nodes before it, so it answers everywhere or nowhere."""
+    version = model.versions.filter(number=extra).first() if extra is not None else None
+    done: list[str] = []
+    failed: list[rollout.NodeStep] = []
+    for node in targets:
+        step = _beside_on(job, model, node, version)
+        if step.ok:
+            done.append(node)
+            continue
+        failed.append(step)
+        if extra is not None:
+            break  # the rest were not touched; the ones before are put back below
+    if not failed:
+        return True, ""
+    if extra is not None:
+        for node in done:
+            _beside_on(job, model, node, None)
+    first = failed[0]
+    return False, say("node %(node)s: %(reason)s", node=first.node, reason=first.reason)
+
+
+def _beside_on(job: Job, model: Model, node: str, version: Version | None) -> rollout.NodeStep:
+    """One node's part of :func:`_beside_on_nodes`, logged in the job."""
+    extra = version.number if version is not None else None
+    if node == placement.LOCAL:
+        started = time.monotonic()
+        ok, reason = _beside_on_local(job, model, extra)
+        step = rollout.NodeStep(node, ok, model.serving_version, extra,
+                                round(time.monotonic() - started, 3), reason=reason)  # fmt: skip
+    else:
+        step = rollout.load_beside_on_node(job, model, node, version)
+    change = (
+        f"v{extra} beside v{step.from_version}" if extra is not None
+        else f"v{step.from_version} alone"
+    )  # fmt: skip
+    if step.ok:
+        jobs.log(job, f"Node {node}: {change} in {step.duration_s:.2f} s.")
+    else:
+        jobs.log(job, f"Node {node}: {change} FAILED: {step.reason!s}", "error")
+    return step
 
 
 def _run_load(job: Job) -> None:

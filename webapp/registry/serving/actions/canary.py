@@ -20,6 +20,7 @@ from model_store.targets import get_target
 from model_store.text import joined, say
 from webapp import dispatch
 from webapp.errors import HubError
+from webapp.nodes import summaries as ops_nodes
 from webapp.registry.catalogue.models import Model
 from webapp.registry.jobs import record as jobs
 from webapp.registry.serving import placement
@@ -29,7 +30,7 @@ from webapp.registry.serving.lock import (
     lock_busy_error,
     release_lock,
 )
-from webapp.registry.serving.models import Canary
+from webapp.registry.serving.models import Canary, NodeServing
 from webapp.registry.serving.switch import ensure_may_answer
 
 log = logging.getLogger(__name__)
@@ -196,18 +197,37 @@ def _check_model(model: Model) -> None:
             "not_supported",
             409,
         )
-    if placement.of(model) != placement.DEFAULT:
+    behind = _nodes_not_serving(model)
+    if behind:
         raise HubError(
             say(
-                "%(model)s is placed on other nodes; a canary runs on the hub's own Triton "
-                "for now (place it on local alone, or switch instead).",
-                model=model.name,
+                "A canary loads the candidate beside v%(version)s on every node of the "
+                "placement, and %(nodes)s do not serve v%(version)s now; wait for them "
+                "(reconcile places it) or serve it again.",
+                version=model.serving_version, nodes=", ".join(behind),
             ),
-            "not_supported",
+            "nodes_not_serving",
             409,
-        )
+        )  # fmt: skip
     if active_canary(model) is not None:
         raise lock_busy_error(model)
+
+
+def _nodes_not_serving(model: Model) -> list[str]:
+    """The nodes of the placement (``local`` aside) that do not serve the serving version, or
+    are not up: each must load the candidate beside it, so each must answer now."""
+    summaries = {n["name"]: n for n in ops_nodes.summaries()}
+    rows = {r.node: r for r in NodeServing.objects.filter(model=model)}
+    behind = []
+    for node in placement.resolve(placement.of(model), list(summaries.values())):
+        if node == placement.LOCAL:
+            continue
+        row = rows.get(node)
+        up = (summaries.get(node) or {}).get("state") == "up"
+        serving = row is not None and row.state == NodeServing.State.SERVING
+        if not (up and serving and row is not None and row.version == model.serving_version):
+            behind.append(node)
+    return behind
 
 
 def watch_soon(canary: Canary) -> None:

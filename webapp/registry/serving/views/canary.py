@@ -23,7 +23,7 @@ from webapp.accounts.roles import Role, require_role, role_of
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
 from webapp.registry.catalogue.models import Model
-from webapp.registry.serving import canary_traffic, placement
+from webapp.registry.serving import canary_traffic
 from webapp.registry.serving.actions import canary as canary_actions
 from webapp.registry.serving.models import Canary
 from webapp.registry.serving.switch import refusal
@@ -114,10 +114,6 @@ def _why_not(model: Model) -> str:
             "%(target)s models hold one version per Triton model, so two versions cannot "
             "share traffic: switch, and roll back if it misbehaves."
         ) % {"target": model.target}
-    if placement.of(model) != placement.DEFAULT:
-        return gettext(
-            "A canary runs on the hub's own Triton for now; this model is placed on other nodes."
-        )
     return ""
 
 
