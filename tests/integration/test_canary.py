@@ -8,14 +8,13 @@ by the watcher on its own, with a reason that names latency; no client request f
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests.fixtures.gateway_clients import Clients
 from tests.fixtures.pipeline import add_version, create_model, mlp_payload, upload, wait_for_job
 from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
@@ -70,68 +69,6 @@ def slow_mlp_bytes(seed: int, chain: int = 1500, width: int = 256) -> bytes:
     return bytes(model.SerializeToString())
 
 
-@dataclass
-class Clients:
-    """Client threads calling ``/v2/models/mlp/infer`` with a token, naming no version."""
-
-    address: str
-    key: str
-    references: dict[int, np.ndarray]
-    threads: int = 4
-    answers: list[tuple[float, int | None, str]] = field(default_factory=list)  # (t, version, why)
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def __enter__(self) -> Clients:
-        self._workers = [
-            threading.Thread(target=self._run, daemon=True) for _ in range(self.threads)
-        ]
-        for worker in self._workers:
-            worker.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for worker in self._workers:
-            worker.join(30)
-
-    def _run(self) -> None:
-        client = httpclient.InferenceServerClient(self.address, network_timeout=30)
-        given = httpclient.InferInput("x", list(X.shape), "FP32")
-        given.set_data_from_numpy(X, binary_data=True)
-        headers = {"Authorization": f"Bearer {self.key}"}
-        while not self._stop.is_set():
-            try:
-                result = client.infer("mlp", [given], headers=headers)
-                answer = result.as_numpy("y")
-                said = int(result.get_response()["model_version"])
-                computed = next(
-                    (
-                        v
-                        for v, ref in self.references.items()
-                        if np.allclose(answer, ref, atol=1e-5)
-                    ),
-                    None,
-                )
-                self.answers.append(
-                    (time.monotonic(), said, "" if computed == said else "mismatch")
-                )
-            except Exception as exc:
-                self.answers.append((time.monotonic(), None, str(exc) or type(exc).__name__))
-                client = httpclient.InferenceServerClient(self.address, network_timeout=30)
-            self._stop.wait(0.01)  # a steady client, not a flood: the stack shares two cores
-
-    def _version_of(self, answer: np.ndarray) -> int | None:
-        return next(
-            (v for v, ref in self.references.items() if np.allclose(answer, ref, atol=1e-5)), None
-        )
-
-    def failures(self) -> list[str]:
-        return [why for _, _, why in self.answers if why]
-
-    def versions_after(self, moment: float) -> set[int | None]:
-        return {v for t, v, _ in self.answers if t > moment}
-
-
 @pytest.fixture
 def three_versions(api, celery_worker, triton) -> None:  # type: ignore[no-untyped-def]
     create_model(api, "mlp")
@@ -178,7 +115,7 @@ def test_promoted_step_by_step_then_a_slow_one_rolled_back(
     # gives one (the owner's INFER_RATE_PER_MINUTE would refuse it within seconds).
     service, key = ApiToken.issue(operator, "service")
     ApiToken.objects.filter(pk=service.pk).update(rate_per_minute=0)
-    with Clients(web, key, references) as clients:
+    with Clients(web, key, references, X) as clients:
         wait_until(lambda: len(clients.answers) > 50, 60, message="no answers through /v2")
         _canary(api, 2)
         promoted = _until_ended(api, celery_worker)

@@ -7,15 +7,21 @@ each node serves, and local keeps serving.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import pytest
 
+from tests.fixtures.gateway_clients import Clients
 from tests.fixtures.multipart import multipart_file
 from tests.fixtures.pipeline import mlp_payload, mlp_traffic
 from tests.fixtures.stack import (
@@ -25,6 +31,7 @@ from tests.fixtures.stack import (
     start_node,
     start_stack,
 )
+from tests.fixtures.triton import reference_outputs
 from tests.fixtures.waiting import wait_until
 from tests.integration.test_acl_first_contact import Hub
 
@@ -130,12 +137,75 @@ def test_place_on_every_node_then_roll_out_and_back_without_a_failed_request(
 
         # b comes back (its Triton empty): its report shows the drift, reconcile places v2.
         node.wait(60)  # the node stopped itself when its Triton died
-        node, _ = start_node(env, "b", tmp_path / "node-again.log")
+        node, b_triton = start_node(env, "b", tmp_path / "node-again.log")
         wait_until(
             lambda: (_per_node(hub)["b"]["state"], _per_node(hub)["b"]["version"])
             == ("serving", 2),
             60, interval=0.5, message="b did not get v2 back after it came back",
         )  # fmt: skip
+        _canary_across_both_nodes(hub, env, b_triton)
     finally:
         interrupt(node)
         interrupt(stack)
+
+
+def _served_by(triton: str, version: int) -> int:
+    """How many calls ``triton`` answered with ``version`` of mlp (its own statistics)."""
+    url = f"http://{triton}/v2/models/mlp/versions/{version}/stats"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            stats = json.loads(answer.read())["model_stats"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 400:  # not loaded (yet): Triton answers 400 for an unknown version
+            return 0
+        raise
+    return sum(int(s["inference_stats"]["success"]["count"]) for s in stats)
+
+
+def _canary_ended(hub: Hub) -> Callable[[], dict[str, Any] | None]:
+    def ended() -> dict[str, Any] | None:
+        shown: dict[str, Any] = hub.ok("GET", "/models/mlp/canary")
+        return shown if shown["phase"] in ("promoted", "rolled_back", "aborted", "failed") else None
+
+    return ended
+
+
+def _canary_across_both_nodes(hub: Hub, env: dict[str, str], b_triton: str) -> None:
+    """v3 is loaded beside v2 on local and on b; half the unpinned calls through the hub's
+    ``/v2`` go to it, and both Tritons answer some of them; it is promoted on both, with no
+    failed call. Then a canary of v1 is aborted: it leaves both nodes."""
+    _add_version(hub, 3)
+    local_triton = f"127.0.0.1:{env['HUB_TRITON_HTTP_PORT']}"
+    # A service's token, with no per-minute limit of its own (production traffic).
+    key = manage_token(env, "apitoken", "svc", "--role", "operator", "--rate-per-minute", "0")
+    x = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
+    references = {v: reference_outputs(mlp_payload(v), x) for v in (1, 2, 3)}
+    plan = {"version": 3, "steps": [50, 100], "step_seconds": 5, "max_error_rate": 0.05,
+            "max_p99_ratio": 50, "min_requests": 20}  # fmt: skip
+    with Clients(f"127.0.0.1:{env['HUB_PORT']}", key, references, x) as clients:
+        wait_until(lambda: len(clients.answers) > 20, 60, message="no answers through /v2")
+        assert hub.call("POST", "/models/mlp/canary", plan)[0] == 202
+        wait_until(lambda: all(_served_by(t, 3) > 0 for t in (local_triton, b_triton)), 60,
+                   interval=0.5, message="the candidate did not answer on both nodes")  # fmt: skip
+        beside = {n: s.get("beside") for n, s in _per_node(hub).items()}
+        ended = wait_until(_canary_ended(hub), 120, interval=0.5, message="it did not end")
+    assert ended["state"] == "promoted", ended
+    (passed,) = [d for d in ended["decisions"] if d["verdict"] == "pass"]
+    ours, theirs = passed["candidate"]["requests"], passed["serving"]["requests"]
+    assert abs(100 * ours / (ours + theirs) - 50) <= 10, passed  # the share across both nodes
+    assert beside == {"local": 3, "b": 3}, beside
+    assert clients.failures() == [], clients.failures()[:5]
+    print(f"{len(clients.answers)} calls through /v2 during the canary, none failed")
+    assert {n: (s["version"], s["beside"]) for n, s in _per_node(hub).items()} == {
+        "local": (3, None), "b": (3, None),
+    }  # fmt: skip
+
+    aborted = dict(plan, version=1, step_seconds=600)
+    assert hub.call("POST", "/models/mlp/canary", aborted)[0] == 202
+    wait_until(lambda: _per_node(hub)["b"]["beside"] == 1, 60, interval=0.5,
+               message="v1 was not loaded beside on b")  # fmt: skip
+    assert hub.call("POST", "/models/mlp/canary/abort")[0] == 202
+    ended = wait_until(_canary_ended(hub), 60, interval=0.5, message="the abort did not end it")
+    assert ended["state"] == "aborted", ended
+    wait_until(lambda: {s["beside"] for s in _per_node(hub).values()} == {None}, 60,
+               interval=0.5, message="v1 stayed beside after the abort")  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.nodes import Node_
+from tests.fixtures.users import signed_in
 from tests.unit.test_canary_life import PLAN
 from tests.unit.test_canary_life import model as model  # the fixture
 from webapp.registry.catalogue.models import Model
@@ -124,3 +125,11 @@ def test_a_candidate_left_beside_after_its_canary_is_cleared_by_reconcile(model)
     _placed_on_b(model, compare_version=2)  # the model records nothing beside
     assert _place_on_nodes_that_miss_it() == [model.name]
     assert Job.objects.get(kind=Job.Kind.PLACE).params["missing"] == ["b"]
+
+
+def test_the_nodes_card_shows_what_is_loaded_beside(model, operator) -> None:
+    _placed_on_b(model, compare_version=2)
+    Model.objects.filter(pk=model.pk).update(compare_version=2)
+    page = signed_in(operator).get(f"/models/{model.name}/").content.decode()
+    row = page[page.index('id="model-node-b"') :]
+    assert "v1 <small" in row[:600] and "+ v2 beside" in row[:600]

@@ -168,8 +168,7 @@ def test_the_node_worker_loads_neither_django_nor_webapp(tmp_path: Path) -> None
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
-        "['node.build', 'node.compare', 'node.place', 'node.probe', 'node.trial', "
-        "'node.unload']"
+        "['node.build', 'node.compare', 'node.place', 'node.probe', 'node.trial', 'node.unload']"
     )
 
 
