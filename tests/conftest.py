@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.fixtures.openapi",
     "tests.fixtures.api",
     "tests.fixtures.web",
+    "tests.fixtures.sso",
     # The suites: heavy ones skipped on request, workers of a parallel run kept apart, heavy
     # tests grouped, each suite's time reported.
     "tests.fixtures.suites",

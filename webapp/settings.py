@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "webapp.registry",
     "webapp.ops",
     "webapp.nodes",
+    "webapp.sso",
 ]
 
 MIDDLEWARE = [
@@ -110,6 +111,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "webapp.accounts.context.role",
                 "webapp.ops.health.banner",
+                "webapp.sso.context.sign_in_options",
             ],
         },
     },
@@ -203,7 +205,28 @@ TOKEN_DEFAULT_DAYS = env_int("TOKEN_DEFAULT_DAYS", default=90, minimum=1)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Sessions of people who signed in through the directory (webapp/sso/).
+    "webapp.sso.backends.DirectoryBackend",
 ]
+
+# --- Single sign-on (docs/sso.md) ---------------------------------------------------------------
+# OpenID Connect is on when OIDC_ISSUER is set: the provider's address, whose
+# /.well-known/openid-configuration must name exactly this issuer. https:// only (http:// on a
+# loopback address, for tests).
+OIDC_ISSUER = env_str("OIDC_ISSUER")
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_CLIENT_SECRET = env_secret("OIDC_CLIENT_SECRET", default="")
+OIDC_SCOPES = env_str("OIDC_SCOPES") or "openid profile email"
+# The ID token's (or userinfo's) claim that lists the person's groups.
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM") or "groups"
+# The name on the sign-in page's button: "Sign in with <name>".
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME") or "OpenID Connect"
+OIDC_TIMEOUT_SECONDS = env_int("OIDC_TIMEOUT_SECONDS", default=10, minimum=1)
+# ";"-separated GROUP=ROLE entries (the role follows the last "="): directory groups to roles.
+SSO_ROLE_MAP = env_str("SSO_ROLE_MAP")
+# An SSO user's API tokens stop working this many seconds after the directory last vouched for
+# them (their last sign-in through it); a day by default.
+SSO_TOKEN_MAX_AGE = env_int("SSO_TOKEN_MAX_AGE", default=86_400, minimum=60)
 
 # --- Model store and Triton -------------------------------------------------------------------
 MODEL_STORE_ROOT = Path(env_str("MODEL_STORE_ROOT", str(VAR_DIR / "store"))).resolve()

@@ -24,6 +24,7 @@ from webapp.registry.serving.views import switch as switch_views
 from webapp.registry.tryit.views import labels as labels_views
 from webapp.registry.tryit.views import page as try_views
 from webapp.registry.tryit.views import partials as try_partial_views
+from webapp.sso import views as sso_views
 
 handler404 = "webapp.api.views.not_found"
 handler500 = "webapp.api.views.server_error"
@@ -32,6 +33,8 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="models", permanent=False)),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     # Signing out is the one thing a user without a role may do (see webapp.accounts.auth).
+    path("sso/oidc/", sso_views.oidc_start, name="sso-oidc-start"),
+    path("sso/oidc/callback/", sso_views.oidc_callback, name="sso-oidc-callback"),
     path("logout/", role_not_required(auth_views.LogoutView.as_view()), name="logout"),
     # The header's language switcher and the scripts' translations (docs/i18n.md); both are
     # reached from the sign-in page too.

@@ -313,6 +313,8 @@ def _wrap(path_view: PathView, public: bool) -> Callable[..., HttpResponseBase]:
             request._body = b"{}"  # no body: no fields, so each missing one is named
         return ninja_view(request, *args, **kwargs)
 
+    if getattr(path_view.operations[0].view_func, "_hub_any_role", False):
+        view.role_required = False  # type: ignore[attr-defined]
     if public:
         view.login_required = False  # type: ignore[attr-defined]
         view.csrf_exempt = True  # type: ignore[attr-defined]
@@ -325,6 +327,12 @@ _views: dict[str, Callable[..., HttpResponseBase]] = {}
 def public(view: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a handler anyone may call, signed in or not (with ``auth=None``): no CSRF either."""
     view._hub_public = True  # type: ignore[attr-defined]
+    return view
+
+
+def any_role(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a handler a signed-in caller may call without a role (with ``auth=None``)."""
+    view._hub_any_role = True  # type: ignore[attr-defined]
     return view
 
 

@@ -4,6 +4,7 @@ from webapp.api import (
     app,
     canary,
     diagnostics,
+    me,
     memory,
     metrics,
     nodes,
@@ -25,6 +26,7 @@ app.add_routers(
     canary.router,
     tryit.router,
     tokens.router,
+    me.router,
     nodes.router,
     tuning.router,
 )

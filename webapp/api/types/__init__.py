@@ -106,6 +106,7 @@ from webapp.api.types.serving import (
     WaitQuery,
 )
 from webapp.api.types.tokens import (
+    Me,
     NewToken,
     TokenExpiryIn,
     TokenIn,
@@ -200,6 +201,7 @@ __all__ = [
     "LabelsOut",
     "Live",
     "LogLine",
+    "Me",
     "MemoryEstimate",
     "MemoryQuery",
     "MetricPoint",

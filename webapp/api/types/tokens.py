@@ -66,3 +66,11 @@ class NewToken(TokenOut):
 
 class TokenList(Out):
     tokens: list[TokenOut]
+
+
+class Me(Out):
+    username: str
+    role: str | None = Field(description="viewer, operator or admin; null: no role yet")
+    source: str = Field(
+        description="How the caller signed in: local, ldap, oidc, or token (an API token)"
+    )
