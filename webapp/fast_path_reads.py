@@ -21,6 +21,7 @@ from webapp.nodes import tokens as node_scope
 from webapp.ops.metrics_store import record_client_call
 from webapp.registry.catalogue.models import Model
 from webapp.registry.serving.rollout import inference_candidates
+from webapp.sso.tokens import vouched_until
 
 
 class DjangoReads:
@@ -40,10 +41,13 @@ class DjangoReads:
             role = min(role, Role.parse(token.scope))
         if role is Role.NONE:
             return None
+        # An SSO user's tokens end SSO_TOKEN_MAX_AGE after their last sign-in: the earlier of
+        # the two ends is the grant's (past it, Django's path answers and says why).
+        ends = [t.timestamp() for t in (token.expires, vouched_until(token.user)) if t]
         return Grant(
             user_key=str(token.user.pk),
             token_pk=token.pk,
-            expires=token.expires.timestamp() if token.expires else None,
+            expires=min(ends) if ends else None,
             read_at=time.time(),
             touched_at=token.last_used.timestamp() if token.last_used else 0.0,
             rate_per_minute=token.rate_per_minute,

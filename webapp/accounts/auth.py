@@ -26,6 +26,7 @@ from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
 from webapp.errors import json_error
 from webapp.nodes import tokens as node_scope
+from webapp.sso.tokens import vouched_until
 
 API_PREFIX = "/api/"
 ADMIN_PREFIX = "/admin/"
@@ -111,6 +112,16 @@ class TokenAuthenticationMiddleware:
                 401,
             )
         user = token.user
+        vouched = vouched_until(user)
+        if vouched is not None and vouched <= now:
+            return json_error(
+                gettext(
+                    "This account signs in through the company's directory, and has not for "
+                    "longer than SSO_TOKEN_MAX_AGE: sign in again to use its API tokens."
+                ),
+                "sso_sign_in_needed",
+                401,
+            )
         node = node_scope.node_of(token.scope)
         if node is not None:
             refused = node_scope.refusal(node, request)
