@@ -13,23 +13,25 @@ from webapp.sso.role_map import RoleMap, RoleMapError, parse
 
 def checked_settings() -> None:
     """Raises ImproperlyConfigured for a sign-in setting that cannot be used."""
-    oidc_provider.cache_clear()
-    role_map.cache_clear()
     role_map()
     oidc_provider()
 
 
-@functools.cache
 def role_map() -> RoleMap:
+    return _role_map(settings.SSO_ROLE_MAP)
+
+
+@functools.lru_cache(maxsize=8)
+def _role_map(text: str) -> RoleMap:
     try:
-        return parse(settings.SSO_ROLE_MAP)
+        return parse(text)
     except RoleMapError as exc:
         raise ImproperlyConfigured(str(exc)) from None
 
 
-@functools.cache
 def oidc_provider() -> Provider | None:
-    """The OpenID Connect provider, or None when OIDC_ISSUER is not set."""
+    """The OpenID Connect provider, or None when OIDC_ISSUER is not set (read each time, so
+    a changed setting, as tests make, is never hidden by a cache)."""
     issuer = settings.OIDC_ISSUER
     if not issuer:
         return None
