@@ -65,12 +65,22 @@ define install
 	fi
 endef
 
-$(RUN_STAMP): requirements.txt constraints.txt
+# LDAP sign-in's python-ldap builds against OpenLDAP (docs/sso.md#ldap): installed where its
+# headers are (Debian: libldap2-dev libsasl2-dev), else left out with a note, and a hub with
+# LDAP_SERVER_URI set says at start what to install.
+LDAP_HEADERS := $(and $(wildcard /usr/include/ldap.h),$(wildcard /usr/include/sasl/sasl.h))
+define install_ldap
+$(if $(LDAP_HEADERS),$(call install,requirements-ldap.txt),@echo "LDAP sign-in left out: OpenLDAP's headers are missing (apt install libldap2-dev libsasl2-dev, then make again)")
+endef
+
+$(RUN_STAMP): requirements.txt requirements-ldap.txt constraints.txt
 	$(call install,requirements.txt)
+	$(install_ldap)
 	@touch $@
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-ldap.txt constraints.txt
 	$(call install,requirements-dev.txt)
+	$(install_ldap)
 	@touch $@ $(RUN_STAMP)
 
 # The images docker-compose.yml names, built on this host (deploy/images/build.py,

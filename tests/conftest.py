@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.fixtures.api",
     "tests.fixtures.web",
     "tests.fixtures.sso",
+    "tests.fixtures.ldap_directory",
     # The suites: heavy ones skipped on request, workers of a parallel run kept apart, heavy
     # tests grouped, each suite's time reported.
     "tests.fixtures.suites",

@@ -25,6 +25,7 @@ app = Celery(
         "workers.tasks.perf",
         "workers.tasks.metrics",
         "workers.tasks.uploads",
+        "workers.tasks.sso",
         "workers.tasks.adopt",
     ],
 )

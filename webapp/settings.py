@@ -204,8 +204,11 @@ AXES_VERBOSE = False
 TOKEN_DEFAULT_DAYS = env_int("TOKEN_DEFAULT_DAYS", default=90, minimum=1)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-    # Sessions of people who signed in through the directory (webapp/sso/).
+    # Local accounts: Django's password check, limited by LOCAL_SIGN_IN.
+    "webapp.sso.backends.LocalBackend",
+    # LDAP through the sign-in form, when LDAP_SERVER_URI is set (django-auth-ldap).
+    "webapp.sso.backends.LdapBackend",
+    # Sessions of people who signed in through OpenID Connect (webapp/sso/).
     "webapp.sso.backends.DirectoryBackend",
 ]
 
@@ -227,6 +230,33 @@ SSO_ROLE_MAP = env_str("SSO_ROLE_MAP")
 # An SSO user's API tokens stop working this many seconds after the directory last vouched for
 # them (their last sign-in through it); a day by default.
 SSO_TOKEN_MAX_AGE = env_int("SSO_TOKEN_MAX_AGE", default=86_400, minimum=60)
+# LDAP sign-in through the normal form is on when LDAP_SERVER_URI is set (ldap:// or ldaps://).
+# The hub binds as LDAP_BIND_DN to find the person under LDAP_USER_SEARCH_BASE with
+# LDAP_USER_FILTER (%(user)s is what they typed, escaped), then binds as them.
+LDAP_SERVER_URI = env_str("LDAP_SERVER_URI")
+LDAP_BIND_DN = env_str("LDAP_BIND_DN")
+LDAP_BIND_PASSWORD = env_secret("LDAP_BIND_PASSWORD", default="")
+LDAP_USER_SEARCH_BASE = env_str("LDAP_USER_SEARCH_BASE")
+LDAP_USER_FILTER = env_str("LDAP_USER_FILTER") or "(uid=%(user)s)"
+# Groups are searched under LDAP_GROUP_SEARCH_BASE; LDAP_GROUP_TYPE says how they list members:
+# groupOfNames (member DNs), groupOfUniqueNames (uniqueMember DNs), posixGroup (memberUid), or
+# activeDirectory (objectClass group, member DNs).
+LDAP_GROUP_SEARCH_BASE = env_str("LDAP_GROUP_SEARCH_BASE")
+LDAP_GROUP_TYPE = env_str("LDAP_GROUP_TYPE") or "groupOfNames"
+LDAP_START_TLS = env_bool("LDAP_START_TLS", default=False)
+# A PEM file of the CA that signed the directory's certificate (ldaps:// or StartTLS); empty
+# trusts the system's CAs. The certificate is always checked.
+LDAP_CA_FILE = env_str("LDAP_CA_FILE")
+# Each connect and each directory operation gives up after this many seconds.
+LDAP_TIMEOUT_SECONDS = env_int("LDAP_TIMEOUT_SECONDS", default=5, minimum=1)
+# How often the workers ask the directory whether LDAP users are still there and in which
+# groups; their API tokens stop 15 minutes after the last answer that vouched for them.
+LDAP_RECHECK_SECONDS = env_int("LDAP_RECHECK_SECONDS", default=300, minimum=60)
+# "everyone" (default): every local account may sign in with its password. "admins": only
+# local accounts with the admin role, and those named in LOCAL_SIGN_IN_ACCOUNTS (a break-glass
+# account), the rest sign in through the directory.
+LOCAL_SIGN_IN = env_str("LOCAL_SIGN_IN") or "everyone"
+LOCAL_SIGN_IN_ACCOUNTS = env_list("LOCAL_SIGN_IN_ACCOUNTS", default=[])
 
 # --- Model store and Triton -------------------------------------------------------------------
 MODEL_STORE_ROOT = Path(env_str("MODEL_STORE_ROOT", str(VAR_DIR / "store"))).resolve()
@@ -390,6 +420,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "workers.tasks.uploads.remove_abandoned",
         "schedule": 3600.0,
         "options": {"expires": 3600.0},
+    },
+    # Only does anything with LDAP_SERVER_URI set (webapp/sso/recheck.py).
+    "recheck-directory": {
+        "task": "workers.tasks.sso.recheck_directory",
+        "schedule": float(LDAP_RECHECK_SECONDS),
+        "options": {"expires": float(LDAP_RECHECK_SECONDS)},
     },
     "scrape-metrics": {
         "task": "workers.tasks.metrics.scrape",

@@ -24,6 +24,7 @@ from webapp.registry.serving.views import switch as switch_views
 from webapp.registry.tryit.views import labels as labels_views
 from webapp.registry.tryit.views import page as try_views
 from webapp.registry.tryit.views import partials as try_partial_views
+from webapp.sso import forms as sso_forms
 from webapp.sso import views as sso_views
 
 handler404 = "webapp.api.views.not_found"
@@ -31,7 +32,7 @@ handler500 = "webapp.api.views.server_error"
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="models", permanent=False)),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", sso_forms.SignInView.as_view(), name="login"),
     # Signing out is the one thing a user without a role may do (see webapp.accounts.auth).
     path("sso/oidc/", sso_views.oidc_start, name="sso-oidc-start"),
     path("sso/oidc/callback/", sso_views.oidc_callback, name="sso-oidc-callback"),

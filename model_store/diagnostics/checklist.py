@@ -18,6 +18,7 @@ from model_store.diagnostics.cann_checks import check_atc, check_atc_python, che
 from model_store.diagnostics.context import STATES, TITLES, Check, DiagnosticsContext
 from model_store.diagnostics.device_checks import check_davinci_devices, check_npu_smi
 from model_store.diagnostics.ge_backend_checks import check_npu_ge_backend
+from model_store.diagnostics.sign_in_checks import check_ldap_bind, check_oidc_discovery
 from model_store.diagnostics.triton_checks import (
     check_load_failures,
     check_stuck_loading,
@@ -46,6 +47,8 @@ HUB_CHECKS: list[tuple[str, CheckFn]] = [
     ("triton_access", check_triton_access),
     ("stuck_loading", check_stuck_loading),
     ("load_failures", check_load_failures),
+    ("oidc_discovery", check_oidc_discovery),
+    ("ldap_bind", check_ldap_bind),
 ]
 #: The whole checklist, in the order a person would work through it.
 CHECKS: list[tuple[str, CheckFn]] = HOST_CHECKS + HUB_CHECKS

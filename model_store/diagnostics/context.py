@@ -97,6 +97,11 @@ class DiagnosticsContext:
         dev_dir: Where device nodes live.
         ascend_root: Where CANN and the driver are installed by default.
         timeout: Seconds any one subprocess may take.
+        oidc_issuer / oidc_probe: The OpenID Connect issuer, and a call that reads its
+            discovery document and keys (what it found in a line; raises when it cannot);
+            ``None`` when OIDC sign-in is not set up.
+        ldap_uri / ldap_probe: The LDAP server, and a call that binds as the service account
+            and reads the user search base (who it bound as); ``None`` without LDAP sign-in.
     """
 
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -115,6 +120,10 @@ class DiagnosticsContext:
     dev_dir: Path = Path("/dev")
     ascend_root: Path = Path("/usr/local/Ascend")
     timeout: float = COMMAND_TIMEOUT
+    oidc_issuer: str = ""
+    oidc_probe: Callable[[], str] | None = None
+    ldap_uri: str = ""
+    ldap_probe: Callable[[], str] | None = None
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def _once(self, key: str, compute: Callable[[], Any]) -> Any:
@@ -180,6 +189,8 @@ TITLES: dict[str, Message] = {
     "triton_access": say("Triton repository API restricted to the hub"),
     "stuck_loading": say("Models stuck LOADING"),
     "load_failures": say("Model load failures"),
+    "oidc_discovery": say("OpenID Connect provider"),
+    "ldap_bind": say("LDAP directory bind"),
 }
 
 

@@ -61,7 +61,7 @@ def test_each_node_has_its_section_after_the_hubs_local_first(
     assert 'href="/diagnostics/?node=b"' in b_section
     # The line above counts the hub's checks and every node's.
     summary = page.split('id="diagnostics-summary">', 1)[1].split("<", 1)[0]
-    assert summary.startswith("11 checks:"), summary  # 4 hub + 6 local + 1 of b
+    assert summary.startswith("13 checks:"), summary  # 6 hub + 6 local + 1 of b
 
 
 def test_one_node_alone(viewer_client: Client, two_nodes: Node_) -> None:

@@ -24,7 +24,14 @@ from tests.fixtures.users import token_for
 from webapp.nodes import host_reports
 
 HOST_IDS = ["cann_env", "atc", "atc_python", "npu_ge_backend", "davinci_devices", "npu_smi"]
-HUB_IDS = ["triton_reachable", "triton_access", "stuck_loading", "load_failures"]
+HUB_IDS = [
+    "triton_reachable",
+    "triton_access",
+    "stuck_loading",
+    "load_failures",
+    "oidc_discovery",
+    "ldap_bind",
+]
 NO_NPUS = {"available": False, "npus": [], "reason": "npu-smi not found on PATH"}
 
 

@@ -162,7 +162,7 @@ def test_in_english_the_page_and_the_api_read_as_before(
         "details",
         "ran_on",
     }
-    assert body["summary_line"].startswith("10 checks: ")
+    assert body["summary_line"].startswith("12 checks: ")
 
 
 def test_a_stored_report_of_plain_words_shows_as_stored(

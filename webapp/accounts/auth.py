@@ -116,8 +116,9 @@ class TokenAuthenticationMiddleware:
         if vouched is not None and vouched <= now:
             return json_error(
                 gettext(
-                    "This account signs in through the company's directory, and has not for "
-                    "longer than SSO_TOKEN_MAX_AGE: sign in again to use its API tokens."
+                    "This account signs in through the company's directory, which has not "
+                    "vouched for it recently (no sign-in within SSO_TOKEN_MAX_AGE, or LDAP no "
+                    "longer finds it): sign in again to use its API tokens."
                 ),
                 "sso_sign_in_needed",
                 401,

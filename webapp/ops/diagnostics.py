@@ -41,6 +41,7 @@ from webapp.nodes import host_reports
 from webapp.nodes import summaries as nodes
 from webapp.ops.triton import get_runtime
 from webapp.ops.triton_files import triton_log_path
+from webapp.sso.probes import sign_in_context
 from webapp.text import localize, localized
 
 #: Where each check ran, as the page and the API name it (``ran_on``).
@@ -79,6 +80,7 @@ def run_hub_checks() -> dict[str, Any]:
             repository_index_without_key=anyone.repository_index,
             api_key_set=bool(settings.TRITON_API_KEY),
             triton_log_path=triton_log_path(),
+            **sign_in_context(),
         )
         checks = run_checks(ctx, HUB_CHECKS)
     finally:

@@ -40,9 +40,10 @@ class Person:
     groups: tuple[str, ...]
 
 
-def sign_in(person: Person) -> Identity:
+def sign_in(person: Person, login: str = "") -> Identity:
     """The identity (and user) for ``person``, made or updated, with their role now; one line
-    in the audit trail saying who, through what, and the role given."""
+    in the audit trail saying who, through what, and the role given. ``login``: the name an
+    LDAP user typed, kept for the re-check."""
     role = role_map().role_for(person.groups)
     now = timezone.now()
     with transaction.atomic():
@@ -62,6 +63,8 @@ def sign_in(person: Person) -> Identity:
         user.email, user.first_name, user.last_name = person.email, first[:150], last[:150]
         user.save(update_fields=["email", "first_name", "last_name", "password"])
         _set_role(user, role)
+        if login:
+            identity.login = login[:254]
         identity.groups = list(person.groups)[:1000]
         identity.role = role or ""
         identity.signed_in = identity.vouched = now
@@ -75,6 +78,42 @@ def sign_in(person: Person) -> Identity:
         data={"source": person.source, "issuer": person.issuer, "role": role,
               "groups": list(person.groups)[:50]},
     )  # fmt: skip
+    return identity
+
+
+def recheck(person: Person) -> Identity:
+    """The directory still knows ``person`` (an LDAP re-check): their groups and role as it
+    says now, and vouched for from now. A changed role is written to the audit trail; the
+    identity must exist (a re-check never makes an account).
+
+    Raises:
+        Identity.DoesNotExist: Nobody signed in as ``person`` before.
+    """
+    role = role_map().role_for(person.groups)
+    with transaction.atomic():
+        identity = (
+            Identity.objects.select_for_update()
+            .select_related("user")
+            .get(source=person.source, issuer=person.issuer, subject=person.subject)
+        )
+        before = identity.role or None
+        if role != before:
+            _set_role(identity.user, role)
+        identity.groups = list(person.groups)[:1000]
+        identity.role = role or ""
+        identity.vouched = timezone.now()
+        identity.save(update_fields=["groups", "role", "vouched"])
+    if role != before:
+        user = identity.user
+        record_event(
+            "user.role_changed",
+            say("The directory now gives %(user)s the role %(role)s (was %(before)s).",
+                user=user.get_username(), role=role or say("none (no mapped group)"),
+                before=before or say("none (no mapped group)")),
+            actor=None,
+            data={"source": person.source, "role": role, "before": before,
+                  "groups": list(person.groups)[:50]},
+        )  # fmt: skip
     return identity
 
 

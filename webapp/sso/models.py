@@ -25,6 +25,9 @@ class Identity(models.Model):
     issuer = models.CharField(max_length=500)
     #: OIDC ``sub``, or the LDAP entry's DN: stable where a user name may be reused.
     subject = models.CharField(max_length=500)
+    #: LDAP: the name the person signs in with (what the user filter matches), for the
+    #: re-check; empty for OIDC.
+    login = models.CharField(max_length=254, blank=True)
     groups = models.JSONField(default=list, blank=True)
     role = models.CharField(max_length=16, blank=True)
     signed_in = models.DateTimeField()

@@ -66,6 +66,9 @@ def parse(text: str) -> RoleMap:
 def _key(group: str) -> str:
     """How a group is compared: a DN (it holds ``=``) normalised, a plain name as it is."""
     group = group.strip()
-    if "=" in group:
-        return _DN_SPACES.sub(r"\1", group).lower()
-    return group
+    return dn_key(group) if "=" in group else group
+
+
+def dn_key(dn: str) -> str:
+    """A DN as LDAP compares it (case and the spaces around ``,`` and ``=`` do not count)."""
+    return _DN_SPACES.sub(r"\1", dn.strip()).lower()

@@ -97,7 +97,8 @@ class Diagnostic(Out):
     id: str = Field(
         description="On the host (from its worker's report): cann_env, atc, atc_python, "
         "npu_ge_backend, davinci_devices, npu_smi. From the hub (run by the web): "
-        "triton_reachable, triton_access, stuck_loading, load_failures."
+        "triton_reachable, triton_access, stuck_loading, load_failures, oidc_discovery, "
+        "ldap_bind."
     )
     title: str
     state: DiagnosticState
