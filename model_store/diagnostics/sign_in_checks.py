@@ -54,9 +54,10 @@ def check_ldap_bind(ctx: DiagnosticsContext) -> Check:
             "failing",
             say("The directory at %(uri)s refused or did not answer the service account's bind "
                 "and search: %(error)s", uri=ctx.ldap_uri, error=str(exc)[:300]),
-            say("Check LDAP_SERVER_URI, LDAP_BIND_DN and LDAP_BIND_PASSWORD, LDAP_USER_SEARCH_BASE, "
-                "and for TLS LDAP_CA_FILE. Until then LDAP users cannot sign in, and their API "
-                "tokens stop 15 minutes after the last re-check; local accounts still work."),
+            say("Check LDAP_SERVER_URI, LDAP_BIND_DN and LDAP_BIND_PASSWORD, "
+                "LDAP_USER_SEARCH_BASE, and for TLS LDAP_CA_FILE. Until then LDAP users cannot "
+                "sign in, and their API tokens stop 15 minutes after the last re-check; local "
+                "accounts still work."),
         )  # fmt: skip
     return make_check(
         "ldap_bind",

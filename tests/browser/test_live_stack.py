@@ -1,5 +1,9 @@
 """The whole embedded stack as `make run` starts it, seen from Chromium: a state pushed by the
-Celery beat/worker travels through Redis and the web server's websocket to the open page."""
+Celery beat/worker travels through Redis and the web server's websocket to the open page.
+
+The stack runs as a second one beside another would (every HUB_* port and HUB_VAR_DIR its own,
+HUB_ADMIN_PASSWORD set) with the sign-in settings too: OpenID Connect and LDAP against real
+providers, local sign-in for admins only. All of them hold together."""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import pytest
 from playwright.sync_api import Page
 
 from model_store import spawn
+from tests.fixtures.ldap_directory import GROUPS, Directory
+from tests.fixtures.sso import Provider
 from tests.fixtures.stack import ROOT, fresh_machine_env, wait_for_line
 from tests.fixtures.waiting import wait_until
 
@@ -20,8 +26,17 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def stack(tmp_path: Path):
+def stack(tmp_path: Path, oidc_provider: Provider, ldap_directory: Directory):
     env = fresh_machine_env(tmp_path / "var")
+    env |= {name: str(value) for name, value in ldap_directory.settings().items()}
+    env |= {
+        "OIDC_ISSUER": oidc_provider.issuer,
+        "OIDC_CLIENT_ID": "triton-hub",
+        "OIDC_CLIENT_SECRET": "hub-secret",
+        "OIDC_PROVIDER_NAME": "Example ID",
+        "SSO_ROLE_MAP": f"ml-ops=operator;cn=ml-admins,{GROUPS}=admin",
+        "LOCAL_SIGN_IN": "admins",
+    }
     log = tmp_path / "stack.log"
     with log.open("wb") as out:
         proc = spawn.start(
@@ -36,12 +51,14 @@ def stack(tmp_path: Path):
         proc.wait(90)
 
 
-def test_server_state_is_pushed_live_over_the_websocket(page: Page, stack) -> None:
+def test_server_state_is_pushed_live_over_the_websocket(
+    page: Page, stack, oidc_provider: Provider
+) -> None:
     base, password = stack
     page.goto(f"{base}/login/")
     page.get_by_label("User name").fill("admin")
     page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("button", name="Sign in", exact=True).click()
     page.wait_for_url(f"{base}/models/")
     page.goto(f"{base}/server/")
     page.evaluate(
@@ -56,3 +73,24 @@ def test_server_state_is_pushed_live_over_the_websocket(page: Page, stack) -> No
         message="no server state was pushed",
     )  # fmt: skip
     assert page.evaluate("window.__pushed[0]") == {"live": True, "ready": True}
+
+    # The same stack signs people in through LDAP and through the OpenID Connect provider.
+    page.context.clear_cookies()
+    page.goto(f"{base}/login/")
+    page.get_by_label("User name").fill("ana")
+    page.get_by_label("Password").fill("ana-pass-1")
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    page.wait_for_url(f"{base}/models/")
+    assert page.evaluate("fetch('/api/v1/me').then(r => r.json())") == {
+        "username": "ana", "role": "admin", "source": "ldap",
+    }  # fmt: skip
+    page.context.clear_cookies()
+    oidc_provider.person("bo-sub", preferred_username="bo", groups=["ml-ops"])
+    page.goto(f"{base}/login/")
+    page.get_by_role("button", name="Sign in with Example ID").click()
+    page.get_by_placeholder("sub").fill("bo-sub")
+    page.get_by_role("button", name="Authorize").click()
+    page.wait_for_url(f"{base}/models/")
+    assert page.evaluate("fetch('/api/v1/me').then(r => r.json())") == {
+        "username": "bo", "role": "operator", "source": "oidc",
+    }  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 from django.conf import settings
 
@@ -41,7 +42,14 @@ def ldap_probe() -> Callable[[], str] | None:
     return probe
 
 
-def sign_in_context() -> dict[str, object]:
+class SignInContext(TypedDict):
+    oidc_issuer: str
+    oidc_probe: Callable[[], str] | None
+    ldap_uri: str
+    ldap_probe: Callable[[], str] | None
+
+
+def sign_in_context() -> SignInContext:
     """The DiagnosticsContext fields of the sign-in checks."""
     return {
         "oidc_issuer": settings.OIDC_ISSUER,

@@ -10,7 +10,6 @@ from django.core.exceptions import ImproperlyConfigured
 from webapp.sso.oidc import Provider, check_issuer_url
 from webapp.sso.role_map import RoleMap, RoleMapError, parse
 
-
 #: LDAP_GROUP_TYPE's values (webapp/sso/directory.py says what each means).
 LDAP_GROUP_TYPES = ("groupOfNames", "groupOfUniqueNames", "posixGroup", "activeDirectory")
 LOCAL_SIGN_IN_VALUES = ("everyone", "admins")
