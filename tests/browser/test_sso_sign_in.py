@@ -63,6 +63,14 @@ def test_sign_in_through_ldap_with_the_form(
     expect(header).to_contain_text("ana")
     expect(header).to_contain_text("admin")
     page.screenshot(path=str(screenshot_dir / "signed-in-ldap.png"), full_page=True)
+    # An admin sees the directory's bind checked on the Diagnostics page.
+    page.goto(f"{base}/diagnostics/")
+    row = page.locator("#check-ldap_bind")
+    expect(row).to_have_attribute("data-state", "ok")
+    expect(row).to_contain_text("accepted the bind as cn=hub")
+    expect(page.locator("#check-oidc_discovery")).to_have_attribute("data-state", "not_applicable")
+    row.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir / "diagnostics-ldap.png"), full_page=True)
 
     # The directory goes away: the page says so, rather than "wrong password".
     page.context.clear_cookies()

@@ -219,7 +219,7 @@ def test_the_recheck_follows_the_directory_and_stops_tokens_of_people_removed(
     from webapp.sso.recheck import recheck_directory
 
     _configure(settings, ldap_directory)
-    _sign_in("ana", "ana-pass-1")
+    session, _ = _sign_in("ana", "ana-pass-1")
     _sign_in("bo", "bo-pass-1")
     ana = Identity.objects.get(user__username="ana")
     token = token_for(ana.user)
@@ -241,6 +241,7 @@ def test_the_recheck_follows_the_directory_and_stops_tokens_of_people_removed(
     Identity.objects.filter(pk=ana.pk).update(vouched=ana.vouched - timedelta(minutes=16))
     answer = Client().get("/api/v1/me", **headers)
     assert answer.status_code == 401 and answer.json()["code"] == "sso_sign_in_needed"
+    assert session.get("/api/v1/me").status_code == 401  # the open session ended too
     _, answer = _sign_in("ana", "ana-pass-1")
     assert "do not match" in answer.content.decode()
 

@@ -21,8 +21,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.backends import BaseBackend, ModelBackend
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from webapp.accounts.roles import Role, role_of
+from webapp.sso.tokens import vouched_until
 
 
 def local_sign_in_allowed(user: Any) -> bool:
@@ -77,7 +79,13 @@ class LdapBackend(BaseBackend):
         return user if isinstance(user, User) else None
 
     def get_user(self, user_id: int) -> User | None:
-        return _active_user(user_id)
+        """The session's user while the directory vouches for them: someone the re-check no
+        longer finds loses an open session when their API tokens stop (webapp/sso/tokens.py)."""
+        user = _active_user(user_id)
+        if user is None:
+            return None
+        until = vouched_until(user)
+        return user if until is None or until > timezone.now() else None
 
 
 class DirectoryBackend(BaseBackend):
