@@ -43,7 +43,7 @@ KEPT_ENGLISH = {
     "fp32", "int8", "cpu", "gpu", "soc", "ascend", "imagenet", "url", "id", "sha-256",
     "tritonclient", "docker", "redis", "celery", "django", "python", "curl", "utc",
     "nvidia", "efficientnet-lite0", "efficientnet-lite", "efficientnet", "lite0", "apache-2.0",
-    "huawei",
+    "huawei", "openid", "connect", "ldap",
     # Units and statistics as engineers write them in either language.
     "ms", "s", "kb", "mb", "gb", "kib", "mib", "gib", "req", "p50", "p90", "p95", "p99",
     "qps", "nchw", "nhwc", "rgb", "bgr", "png", "jpeg", "tar", "min", "max",
