@@ -26,6 +26,7 @@ app = Celery(
         "workers.tasks.metrics",
         "workers.tasks.uploads",
         "workers.tasks.sso",
+        "workers.tasks.capture",
         "workers.tasks.adopt",
     ],
 )

@@ -16,9 +16,10 @@ from django.utils import timezone
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
 from webapp.edge.canary_split import split_of
-from webapp.edge.gateway_fast import Grant, Route, Target
+from webapp.edge.gateway_fast import CapturedCall, Grant, Route, Target
 from webapp.nodes import tokens as node_scope
 from webapp.ops.metrics_store import record_client_call
+from webapp.registry.capture import recorder
 from webapp.registry.catalogue.models import Model
 from webapp.registry.serving.rollout import inference_candidates
 from webapp.sso.tokens import vouched_until
@@ -51,23 +52,27 @@ class DjangoReads:
             read_at=time.time(),
             touched_at=token.last_used.timestamp() if token.last_used else 0.0,
             rate_per_minute=token.rate_per_minute,
+            username=token.user.get_username(),
         )
 
     def route(self, name: str) -> Route | None:
         close_old_connections()
         model = (
             Model.objects.filter(name=name)
-            .only("name", "serving_version", "placement", "canary")
+            .select_related("capture_policy")
+            .only("id", "name", "serving_version", "placement", "canary", "capture_policy")
             .first()
         )
         if model is None:
             return None
+        policy = getattr(model, "capture_policy", None)
         return Route(
             model.name,
             model.serving_version,
             bool(model.placement),
             time.time(),
             split=split_of(model.canary),
+            capture_rate=policy.sample_rate if policy is not None and policy.active else 0.0,
         )
 
     def targets(self, name: str, version: int) -> list[Target]:
@@ -81,6 +86,15 @@ class DjangoReads:
 
     def count_call(self, model: str, version: int, latency_ms: float, ok: bool) -> None:
         record_client_call(model, version, latency_ms, ok=ok)
+
+    def capture(self, call: CapturedCall) -> None:
+        recorder.offer(
+            recorder.Item(
+                call.model, call.version, call.caller, call.latency_ms, "v2",
+                request=call.request, request_header_length=call.request_header_length,
+                answer=call.answer, answer_header_length=call.answer_header_length,
+            )
+        )  # fmt: skip
 
 
 READS = DjangoReads()

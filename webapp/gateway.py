@@ -23,6 +23,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -32,6 +33,7 @@ from webapp import slow_requests
 from webapp.edge.shared import PASSED_BACK, PASSED_ON, PREFIX
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
+from webapp.registry.capture import recorder
 from webapp.registry.catalogue.models import Model
 from webapp.registry.serving import canary_traffic
 from webapp.registry.serving.rollout import inference_node
@@ -127,7 +129,23 @@ def v2(request: HttpRequest, rest: str = "") -> HttpResponse:
     record_client_call(model.name, version or "?", ms if ok else 0.0, ok=ok)
     if version and call.what == "infer":
         canary_traffic.count(model, version, ms, ok)
+    if ok and version and recorder.sampled(recorder.rate_for(model.name)):
+        recorder.offer(
+            recorder.Item(
+                model.name, version, request.user.get_username(), ms, "v2",
+                request=request.body,
+                request_header_length=_header_length(request.headers),
+                answer=response.content,
+                answer_header_length=_header_length(response.headers),
+            )
+        )  # fmt: skip
     return response
+
+
+def _header_length(headers: Any) -> int | None:
+    """``Inference-Header-Content-Length``: where a binary body's JSON header ends."""
+    value = headers.get("Inference-Header-Content-Length")
+    return int(value) if value and value.isdigit() else None
 
 
 def _forward(

@@ -258,6 +258,10 @@ LDAP_RECHECK_SECONDS = env_int("LDAP_RECHECK_SECONDS", default=300, minimum=60)
 LOCAL_SIGN_IN = env_str("LOCAL_SIGN_IN") or "everyone"
 LOCAL_SIGN_IN_ACCOUNTS = env_list("LOCAL_SIGN_IN_ACCOUNTS", default=[])
 
+# Capture of real requests (docs/capture.md): capturing stops for a model (never serving) while
+# writing would leave less than this free on the model store's disk.
+CAPTURE_MIN_FREE_BYTES = env_bytes("CAPTURE_MIN_FREE_BYTES", default=512 * 1024 * 1024)
+
 # --- Model store and Triton -------------------------------------------------------------------
 MODEL_STORE_ROOT = Path(env_str("MODEL_STORE_ROOT", str(VAR_DIR / "store"))).resolve()
 TRITON_URL = env_hostport("TRITON_URL", default="127.0.0.1:8000")
@@ -415,6 +419,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "workers.tasks.server.probe_host",
         "schedule": float(HOST_PROBE_SECONDS),
         "options": {"expires": float(HOST_PROBE_SECONDS)},
+    },
+    # Captures older than their model's retention_hours (webapp/registry/capture/).
+    "expire-captures": {
+        "task": "workers.tasks.capture.expire",
+        "schedule": 600.0,
+        "options": {"expires": 600.0},
     },
     "remove-abandoned-uploads": {
         "task": "workers.tasks.uploads.remove_abandoned",

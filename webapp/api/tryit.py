@@ -68,6 +68,7 @@ def infer(request: HttpRequest, name: str, data: types.InferIn) -> Any:
             user_key=str(request.user.pk),
             base_url=request.build_absolute_uri("/").rstrip("/"),
             budget=infer_budget(request),
+            caller=request.user.get_username(),
         )
 
 

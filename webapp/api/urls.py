@@ -3,6 +3,7 @@
 from webapp.api import (
     app,
     canary,
+    capture,
     diagnostics,
     me,
     memory,
@@ -24,6 +25,7 @@ app.add_routers(
     metrics.router,
     serving.router,
     canary.router,
+    capture.router,
     tryit.router,
     tokens.router,
     me.router,

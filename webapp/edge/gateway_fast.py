@@ -37,6 +37,7 @@ import hashlib
 import itertools
 import json
 import logging
+import random
 import re
 import time
 import uuid
@@ -114,6 +115,8 @@ class Grant:
     #: The token's own calls a minute (``ApiToken.rate_per_minute``; 0: none), counted under
     #: the token; None: its owner's ``INFER_RATE_PER_MINUTE``, counted under the owner.
     rate_per_minute: int | None = None
+    #: The owner's user name, which a captured call records (never the token).
+    username: str = ""
 
     def budget(self, default: int) -> tuple[str, int]:
         """Whose rate window this call is counted in, and its limit (the Django path's too)."""
@@ -131,6 +134,8 @@ class Route:
     placed: bool  # a placement other than the default (local only)
     read_at: float
     split: Split | None = None  # a canary's share of unpinned calls (webapp/edge/canary_split.py)
+    #: Percent of answered calls the model's capture keeps (0: capture off).
+    capture_rate: float = 0.0
     targets: dict[int, tuple[float, list[Target]]] = field(default_factory=dict)
 
 
@@ -182,6 +187,24 @@ class HubReads(Protocol):
 
     def count_call(self, model: str, version: int, latency_ms: float, ok: bool) -> None:
         """Count one call in the hub's metrics for the model (cheap: called on the loop)."""
+
+    def capture(self, call: CapturedCall) -> None:
+        """Hand an answered call to the capture writer (called on the loop: it must only
+        queue, never block)."""
+
+
+@dataclass
+class CapturedCall:
+    """An answered call the model's capture sampled: both bodies as they crossed the hub."""
+
+    model: str
+    version: int
+    caller: str
+    latency_ms: float
+    request: bytes
+    request_header_length: int | None
+    answer: bytes
+    answer_header_length: int | None
 
 
 class _Refused(Exception):
@@ -242,12 +265,12 @@ class V2FastPath:
             stats["passed"] += 1
             await self.app(scope, receive, send)
             return
-        user_key, slot, route, version_now, target = admitted
+        grant, slot, route, version_now, target = admitted
         stats["fast"] += 1
         try:
-            await self._forward(scope, receive, send, length, route, version_now, target)
+            await self._forward(scope, receive, send, length, route, version_now, target, grant)
         finally:
-            await self._leave(user_key, slot)
+            await self._leave(grant.user_key, slot)
 
     # -- which calls ------------------------------------------------------------------------
     def _call_of(self, scope: Scope) -> tuple[str, str, int | None, int] | None:
@@ -280,8 +303,8 @@ class V2FastPath:
     # -- the checks ---------------------------------------------------------------------------
     async def _admit(
         self, key: str, name: str, version: int | None
-    ) -> tuple[str, str, Route, int, Target] | None:
-        """``(user key, concurrency slot, model, version, target)``, or None for Django."""
+    ) -> tuple[Grant, str, Route, int, Target] | None:
+        """``(token's grant, concurrency slot, model, version, target)``, or None for Django."""
         client = self._redis_client()
         key_hash = hashlib.sha256(key.encode()).hexdigest()
         for _ in range(3):
@@ -319,7 +342,7 @@ class V2FastPath:
             return None  # nothing served: Django says so
         target = await self._target(route, chosen, now)
         self._touch_later(grant, now)
-        return grant.user_key, slot, route, chosen, target
+        return grant, slot, route, chosen, target
 
     def _kept(self, key_hash: str, name: str, now: float) -> tuple[Grant | None, Route | None]:
         grant = self.cache.grants.get(key_hash)
@@ -425,6 +448,7 @@ class V2FastPath:
         route: Route,
         version: int,
         target: Target,
+        grant: Grant,
     ) -> None:
         model = route.name
         body = await _read_body(receive, length)
@@ -464,6 +488,13 @@ class V2FastPath:
         self.hub.count_call(model, version, ms if status == 200 else 0.0, ok=status == 200)
         self._count_for_canary(route.split, version, ms, ok=status == 200)
         await _answer(send, status, payload, passed)
+        if status == 200 and route.capture_rate > 0 and _sampled(route.capture_rate):
+            self.hub.capture(
+                CapturedCall(model, version, grant.username, ms, body,
+                             _header_length(headers.get("Inference-Header-Content-Length")),
+                             payload, _header_length(answer.headers.get(
+                                 "inference-header-content-length")))
+            )  # fmt: skip
 
     def _count_for_canary(self, split: Split | None, version: int, ms: float, ok: bool) -> None:
         """Count the call in the canary's window: added up here, and written to Redis in one
@@ -499,6 +530,14 @@ class V2FastPath:
         if self._client is None:
             self._client = KeepAliveClient()
         return self._client
+
+
+def _sampled(rate: float) -> bool:
+    return rate >= 100 or random.random() * 100 < rate  # noqa: S311 (sampling, not secrets)
+
+
+def _header_length(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
 
 
 async def _read_body(receive: Receive, length: int) -> bytes | None:

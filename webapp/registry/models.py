@@ -5,6 +5,7 @@ here so every table registers under the app label ``registry`` (the tables, thei
 the migrations stay as they were). Code imports a model from its room, never from here.
 """
 
+from webapp.registry.capture.models import Capture, CaptureCounters, CapturePolicy
 from webapp.registry.catalogue.models import LiveModels, Model, ModelTag, Version
 from webapp.registry.jobs.models import Event, Job, JobLogLine
 from webapp.registry.performance.models import PerfRun, TuningRun
@@ -13,6 +14,9 @@ from webapp.registry.tryit.models import TryExample
 
 __all__ = [
     "Canary",
+    "Capture",
+    "CaptureCounters",
+    "CapturePolicy",
     "Event",
     "Job",
     "JobLogLine",

@@ -17,6 +17,7 @@ The types live in one submodule per area, beside the router that uses them:
   targets, uploads and jobs.
 * :mod:`~webapp.api.types.serving`: serving, rollback, comparison and events.
 * :mod:`~webapp.api.types.canary`: canary releases.
+* :mod:`~webapp.api.types.capture`: capture of real requests.
 * :mod:`~webapp.api.types.tryit`: inference, examples, labels, settings, sweeps, demo.
 * :mod:`~webapp.api.types.metrics` and :mod:`~webapp.api.types.memory`: metrics and the
   memory estimate.
@@ -29,6 +30,15 @@ This package re-exports them all, so routers write ``types.ModelOut``.
 from __future__ import annotations
 
 from webapp.api.types.canary import CanaryIn, CanaryOut, CanarySide
+from webapp.api.types.capture import (
+    CaptureCounts,
+    CaptureItem,
+    CaptureList,
+    CaptureOut,
+    CapturePolicyIn,
+    CaptureTensor,
+    ExampleFromCaptureIn,
+)
 from webapp.api.types.common import (
     DateTime,
     Error,
@@ -165,6 +175,12 @@ __all__ = [
     "CanaryIn",
     "CanaryOut",
     "CanarySide",
+    "CaptureCounts",
+    "CaptureItem",
+    "CaptureList",
+    "CaptureOut",
+    "CapturePolicyIn",
+    "CaptureTensor",
     "Check",
     "ChunkOut",
     "CompareIn",
@@ -183,6 +199,7 @@ __all__ = [
     "Estimate",
     "EventOut",
     "ExampleDetail",
+    "ExampleFromCaptureIn",
     "ExampleIn",
     "ExampleList",
     "ExampleOut",

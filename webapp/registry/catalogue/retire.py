@@ -16,6 +16,8 @@ from model_store.serving import unload_model
 from model_store.text import say
 from webapp import live
 from webapp.ops.triton import get_runtime
+from webapp.registry.capture import actions as capture_actions
+from webapp.registry.capture.models import CapturePolicy
 from webapp.registry.catalogue.models import Model
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
@@ -49,6 +51,11 @@ def run_retire(job: Job) -> None:
     )
     said = str(sources)  # the log is English
     jobs.log(job, said[0].upper() + said[1:] + ".")
+    # Captured requests are real callers' data: they go with the model, whatever is kept.
+    captured = capture_actions.purge(model, None)
+    CapturePolicy.objects.filter(model=model).update(enabled=False)
+    if captured:
+        jobs.log(job, f"Removed its {captured} captured requests.")
     now = timezone.now()
     # The lock goes with the retirement: nothing switches a retired model again.
     Model.all_objects.filter(pk=model.pk).update(

@@ -40,6 +40,7 @@ from model_store.runtime.errors import TritonRequestError, TritonUnavailable
 from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_call
 from webapp.ops.triton import inference_runtime, node_inference_runtime
+from webapp.registry.capture import recorder
 from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.serving import canary_traffic
 from webapp.registry.serving.rollout import inference_node
@@ -190,11 +191,13 @@ def run(
     *,
     base_url: str | None = None,
     budget: tuple[str, int] | None = None,
+    caller: str | None = None,
 ) -> dict[str, Any]:
     """One inference request from the API or the page; raises HubError/InferenceInputError.
 
     ``budget`` is whose rate limit the call spends (``ratelimit.infer_budget``); by default
-    its user's."""
+    its user's. ``caller``: the user name of an infer API call, which the model's capture may
+    keep (the page's own calls are not captured)."""
     started = time.perf_counter()
     try:
         check_rate(*(budget or (f"infer:{user_key}", settings.INFER_RATE_PER_MINUTE)))
@@ -257,6 +260,11 @@ def run(
     triton_ms = (time.perf_counter() - call_started) * 1000
     record_client_call(model.name, version.number, triton_ms, ok=True)
     canary_traffic.count(model, version.number, triton_ms, ok=True)
+    if caller is not None and recorder.sampled(recorder.rate_for(model.name)):
+        recorder.offer(
+            recorder.Item(model.name, version.number, caller, triton_ms, "api",
+                          inputs=dict(arrays), outputs=dict(outputs))
+        )  # fmt: skip
     if v2:
         return _v2_answer(model, version, outputs, wanted, body.get("id"))
     described = describe_outputs(outputs, labels=model.labels or None, top_k=top_k)
