@@ -11,6 +11,7 @@ from webapp.nodes import views as node_views
 from webapp.ops import metrics_views
 from webapp.ops import prometheus as ops_prometheus
 from webapp.ops import views as ops_views
+from webapp.registry.capture import views as capture_views
 from webapp.registry.catalogue.views import adopt as adopt_views
 from webapp.registry.catalogue.views import demo as demo_views
 from webapp.registry.catalogue.views import pages as registry_views
@@ -69,6 +70,32 @@ urlpatterns = [
         name="model-tune-revise",
     ),
     path("models/<str:name>/metrics/", metrics_views.model_metrics_page, name="model-metrics"),
+    path("models/<str:name>/captures/", capture_views.model_captures, name="model-captures"),
+    path(
+        "models/<str:name>/captures/settings/",
+        capture_views.model_capture_settings,
+        name="model-capture-settings",
+    ),
+    path(
+        "models/<str:name>/captures/purge/",
+        capture_views.model_captures_purge,
+        name="model-captures-purge",
+    ),
+    path(
+        "models/<str:name>/captures/<int:capture_id>/image.png",
+        capture_views.model_capture_image,
+        name="model-capture-image",
+    ),
+    path(
+        "models/<str:name>/captures/<int:capture_id>/delete/",
+        capture_views.model_capture_delete,
+        name="model-capture-delete",
+    ),
+    path(
+        "models/<str:name>/captures/<int:capture_id>/example/",
+        capture_views.model_capture_example,
+        name="model-capture-example",
+    ),
     path("demo/add/", demo_views.demo_add, name="demo-add"),
     path("models/<str:name>/versions/new/", registry_views.version_new, name="version-new"),
     path("models/<str:name>/serve/", switch_views.model_serve, name="model-serve"),
