@@ -100,7 +100,9 @@ def test_capture_through_every_path_then_export_what_was_sent(
     assert api("get", "/api/v1/models/mlp/capture").json()["count"] == 0
 
 
-def test_caps_hold_and_a_full_disk_stops_capture_not_the_model(web, served, api, settings) -> None:  # type: ignore[no-untyped-def]
+def test_caps_hold_and_a_full_disk_stops_capture_not_the_model(  # type: ignore[no-untyped-def]
+    web, served, api, settings, celery_worker
+) -> None:
     from webapp.registry.capture.models import Capture
     from webapp.registry.jobs.models import Event
 
@@ -114,6 +116,12 @@ def test_caps_hold_and_a_full_disk_stops_capture_not_the_model(web, served, api,
     assert shown["counters"]["written"] == 6
     files = list((settings.MODEL_STORE_ROOT / "captures" / "mlp").glob("*.npz"))
     assert len(files) == 3 == Capture.objects.count()
+
+    # The next version is verified on the captured requests too, and says so.
+    add_version(api, celery_worker, 2)
+    report = api("get", "/api/v1/models/mlp/versions/2").json()["verification_report"]
+    assert report["status"] == "passed"
+    assert report["inputs"]["captured"] == 3 and report["samples_used"] == 3 + 4
 
     settings.CAPTURE_MIN_FREE_BYTES = 1 << 62  # no disk has that much free
     for _ in range(3):

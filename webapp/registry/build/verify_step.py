@@ -13,10 +13,12 @@ from typing import Any
 from model_store.onnx_info import inspect_onnx
 from model_store.targets import get_target
 from model_store.text import Message, Said, as_json, from_json, say
+from model_store.verification_inputs import VerificationInputError, check_samples
 from model_store.verify import verify
 from webapp.registry.build import state_file as job_state
 from webapp.registry.build.common import check_cancel, sample_arrays, version_of
 from webapp.registry.build.verify_triton import should_try_triton, verify_through_triton
+from webapp.registry.capture.actions import recent_inputs
 from webapp.registry.catalogue.models import Version
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
@@ -41,7 +43,15 @@ def run_verify(job: Job) -> None:
         # Verified on the node that built it, on its NPU (webapp/registry/build/node_builds.py).
         _record_verification(job, version, plan.note, state["node_verification"])
         return
-    samples = [sample_arrays(version)] if version.verification_sample is not None else None
+    uploaded = [sample_arrays(version)] if version.verification_sample is not None else []
+    captured = captured_samples(version, source, plan.input_shapes)
+    if captured:
+        jobs.log(
+            job,
+            f"Also running on {len(captured)} captured requests (captures "
+            f"{', '.join(str(pk) for pk, _ in captured)}).",
+        )
+    samples = uploaded + [inputs for _, inputs in captured] or None
     report = verify(
         source,
         artifact,
@@ -57,7 +67,37 @@ def run_verify(job: Job) -> None:
         # The worker cannot execute it (no pyACL or no NPU here): the serving Triton may.
         jobs.log(job, f"Not run on this worker: {report.reason!s}", "warning")
         data = verify_through_triton(job, version, plan, source, artifact, samples, report)
+    data["inputs"] = {
+        "uploaded": len(uploaded),
+        "captured": len(captured),
+        "capture_ids": [pk for pk, _ in captured],
+    }
     _record_verification(job, version, plan.note, data)
+
+
+#: How many of the model's newest captured requests a verification runs on besides the rest.
+CAPTURED_SAMPLES = 8
+
+
+def captured_samples(
+    version: Version, source: Path, shapes: dict[str, list[int]] | None
+) -> list[tuple[int, dict[str, Any]]]:
+    """The model's newest captured inputs that fit this version's source, and the artifact's
+    fixed input shapes when it has them (an OM built for batch 1 takes batch 1 only)."""
+    info = inspect_onnx(source)
+
+    def fits(inputs: dict[str, Any]) -> bool:
+        if shapes and any(
+            list(inputs[n].shape) != list(s) for n, s in shapes.items() if n in inputs
+        ):
+            return False
+        try:
+            check_samples(info, [inputs])
+        except VerificationInputError:
+            return False
+        return True
+
+    return recent_inputs(version.model, fits, CAPTURED_SAMPLES)
 
 
 def _record_verification(job: Job, version: Version, note: Said, data: dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -261,6 +261,24 @@ def expire(now: datetime | None = None) -> int:
         old = Capture.objects.filter(model=policy.model, created__lt=cutoff)
         removed += recorder.remove(policy.model.name, list(old.values_list("pk", "file")))
     return removed
+
+
+def recent_inputs(
+    model: Model, fits: Callable[[dict[str, np.ndarray]], bool], limit: int
+) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """Up to ``limit`` of the model's newest captured inputs that ``fits`` accepts (a new
+    version's signature may differ from the one that answered), as ``(capture id, inputs)``."""
+    chosen: list[tuple[int, dict[str, np.ndarray]]] = []
+    for capture in Capture.objects.filter(model=model).select_related("model")[: limit * 4]:
+        try:
+            inputs, _ = tensors(capture)
+        except HubError:
+            continue
+        if fits(inputs):
+            chosen.append((capture.pk, inputs))
+            if len(chosen) == limit:
+                break
+    return chosen
 
 
 def as_example_inputs(capture: Capture) -> dict[str, Any]:
