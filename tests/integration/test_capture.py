@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.fixtures.pipeline import add_version, create_model, mlp_payload
+from tests.fixtures.pipeline import add_version, create_model, mlp_payload, wait_for_job
 from tests.fixtures.triton import reference_outputs
 
 pytestmark = pytest.mark.integration
@@ -44,8 +44,10 @@ def _drain() -> None:
 
 
 def test_capture_through_every_path_then_export_what_was_sent(
-    web, served, api, viewer_api, settings
+    web, served, api, viewer_api, settings, celery_worker
 ) -> None:  # type: ignore[no-untyped-def]
+    from webapp.registry.jobs.models import Job
+
     # Bad settings first: out of range, then a model that serves nothing.
     refused = api("put", "/api/v1/models/mlp/capture", {"sample_rate": 150})
     assert refused.status_code == 400 and "sample_rate" in refused.json()["error"]
@@ -85,6 +87,15 @@ def test_capture_through_every_path_then_export_what_was_sent(
         np.testing.assert_allclose(archive["outputs.y"], np.concatenate([expected] * 7),
                                    atol=1e-5)  # fmt: skip
         assert list(archive["rows"]) == [2] * 7
+
+    # A sweep sends the newest captured request instead of random values, and says which.
+    sweep = api("post", "/api/v1/models/mlp/sweeps",
+                {"mode": "rate", "rates": [20], "step_seconds": 1, "captured": True})  # fmt: skip
+    assert sweep.status_code == 202, sweep.json()
+    job = wait_for_job(sweep.json()["job"], celery_worker)
+    assert job.state == Job.State.SUCCEEDED, job.error
+    newest = listed["captures"][0]["id"]
+    assert job.log_lines.filter(text__contains=f"captured request {newest}").exists()
 
     # Viewers see counts, never the requests.
     assert viewer_api("get", "/api/v1/models/mlp/capture").json()["count"] == 7

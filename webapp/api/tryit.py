@@ -315,6 +315,7 @@ def sweep_create(request: HttpRequest, name: str, data: types.SweepIn) -> Any:
         max_concurrency=data.max_concurrency,
         step_seconds=data.step_seconds,
         example_id=data.example_id,
+        captured=data.captured,
         mode=data.mode,
         rates=data.rates,
     )

@@ -62,6 +62,7 @@ def tune_create(request: HttpRequest, name: str, data: types.TuneIn) -> Any:
         max_concurrency=data.max_concurrency,
         strategy=data.strategy,
         node=data.node,
+        captured=data.captured,
     )
     return Status(202, run.to_dict())
 

@@ -180,6 +180,11 @@ class SweepIn(In):
     )
     step_seconds: int | None = Field(None, description="Seconds per level, 1 to 30")
     example_id: int | None = Field(None, description="A saved example as the request")
+    captured: bool = Field(
+        False,
+        description="The model's newest captured request that fits the serving version as the "
+        "request (409 no_captures when there is none); the job's log names it",
+    )
 
 
 class SweepOut(Out):

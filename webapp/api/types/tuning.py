@@ -30,6 +30,11 @@ class TuneIn(In):
     max_concurrency: int | None = Field(
         None, description="Requests in flight per trial, up to TUNE_MAX_CONCURRENCY (default)"
     )
+    captured: bool = Field(
+        False,
+        description="Send the model's newest captured request that fits instead of random "
+        "values (409 no_captures when there is none)",
+    )
 
 
 class TuneOut(Out):

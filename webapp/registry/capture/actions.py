@@ -281,6 +281,27 @@ def recent_inputs(
     return chosen
 
 
+def newest_request_for(model: Model, fits: Callable[[dict[str, np.ndarray]], bool]) -> int:
+    """The id of the model's newest captured request that ``fits``, for a sweep or a tuning
+    run that asked for one.
+
+    Raises:
+        HubError: None fits (409 ``no_captures``).
+    """
+    found = recent_inputs(model, fits, 1)
+    if not found:
+        raise HubError(
+            gettext(
+                "%(model)s has no captured request that fits its serving version: turn capture "
+                "on (the Captures tab) and let it answer some requests first."
+            )
+            % {"model": model.name},
+            "no_captures",
+            409,
+        )
+    return found[0][0]
+
+
 def as_example_inputs(capture: Capture) -> dict[str, Any]:
     """The capture's inputs as the infer API and saved examples take them (name -> values)."""
     inputs, _ = tensors(capture)

@@ -30,6 +30,7 @@ from webapp.errors import HubError
 from webapp.ops.metrics_store import record_client_calls
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
+from webapp.registry.performance import captured_inputs
 from webapp.registry.performance.models import PerfRun
 from webapp.registry.tryit.inference import input_specs, limits, saved_preprocess
 from webapp.registry.tryit.models import TryExample
@@ -51,8 +52,12 @@ def config_summary(config_pbtxt: str) -> dict[str, Any]:
     }
 
 
-def _inputs_for(run: PerfRun, example_id: int | None) -> dict[str, np.ndarray]:
+def _inputs_for(
+    run: PerfRun, example_id: int | None, capture_id: int | None = None
+) -> dict[str, np.ndarray]:
     specs = input_specs(run.version)
+    if capture_id is not None:
+        return captured_inputs.inputs_of(run.version, capture_id)
     if example_id is not None:
         example = TryExample.objects.filter(pk=example_id, model=run.model).first()
         if example is None:
@@ -92,7 +97,10 @@ def run_sweep_job(job_id: int) -> None:
         return
     jobs.start_step(job, "prepare")
     try:
-        inputs = _inputs_for(run, (job.params or {}).get("example_id"))
+        params = job.params or {}
+        inputs = _inputs_for(run, params.get("example_id"), params.get("capture_id"))
+        if params.get("capture_id"):
+            jobs.log(job, f"Sending captured request {params['capture_id']} as every request.")
     except (HubError, InferenceInputError) as exc:
         message = getattr(exc, "message", str(exc))
         jobs.log(job, message, "error")

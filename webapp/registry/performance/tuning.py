@@ -47,6 +47,7 @@ from webapp.registry.catalogue.models import Version
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
+from webapp.registry.performance import captured_inputs
 from webapp.registry.performance.actions.revisions import model_infos
 from webapp.registry.performance.models import TuningRun
 from webapp.registry.serving import placement
@@ -60,7 +61,9 @@ log = logging.getLogger(__name__)
 NODE_TRIAL_SLACK_S = 600.0
 
 
-def _inputs(version: Version) -> dict[str, np.ndarray]:
+def _inputs(version: Version, capture_id: int | None = None) -> dict[str, np.ndarray]:
+    if capture_id is not None:
+        return captured_inputs.inputs_of(version, capture_id)
     specs = input_specs(version)
     return decode_inputs(
         specs,
@@ -155,7 +158,10 @@ def run_tune_job(job_id: int) -> None:
         # The reference grid is kept small: every config of it is measured.
         **({"batch_sizes": (8, 16), "queue_delays_us": (100, 1000)} if grid_run else {}),
     )
-    inputs = _inputs(version)
+    capture_id = (job.params or {}).get("capture_id")
+    inputs = _inputs(version, capture_id)
+    if capture_id:
+        jobs.log(job, f"Every trial sends captured request {capture_id}.")
     files = _packaged_files(version)
     run.grid_size = grid_size(dims)
     run.save(update_fields=["grid_size"])

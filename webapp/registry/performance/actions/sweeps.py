@@ -21,6 +21,7 @@ from webapp.registry.catalogue.models import Model
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
 from webapp.registry.jobs.steps import SWEEP_STEPS, initial_steps
+from webapp.registry.performance import captured_inputs
 from webapp.registry.performance.models import PerfRun
 from webapp.registry.performance.sweeps import config_summary
 
@@ -95,6 +96,7 @@ def request_sweep(
     max_concurrency: int = 8,
     step_seconds: float | None = None,
     example_id: int | None = None,
+    captured: bool = False,
     mode: str = "concurrency",
     rates: Sequence[float] | None = None,
 ) -> PerfRun:
@@ -130,6 +132,7 @@ def request_sweep(
             "not_found",
             404,
         )
+    capture_id = captured_inputs.newest(version) if captured else None
     busy = Job.objects.filter(
         model=model, kind=Job.Kind.SWEEP, state__in=[Job.State.QUEUED, Job.State.RUNNING]
     ).first()
@@ -145,7 +148,7 @@ def request_sweep(
             model=model,
             version=version,
             steps=initial_steps(SWEEP_STEPS),
-            params={"example_id": example_id},
+            params={"example_id": example_id, "capture_id": capture_id},
             created_by=user,
         )
         run = PerfRun.objects.create(

@@ -24,6 +24,7 @@ from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
 from webapp.registry.jobs.steps import TUNE_STEPS, initial_steps
+from webapp.registry.performance import captured_inputs
 from webapp.registry.performance.actions.revisions import request_revision
 from webapp.registry.performance.models import TuningRun
 from webapp.registry.serving import placement
@@ -62,6 +63,7 @@ def request_tune(
     max_concurrency: int | None = None,
     strategy: str = TuningRun.Strategy.SEARCH,
     node: str = placement.LOCAL,
+    captured: bool = False,
 ) -> TuningRun:
     """Check the request and queue the search; the serving version is the one tuned."""
     require_role(user, Role.OPERATOR)
@@ -120,6 +122,7 @@ def request_tune(
             "not_tunable",
             409,
         )
+    capture_id = captured_inputs.newest(version) if captured else None
     busy = Job.objects.filter(
         model=model, kind__in=[Job.Kind.TUNE, Job.Kind.SWEEP], state__in=jobs.UNFINISHED
     ).first()
@@ -139,7 +142,7 @@ def request_tune(
             model=model,
             version=version,
             steps=initial_steps(TUNE_STEPS),
-            params={"objective": goal.to_dict(), "budget_s": budget_s},
+            params={"objective": goal.to_dict(), "budget_s": budget_s, "capture_id": capture_id},
             created_by=user,
         )
         run = TuningRun.objects.create(

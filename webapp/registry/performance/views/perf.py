@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError, show_error
 from webapp.http import HubRequest
+from webapp.registry.capture.models import Capture
 from webapp.registry.catalogue.models import Model
 from webapp.registry.catalogue.views.header import model_header
 from webapp.registry.performance.actions import sweeps as sweep_actions
@@ -37,6 +38,7 @@ def model_perf(request: HubRequest, name: str) -> HttpResponse:
         )
         or "10, 20, 50, 100",
         "examples": saved_examples.listed(model),
+        "has_captures": context["can_operate"] and Capture.objects.filter(model=model).exists(),
     }
     if request.htmx and request.GET.get("part") == "runs":
         return render(request, "registry/_perf_runs.html", context)
@@ -55,7 +57,8 @@ def model_sweep(request: HubRequest, name: str) -> HttpResponse:
             user=request.user,  # type: ignore[arg-type]
             max_concurrency=int(request.POST.get("max_concurrency", "8")),
             step_seconds=int(request.POST.get("step_seconds", settings.SWEEP_STEP_SECONDS)),
-            example_id=int(example) if example else None,
+            example_id=int(example) if example and example.isdigit() else None,
+            captured=example == "capture",
             mode=mode,
             rates=sweep_actions.parse_rates(request.POST.get("rates", ""))
             if mode == "rate"
