@@ -420,6 +420,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(HOST_PROBE_SECONDS),
         "options": {"expires": float(HOST_PROBE_SECONDS)},
     },
+    # What the web processes spooled of sampled requests becomes captures (files and rows).
+    "ingest-captures": {
+        "task": "workers.tasks.capture.ingest",
+        "schedule": 3.0,
+        "options": {"expires": 3.0},
+    },
     # Captures older than their model's retention_hours (webapp/registry/capture/).
     "expire-captures": {
         "task": "workers.tasks.capture.expire",

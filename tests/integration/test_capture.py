@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from tests.fixtures.browser import serve_mlp
 from tests.fixtures.pipeline import add_version, create_model, mlp_payload, wait_for_job
 from tests.fixtures.triton import reference_outputs
 
@@ -21,10 +22,7 @@ X = np.random.default_rng(7).standard_normal((2, 8)).astype(np.float32)
 
 @pytest.fixture
 def served(api, celery_worker, triton) -> None:  # type: ignore[no-untyped-def]
-    create_model(api, "mlp")
-    add_version(api, celery_worker, 1)
-    answer = api("post", "/api/v1/models/mlp/serve?wait=true", {"version": 1})
-    assert answer.status_code == 200, answer.json()
+    serve_mlp(api, celery_worker)
 
 
 def _v2(address: str, key: str, x: np.ndarray, binary: bool = True) -> np.ndarray:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import sys
 import threading
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from model_store import spawn
-from tests.fixtures.ports import free_ports
+from tests.fixtures.ports import free_ports, silent_server
 from tests.fixtures.services import spare_redis_url
 from tests.fixtures.waiting import wait_until
 
@@ -58,30 +57,8 @@ print("KEYS " + " ".join(keys))
 @pytest.fixture
 def hung_triton() -> Iterator[int]:
     """A TCP server that accepts and then says nothing, like a Triton stuck in a load."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(256)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    server.close()
+    with silent_server() as port:
+        yield port
 
 
 @pytest.fixture

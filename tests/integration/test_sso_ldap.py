@@ -7,8 +7,6 @@ with and without the directory's CA."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,7 +16,7 @@ import pytest
 from django.test import Client
 
 from tests.fixtures.ldap_directory import GROUPS, PEOPLE, Directory
-from tests.fixtures.ports import free_ports
+from tests.fixtures.ports import free_ports, silent_server
 from tests.fixtures.users import PASSWORD, token_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.sso, pytest.mark.django_db(transaction=True)]
@@ -154,28 +152,8 @@ def test_a_directory_name_never_takes_over_a_local_account(
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A port that accepts connections and never answers: a hung directory."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(listener.accept()[0])
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    listener.close()
+    with silent_server() as port:
+        yield port
 
 
 def test_the_directory_down_or_hung_is_said_and_local_accounts_still_work(

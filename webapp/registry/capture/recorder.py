@@ -3,9 +3,13 @@
 Every path that answers an inference (the ``/v2`` fast path, Django's ``/v2``, the infer API)
 asks :func:`sampled` whether to keep this call, and, if so, hands it to :func:`offer`. That
 only puts it on a bounded queue: when the queue is full the item is dropped and counted, and
-the request never waits. One thread per process takes items off the queue, reads the tensors
-out of the bodies, writes the ``.npz``, adds the row, and keeps the model within its
-``max_items`` and ``max_bytes`` by removing its oldest captures.
+the request never waits. One thread per web process takes items off the queue and spools them
+as they are (:mod:`model_store.capture.spool`): a file write, so that the web process, whose
+event loop shares the interpreter with this thread, spends next to nothing on a capture.
+
+A worker ingests the spool (:func:`ingest`, the beat task ``workers.tasks.capture.ingest``):
+it reads the tensors out of the bodies, writes the ``.npz``, adds the rows, and keeps each
+model within its ``max_items`` and ``max_bytes`` by removing its oldest captures.
 
 When the disk would fill (:class:`model_store.capture.files.DiskFull`), capturing stops for
 that model (``stopped_reason``), which the model page and the API show; serving goes on.
@@ -30,6 +34,7 @@ from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from model_store.capture import files as capture_files
+from model_store.capture import spool as capture_spool
 from model_store.capture.v2_body import BodyError, tensors
 from model_store.text import say
 from webapp.registry.capture.models import Capture, CaptureCounters, CapturePolicy
@@ -69,6 +74,13 @@ def sampled(rate: float) -> bool:
     return rate >= 100 or (rate > 0 and random.random() * 100 < rate)  # noqa: S311 (sampling)
 
 
+def spool() -> capture_spool.Spool:
+    return capture_spool.Spool(
+        settings.MODEL_STORE_ROOT / "captures" / ".spool",
+        min_free=settings.CAPTURE_MIN_FREE_BYTES,
+    )
+
+
 def store() -> capture_files.CaptureFiles:
     return capture_files.CaptureFiles(
         settings.MODEL_STORE_ROOT / "captures", min_free=settings.CAPTURE_MIN_FREE_BYTES
@@ -102,6 +114,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._dropped: Counter[str] = Counter()  # model -> dropped because the queue was full
+        self._spooler: capture_spool.Spool | None = None
 
     def offer(self, item: Item) -> bool:
         """Queue ``item`` for writing; False (and counted) when the queue is full."""
@@ -134,10 +147,11 @@ class Recorder:
                 item = None
             if item is not None:
                 try:
-                    close_old_connections()
-                    counts[(item.model, write(item))] += 1
+                    outcome = _spool_item(self._spool(), item)
+                    if outcome:
+                        counts[(item.model, outcome)] += 1
                 except Exception:
-                    log.exception("capture of %s could not be written", item.model)
+                    log.exception("capture of %s could not be spooled", item.model)
                 finally:
                     self.queue.task_done()
             if time.monotonic() - flushed >= COUNTS_FLUSH_SECONDS or self.queue.empty():
@@ -153,8 +167,16 @@ class Recorder:
                     counts = Counter()
                 flushed = time.monotonic()
 
+    def _spool(self) -> capture_spool.Spool:
+        # One per thread and setting: it keeps its count of spooled files between calls.
+        root = settings.MODEL_STORE_ROOT / "captures" / ".spool"
+        if self._spooler is None or self._spooler.root != root:
+            self._spooler = spool()
+        self._spooler.min_free = settings.CAPTURE_MIN_FREE_BYTES
+        return self._spooler
+
     def drain(self, timeout: float = 10.0) -> None:
-        """Wait until every queued item is written and counted (tests, a clean shutdown)."""
+        """Wait until every queued item is spooled, then ingest the spool here (tests)."""
         deadline = time.monotonic() + timeout
         while self.queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -163,6 +185,7 @@ class Recorder:
             dropped, self._dropped = self._dropped, Counter()
         if dropped:
             _add_counts(Counter({(m, "dropped_queue_full"): n for m, n in dropped.items()}))
+        ingest()
 
 
 RECORDER = Recorder()
@@ -188,9 +211,104 @@ def _add_counts(counts: Counter[tuple[str, str]]) -> None:
         )
 
 
-def write(item: Item) -> str:
-    """Write one item; what became of it (a counter's name, or ``skipped``)."""
-    policy = CapturePolicy.objects.select_related("model").filter(model__name=item.model).first()
+def _spool_item(to: capture_spool.Spool, item: Item) -> str:
+    """Spool one item (the web process's whole share of a capture); a counter's name when it
+    was not spooled, else ""."""
+    facts: dict[str, Any] = {
+        "model": item.model, "version": item.version, "caller": item.caller,
+        "latency_ms": item.latency_ms, "source": item.source, "when": item.when,
+    }  # fmt: skip
+    if item.inputs is not None:
+        facts["kind"] = "npz"
+        parts = [capture_files.encode(item.inputs, item.outputs or {})]
+    else:
+        facts |= {"kind": "bodies", "request_header_length": item.request_header_length,
+                  "answer_header_length": item.answer_header_length}  # fmt: skip
+        parts = [item.request or b"", item.answer or b""]
+    try:
+        to.put(facts, parts)
+    except capture_spool.SpoolFull:
+        return "dropped_queue_full"
+    except capture_files.DiskFull as exc:
+        close_old_connections()
+        _stop_model(item.model, "disk_full", str(exc))
+        return "dropped_disk_full"
+    except OSError as exc:
+        close_old_connections()
+        _stop_model(item.model, "write_failed", str(exc))
+        return "dropped_disk_full"
+    return ""
+
+
+def _item_from_spool(facts: dict[str, Any], parts: list[bytes]) -> Item:
+    item = Item(str(facts["model"]), int(facts["version"]), str(facts.get("caller", "")),
+                float(facts.get("latency_ms", 0.0)), str(facts.get("source", "v2")),
+                when=float(facts["when"]))  # fmt: skip
+    if facts.get("kind") == "npz":
+        item.inputs, item.outputs = capture_files.decode(parts[0])
+    else:
+        item.request, item.answer = parts[0], parts[1]
+        item.request_header_length = facts.get("request_header_length")
+        item.answer_header_length = facts.get("answer_header_length")
+    return item
+
+
+def ingest(max_items: int = 2000, max_seconds: float = 30.0) -> dict[str, int]:
+    """Take spooled requests in (oldest first): their tensors, files and rows, then each
+    model's caps. Counts of what became of them."""
+    close_old_connections()
+    started = time.monotonic()
+    source = spool()
+    source.forget_stale_claims()
+    counts: Counter[tuple[str, str]] = Counter()
+    policies: dict[str, CapturePolicy | None] = {}
+    done = 0
+    while done < max_items and time.monotonic() - started < max_seconds:
+        batch = source.oldest(min(200, max_items - done))
+        if not batch:
+            break
+        for spooled in batch:
+            path = source.claim(spooled)
+            if path is None:
+                continue  # another worker took it
+            try:
+                facts, parts = capture_spool.read(path)
+                item = _item_from_spool(facts, parts)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("capture spool: %s is not readable (%s); removed", path.name, exc)
+            else:
+                counts[(item.model, write(item, policies=policies, trim_after=False))] += 1
+            path.unlink(missing_ok=True)
+            done += 1
+    for policy in {p.pk: p for p in policies.values() if p is not None}.values():
+        trimmed = trim(policy)
+        if trimmed:
+            counts[(policy.model.name, "trimmed")] += trimmed
+    if counts:
+        _add_counts(counts)
+    totals: Counter[str] = Counter()
+    for (_, what), n in counts.items():
+        totals[what] += n
+    return dict(totals)
+
+
+def write(
+    item: Item,
+    *,
+    policies: dict[str, CapturePolicy | None] | None = None,
+    trim_after: bool = True,
+) -> str:
+    """Write one item: its tensors' file and its row, and the caps unless ``trim_after`` is
+    False (the caller trims once for many); what became of it (a counter's name, or
+    ``skipped``). ``policies``: the policies read so far by model, kept between items."""
+    if policies is not None and item.model in policies:
+        policy = policies[item.model]
+    else:
+        policy = (
+            CapturePolicy.objects.select_related("model").filter(model__name=item.model).first()
+        )
+        if policies is not None:
+            policies[item.model] = policy
     if policy is None or not policy.active:
         return "skipped"  # turned off, or stopped, since the call was sampled
     try:
@@ -204,10 +322,12 @@ def write(item: Item) -> str:
         name = files.write(item.model, data)
     except capture_files.DiskFull as exc:
         _stop(policy, "disk_full", str(exc))
+        policy.stopped_reason = "disk_full"  # the rest of this batch is skipped
         return "dropped_disk_full"
     except OSError as exc:
         log.warning("capture of %s could not be written: %s", item.model, exc)
         _stop(policy, "write_failed", str(exc))
+        policy.stopped_reason = "write_failed"
         return "dropped_disk_full"
     Capture.objects.create(
         model=policy.model,
@@ -221,10 +341,10 @@ def write(item: Item) -> str:
         file=name,
         size=len(data),
     )
-    trimmed = trim(policy)
-    if trimmed:
-        CaptureCounters.objects.get_or_create(model=policy.model)
-        CaptureCounters.objects.filter(model=policy.model).update(trimmed=F("trimmed") + trimmed)
+    if trim_after:
+        trimmed = trim(policy)
+        if trimmed:
+            _add_counts(Counter({(policy.model.name, "trimmed"): trimmed}))
     return "written"
 
 
@@ -271,6 +391,12 @@ def remove(model: str, doomed: list[tuple[int, str]]) -> int:
     Capture.objects.filter(pk__in=[pk for pk, _ in doomed]).delete()
     store().delete(model, [name for _, name in doomed])
     return len(doomed)
+
+
+def _stop_model(model: str, reason: str, detail: str) -> None:
+    policy = CapturePolicy.objects.select_related("model").filter(model__name=model).first()
+    if policy is not None:
+        _stop(policy, reason, detail)
 
 
 def _stop(policy: CapturePolicy, reason: str, detail: str) -> None:
