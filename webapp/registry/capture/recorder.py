@@ -267,6 +267,7 @@ def ingest(max_items: int = 2000, max_seconds: float = 30.0) -> dict[str, int]:
         batch = source.oldest(min(200, max_items - done))
         if not batch:
             break
+        rows: list[Capture] = []
         for spooled in batch:
             path = source.claim(spooled)
             if path is None:
@@ -277,9 +278,11 @@ def ingest(max_items: int = 2000, max_seconds: float = 30.0) -> dict[str, int]:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 log.warning("capture spool: %s is not readable (%s); removed", path.name, exc)
             else:
-                counts[(item.model, write(item, policies=policies, trim_after=False))] += 1
+                outcome = write(item, policies=policies, trim_after=False, rows=rows)
+                counts[(item.model, outcome)] += 1
             path.unlink(missing_ok=True)
             done += 1
+        Capture.objects.bulk_create(rows)
     for policy in {p.pk: p for p in policies.values() if p is not None}.values():
         trimmed = trim(policy)
         if trimmed:
@@ -297,10 +300,12 @@ def write(
     *,
     policies: dict[str, CapturePolicy | None] | None = None,
     trim_after: bool = True,
+    rows: list[Capture] | None = None,
 ) -> str:
     """Write one item: its tensors' file and its row, and the caps unless ``trim_after`` is
     False (the caller trims once for many); what became of it (a counter's name, or
-    ``skipped``). ``policies``: the policies read so far by model, kept between items."""
+    ``skipped``). ``policies``: the policies read so far by model, kept between items;
+    ``rows``: where to put the new row instead of saving it (the caller saves many at once)."""
     if policies is not None and item.model in policies:
         policy = policies[item.model]
     else:
@@ -329,7 +334,7 @@ def write(
         _stop(policy, "write_failed", str(exc))
         policy.stopped_reason = "write_failed"
         return "dropped_disk_full"
-    Capture.objects.create(
+    row = Capture(
         model=policy.model,
         version=item.version,
         created=datetime.fromtimestamp(item.when, UTC),
@@ -341,6 +346,10 @@ def write(
         file=name,
         size=len(data),
     )
+    if rows is not None:
+        rows.append(row)  # the caller adds them in one statement
+    else:
+        row.save()
     if trim_after:
         trimmed = trim(policy)
         if trimmed:
