@@ -69,16 +69,22 @@ endef
 # headers are (Debian: libldap2-dev libsasl2-dev), else left out with a note, and a hub with
 # LDAP_SERVER_URI set says at start what to install.
 LDAP_HEADERS := $(and $(wildcard /usr/include/ldap.h),$(wildcard /usr/include/sasl/sasl.h))
+# A marker says it was left out, so that the next make, once the headers are there, installs it.
 define install_ldap
 $(if $(LDAP_HEADERS),$(call install,requirements-ldap.txt),@echo "LDAP sign-in left out: OpenLDAP's headers are missing (apt install libldap2-dev libsasl2-dev, then make again)")
+@$(if $(LDAP_HEADERS),rm -f,touch) $(VENV)/.ldap-left-out
 endef
+ifneq ($(and $(LDAP_HEADERS),$(wildcard $(VENV)/.ldap-left-out)),)
+LDAP_CATCH_UP := ldap-catch-up
+endif
+.PHONY: ldap-catch-up
 
-$(RUN_STAMP): requirements.txt requirements-ldap.txt constraints.txt
+$(RUN_STAMP): requirements.txt requirements-ldap.txt constraints.txt $(LDAP_CATCH_UP)
 	$(call install,requirements.txt)
 	$(install_ldap)
 	@touch $@
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-ldap.txt constraints.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-ldap.txt constraints.txt $(LDAP_CATCH_UP)
 	$(call install,requirements-dev.txt)
 	$(install_ldap)
 	@touch $@ $(RUN_STAMP)
