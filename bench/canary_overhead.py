@@ -89,6 +89,24 @@ def stop_canary(api: Api, name: str, timeout: float = 300) -> None:
         time.sleep(0.5)
 
 
+def serve_both_with_candidates(api: Api, stack: LocalStack) -> tuple[list[Any], Endpoints]:
+    """The demo model and the MLP served as v1, each with its own file again as v2 (for a
+    canary whose sides compute the same thing); what to call, and where."""
+    tell("adding the demo model and the MLP as v1, and their files again as v2 …")
+    serve_demo(api)
+    serve_mlp(api)
+    demo_onnx = (ROOT / "demo" / "efficientnet-lite0" / "model.onnx").read_bytes()
+    add_candidate(api, DEMO, demo_onnx)
+    add_candidate(api, MLP, mlp_payload(1))
+    mlp_x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
+    subjects = [
+        describe(api, stack, DEMO, demo_tensor(api)),
+        describe(api, stack, MLP, mlp_x),
+    ]
+    ends = Endpoints(stack.url, stack.token, f"127.0.0.1:{stack.env['HUB_TRITON_HTTP_PORT']}")
+    return subjects, ends
+
+
 def measure(open_one: Any, args: argparse.Namespace) -> dict[str, float]:
     client = open_one()
     try:
@@ -131,20 +149,7 @@ def main() -> None:
         stack = LocalStack(workdir / "var", worker_concurrency=1)
         with stack:
             api = Api(stack.url, stack.token)
-            tell("adding the demo model and the MLP as v1, and their files again as v2 …")
-            serve_demo(api)
-            serve_mlp(api)
-            demo_onnx = (ROOT / "demo" / "efficientnet-lite0" / "model.onnx").read_bytes()
-            add_candidate(api, DEMO, demo_onnx)
-            add_candidate(api, MLP, mlp_payload(1))
-            mlp_x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
-            subjects = [
-                describe(api, stack, DEMO, demo_tensor(api)),
-                describe(api, stack, MLP, mlp_x),
-            ]
-            ends = Endpoints(
-                stack.url, stack.token, f"127.0.0.1:{stack.env['HUB_TRITON_HTTP_PORT']}"
-            )
+            subjects, ends = serve_both_with_candidates(api, stack)
             tell(f"ready to measure after {time.monotonic() - launched:.0f} s")
             for phase in range(args.phases):
                 tell(f"phase {phase + 1} of {args.phases}: without a canary …")

@@ -29,22 +29,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-from _stack import ROOT, Api, LocalStack, machine, median, table, tell, temp_workdir
+from _stack import Api, LocalStack, machine, median, table, tell, temp_workdir
 from _stack import write_results as save
-from canary_overhead import add_candidate, measure, start_canary, stop_canary
+from canary_overhead import measure, serve_both_with_candidates, start_canary, stop_canary
 from infer_overhead import (
     DEMO,
     MLP,
-    Endpoints,
-    demo_tensor,
-    describe,
     open_client,
-    serve_demo,
-    serve_mlp,
 )
-
-from tests.fixtures.pipeline import mlp_payload
 
 GOAL_ADDED_MS = 0.3
 GOAL_THROUGHPUT = 0.9
@@ -90,20 +82,7 @@ def main() -> None:
         stack = LocalStack(workdir / "var", worker_concurrency=1)
         with stack:
             api = Api(stack.url, stack.token)
-            tell("adding the demo model and the MLP as v1, and their files again as v2 …")
-            serve_demo(api)
-            serve_mlp(api)
-            demo_onnx = (ROOT / "demo" / "efficientnet-lite0" / "model.onnx").read_bytes()
-            add_candidate(api, DEMO, demo_onnx)
-            add_candidate(api, MLP, mlp_payload(1))
-            mlp_x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32)
-            subjects = [
-                describe(api, stack, DEMO, demo_tensor(api)),
-                describe(api, stack, MLP, mlp_x),
-            ]
-            ends = Endpoints(
-                stack.url, stack.token, f"127.0.0.1:{stack.env['HUB_TRITON_HTTP_PORT']}"
-            )
+            subjects, ends = serve_both_with_candidates(api, stack)
             tell(f"ready to measure after {time.monotonic() - launched:.0f} s")
             for phase in range(args.phases):
                 for kind in KINDS:
