@@ -28,7 +28,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def stack(tmp_path: Path, oidc_provider: Provider, ldap_directory: Directory):
     env = fresh_machine_env(tmp_path / "var")
-    env |= {name: str(value) for name, value in ldap_directory.settings().items()}
+    # A generous bound: this test shares two cores with the whole parallel suite.
+    directory = ldap_directory.settings(LDAP_TIMEOUT_SECONDS=15)
+    env |= {name: str(value) for name, value in directory.items()}
     env |= {
         "OIDC_ISSUER": oidc_provider.issuer,
         "OIDC_CLIENT_ID": "triton-hub",
@@ -45,7 +47,7 @@ def stack(tmp_path: Path, oidc_provider: Provider, ldap_directory: Directory):
         )  # fmt: skip
     try:
         wait_for_line(log, "Triton Model Hub is ready", proc, timeout=240)
-        yield f"http://127.0.0.1:{env['HUB_PORT']}", env["HUB_ADMIN_PASSWORD"]
+        yield f"http://127.0.0.1:{env['HUB_PORT']}", env["HUB_ADMIN_PASSWORD"], log
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(90)
@@ -54,7 +56,7 @@ def stack(tmp_path: Path, oidc_provider: Provider, ldap_directory: Directory):
 def test_server_state_is_pushed_live_over_the_websocket(
     page: Page, stack, oidc_provider: Provider
 ) -> None:
-    base, password = stack
+    base, password, log = stack
     page.goto(f"{base}/login/")
     page.get_by_label("User name").fill("admin")
     page.get_by_label("Password").fill(password)
@@ -80,7 +82,7 @@ def test_server_state_is_pushed_live_over_the_websocket(
     page.get_by_label("User name").fill("ana")
     page.get_by_label("Password").fill("ana-pass-1")
     page.get_by_role("button", name="Sign in", exact=True).click()
-    page.wait_for_url(f"{base}/models/")
+    _landed(page, f"{base}/models/", log)
     assert page.evaluate("fetch('/api/v1/me').then(r => r.json())") == {
         "username": "ana", "role": "admin", "source": "ldap",
     }  # fmt: skip
@@ -90,7 +92,17 @@ def test_server_state_is_pushed_live_over_the_websocket(
     page.get_by_role("button", name="Sign in with Example ID").click()
     page.get_by_placeholder("sub").fill("bo-sub")
     page.get_by_role("button", name="Authorize").click()
-    page.wait_for_url(f"{base}/models/")
+    _landed(page, f"{base}/models/", log)
     assert page.evaluate("fetch('/api/v1/me').then(r => r.json())") == {
         "username": "bo", "role": "operator", "source": "oidc",
     }  # fmt: skip
+
+
+def _landed(page: Page, url: str, log: Path) -> None:
+    """On ``url``; else fail with the page's words and the end of the stack's log."""
+    try:
+        page.wait_for_url(url, timeout=30_000)
+    except Exception:
+        text = page.locator("main").inner_text() if page.locator("main").count() else ""
+        tail = log.read_text(errors="replace")[-4000:]
+        pytest.fail(f"not at {url} but {page.url}: {text[:600]}\n--- stack log ---\n{tail}")
