@@ -26,20 +26,23 @@ import argparse
 import functools
 import os
 import time
-from datetime import UTC, datetime
 from typing import Any
 
-from _stack import Api, LocalStack, machine, median, table, tell, temp_workdir
-from _stack import write_results as save
-from canary_overhead import measure, serve_both_with_candidates, start_canary, stop_canary
+from _stack import Api, LocalStack, median, tell, temp_workdir
+from canary_overhead import (
+    gateway_goals,
+    measure,
+    report,
+    serve_both_with_candidates,
+    start_canary,
+    stop_canary,
+)
 from infer_overhead import (
     DEMO,
     MLP,
     open_client,
 )
 
-GOAL_ADDED_MS = 0.3
-GOAL_THROUGHPUT = 0.9
 PATH = "gateway-binary"
 KINDS = ("without", "capture", "capture+canary")
 
@@ -117,28 +120,15 @@ def main() -> None:
         for kind in ("capture", "capture+canary"):
             added = rows[kind]["p50_ms"] - base["p50_ms"]
             ratio = rows[kind]["rps"] / base["rps"]
-            goals += [
-                {"model": name, "with": kind, "goal": f"p50 added <= +{GOAL_ADDED_MS} ms",
-                 "value": round(added, 3), "met": added <= GOAL_ADDED_MS},
-                {"model": name, "with": kind, "goal": f"throughput at concurrency "
-                 f"{args.concurrency} >= {GOAL_THROUGHPUT}x", "value": round(ratio, 3),
-                 "met": ratio >= GOAL_THROUGHPUT},
-            ]  # fmt: skip
+            goals += gateway_goals(name, added, ratio, args.concurrency, **{"with": kind})
         for kind, row in rows.items():
             lines.append([name, kind, f"{row['p50_ms']:.2f}", f"{row['p90_ms']:.2f}",
                           f"{row['rps']:.1f}", f"{row['written']:.0f}",
                           f"{row['dropped']:.0f}"])  # fmt: skip
-    print(f"\n{table(lines)}\n")
-    for goal in goals:
-        print(f"{'met' if goal['met'] else 'MISSED'}: {goal['model']} ({goal['with']}): "
-              f"{goal['goal']} ({goal['value']})")  # fmt: skip
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = save(f"capture_overhead-{stamp}", {
-        "benchmark": "capture_overhead", "machine": machine(), "settings": vars(args),
-        "phases": phases, "summary": summary, "goals": goals,
+    report("capture_overhead", lines, goals, {
+        "settings": vars(args), "phases": phases, "summary": summary, "goals": goals,
         "wall_seconds": round(time.monotonic() - launched, 1),
     })  # fmt: skip
-    tell(f"results: {out}")
 
 
 if __name__ == "__main__":
