@@ -11,7 +11,7 @@ without Django, so that a node's worker without database access can make it too
 Example:
     >>> report = build_host_report(dict(os.environ))
     >>> sorted(report)
-    ['cann', 'devices', 'diagnostics', 'host', 'made_at', 'protocol', 'targets']
+    ['cann', 'devices', 'diagnostics', 'host', 'made_at', 'protocol', 'quantise', 'targets']
 """
 
 from __future__ import annotations
@@ -22,14 +22,20 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from model_store.ascend.quantise_tools import (
+    AMCT_PYTHON_VAR,
+    MSMODELSLIM_PYTHON_VAR,
+    detect_quantisers,
+)
 from model_store.compile.atc.environment import cann_status, default_toolkit_homes
 from model_store.devices import read_devices
 from model_store.diagnostics.host_checks import ascend_root, run_host_checks
 from model_store.targets import all_targets
-from model_store.text import as_json
+from model_store.text import as_json, say
 
 #: Bumped when the report's shape changes in a way an older hub cannot read. Adding keys is
-#: not such a change (readers use ``.get``): ``cann`` and ``diagnostics`` came without a bump.
+#: not such a change (readers use ``.get``): ``cann``, ``diagnostics`` and ``quantise`` came
+#: without a bump.
 PROTOCOL = 1
 
 
@@ -61,15 +67,28 @@ def build_host_report(
         status = target.status(env)
         targets[target.name] = as_json({"available": status.available, "reason": status.reason})
     found_devices = devices()
+    cann = cann_summary(env)
     return {
         "protocol": PROTOCOL,
         "host": socket.gethostname(),
         "devices": as_json(found_devices),
         "targets": targets,
-        "cann": cann_summary(env),
+        "cann": cann,
+        "quantise": quantisers(env, cann_available=bool(cann.get("available"))),
         "diagnostics": run_host_checks(env, devices=found_devices, backends_dir=backends_dir),
         "made_at": now(),
     }
+
+
+def quantisers(env: Mapping[str, str], *, cann_available: bool) -> dict[str, Any]:
+    """The Ascend INT8 tools (:func:`detect_quantisers`), probed only where they could be: a
+    host with CANN, or one that names their interpreter. Elsewhere both are absent, unasked."""
+    named = any(env.get(v) for v in (AMCT_PYTHON_VAR, MSMODELSLIM_PYTHON_VAR))
+    if cann_available or named:
+        return detect_quantisers(env)
+    absent = {"state": "absent", "version": "", "python": "",
+              "reason": as_json(say("No CANN toolkit on this host."))}  # fmt: skip
+    return {"amct": dict(absent), "msmodelslim": dict(absent)}
 
 
 def ascend_matters(report: dict[str, Any]) -> bool:

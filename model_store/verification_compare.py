@@ -38,6 +38,12 @@ __all__ = ["REL_FLOOR", "TOLERANCES", "compare_output"]
 #:   own class by more than this fraction of the row's value range. Random
 #:   inputs often give near-ties, and a flip between near-tied classes is the
 #:   expected effect of rounding, not an error.
+#: * ``min_top1_agreement``: the share of rows whose top-1 class is the source's. Only for
+#:   int8, where it replaces ``top1_margin``: INT8 moves logits by a few percent of their
+#:   range, so a flip between classes a few percent apart is expected on some inputs; what
+#:   matters to a classifier's users is how often the answer changes. 0.9 on held-out
+#:   real inputs (one flip in 16 passes, two fail) is stricter than the <1 point top-1 drop
+#:   usually accepted for INT8 ImageNet models, because agreement counts every change.
 #: * ``min_topk_overlap``: mean |top-k(ref) ∩ top-k(got)| / k over rows.
 #: * ``min_exact_match``: for integer and bool outputs (indices, masks), the
 #:   fraction of equal elements. fp32 must match exactly; reduced precision
@@ -69,6 +75,19 @@ TOLERANCES: dict[str, dict[str, float | None]] = {
         "top1_margin": 1e-2,
         "min_topk_overlap": 0.8,
         "min_exact_match": 0.99,
+    },
+    # INT8 weights and activations (ONNX Runtime's static QDQ): each tensor keeps 256 levels,
+    # so errors of a few percent of an output's range are normal; cosine 0.99 is the usual
+    # floor for INT8 ports, and the class agreement is what a person reads.
+    "int8": {
+        "atol": None,
+        "rtol": None,
+        "max_error_vs_range": 0.15,
+        "min_cosine": 0.99,
+        "top1_margin": None,
+        "min_top1_agreement": 0.9,
+        "min_topk_overlap": 0.8,
+        "min_exact_match": 0.95,
     },
 }
 
@@ -158,6 +177,8 @@ def _fill_topk(
     result.top1_agreement = float(np.mean(same_top1))
     overlaps = [len(set(a) & set(b)) / top_k for a, b in zip(ref_top, out_top, strict=True)]
     result.topk_overlap = float(np.mean(overlaps))
+    if tolerances.get("min_top1_agreement") is not None:
+        return 0  # the agreement rate is the criterion, not single flips
     margin = tolerances.get("top1_margin")
     if margin is None:
         return int(np.count_nonzero(~same_top1))
@@ -221,6 +242,14 @@ def _first_violation(
         return say(
             "top-1 class changed in %(flips)s row(s) where the source was not near a tie",
             flips=flips,
+        )
+    need_top1 = tol.get("min_top1_agreement")
+    agreement = result.top1_agreement
+    if need_top1 is not None and agreement is not None and agreement < need_top1:
+        return say(
+            "top-1 class agrees on %(agreement)s of the inputs (need %(minimum)s)",
+            agreement=f"{agreement:.0%}",
+            minimum=f"{need_top1:.0%}",
         )
     need_overlap = tol.get("min_topk_overlap")
     overlap = result.topk_overlap

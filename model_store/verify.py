@@ -42,7 +42,7 @@ from model_store.verification_inputs import (
 )
 from model_store.verification_report import VerificationReport
 
-Precision = Literal["fp32", "fp16", "mixed"]
+Precision = Literal["fp32", "fp16", "mixed", "int8"]
 OmRunner = Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]]
 #: Runs the artifact on one sample; outputs keyed by the source's output names (or in order).
 ArtifactRunner = Callable[[Sample], dict[str, np.ndarray]]

@@ -36,7 +36,7 @@ from model_store.targets.findings import Finding, error
 from model_store.targets.options import InvalidOptions, OptionSpec, parse_value
 from model_store.text import Said, as_json, say
 
-Precision = Literal["fp32", "fp16", "mixed"]
+Precision = Literal["fp32", "fp16", "mixed", "int8"]
 
 
 class BuildCancelled(ModelStoreError):

@@ -22,6 +22,8 @@ from model_store.uploads.errors import InvalidUpload, UploadNotFound, quoted
 PIECE_SIZE = 1024 * 1024
 #: File types an upload may declare; a ``.zip`` is a bundle (one .onnx + its data files).
 ALLOWED_EXTENSIONS = (".onnx", ".zip")
+#: Also accepted: the inputs an INT8 quantisation calibrates on (never a version's source).
+CALIBRATION_EXTENSIONS = (".npz",)
 META_FILE = "meta.json"
 PART_FILE = "data.part"
 STATE_RECEIVING = "receiving"
@@ -150,7 +152,7 @@ def check_upload_filename(filename: object) -> str:
         validate_file_name(filename)
     except InvalidFileName as exc:
         raise InvalidUpload(exc.message) from None
-    if not filename.lower().endswith(ALLOWED_EXTENSIONS):
+    if not filename.lower().endswith(ALLOWED_EXTENSIONS + CALIBRATION_EXTENSIONS):
         raise InvalidUpload(
             say(
                 "The file %(name)s is neither an ONNX model nor a bundle. Upload a "

@@ -41,6 +41,7 @@ from webapp.registry.catalogue.storage import get_uploads
 from webapp.registry.jobs.models import Job
 from webapp.registry.jobs.record import full_log_download
 from webapp.registry.performance.actions import revisions as revision_actions
+from webapp.registry.quantize import actions as quantize_actions
 from webapp.text import localize, localized
 
 router = Router(tags=["versions"], exclude_unset=True)
@@ -370,7 +371,11 @@ REVISE_BODY = {
                     "type": "object",
                     "description": "The options to change, by name (the target's options_schema "
                     "in GET /api/v1/targets); dynamic_batching also takes config.pbtxt's block: "
-                    "{preferred_batch_size, max_queue_delay_microseconds}, or false.",
+                    "{preferred_batch_size, max_queue_delay_microseconds}, or false. Or only "
+                    '"quantize": {"method": "static", "calibration": "captures" | "examples" | '
+                    '{"upload_id": "<a finished .npz upload>"}, "max_items": 32..2048 (256), '
+                    '"calibrate_method": "minmax" | "percentile" | "entropy", "activations": '
+                    '"int8" | "uint8", "per_channel": true, "exclude_nodes": [node names]}.',
                     "example": {
                         "instance_count": 2,
                         "max_batch_size": 8,
@@ -388,16 +393,25 @@ REVISE_BODY = {
 
 @router.post(
     "/models/{name}/versions/{int:number}/revise",
-    response={200: types.RevisionPlanOut, 201: types.NewRevision, **errors(400, 404, 409)},
+    response={
+        200: types.RevisionPlanOut,
+        201: types.NewRevision | types.NewQuantization,
+        **errors(400, 404, 409),
+    },
     auth=OPERATOR,
     url_name="api-version-revise",
     summary="A new version with other serving options (operator): reuses the artifact when "
-    "only config.pbtxt changes, else compiles and verifies again; ?dry_run=true previews",
+    "only config.pbtxt changes, else compiles and verifies again; ?dry_run=true previews. "
+    'Or {"quantize": {"method": "static", "calibration": "captures" | "examples" | '
+    '{"upload_id": ...}, "max_items": 256}}: the version in INT8 (onnxruntime target), '
+    "checked against it on held-out inputs",
     openapi_extra=REVISE_BODY,
 )
 def version_revise(request: HttpRequest, name: str, number: int, dry_run: bool = False) -> Any:
     version = version_or_404(name, number)
     changes = json_object(request.body)
+    if "quantize" in changes:
+        return _quantize(request, version, changes, dry_run)
     if dry_run:
         return revision_actions.localized_preview(
             revision_actions.preview_revision(version, changes)
@@ -411,6 +425,30 @@ def version_revise(request: HttpRequest, name: str, number: int, dry_run: bool =
         "reuses_artifact": plan.reuses_artifact,
         "rebuild": plan.rebuild,
         "changed": plan.changed,
+    }
+    return Status(201, body)
+
+
+def _quantize(request: HttpRequest, version: Any, body: dict[str, Any], dry_run: bool) -> Any:
+    """``{"quantize": {...}}``: the next version is this one in INT8 (docs/quantise.md)."""
+    if set(body) != {"quantize"}:
+        raise HubError(
+            gettext("Send quantize alone; change the other options in a revision of its own."),
+            "invalid_field",
+        )
+    if dry_run:
+        raise HubError(gettext("dry_run does not apply to quantize."), "invalid_field")
+    revision, job, record = quantize_actions.request_quantization(
+        version,
+        body["quantize"],
+        request.user,  # type: ignore[arg-type]
+    )
+    body = {
+        "version": revision.number,
+        "job": str(job.uuid),
+        "status": revision.status,
+        "revision_of": version.number,
+        "quantization": record,
     }
     return Status(201, body)
 

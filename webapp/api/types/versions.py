@@ -22,6 +22,7 @@ __all__ = [
     "JobList",
     "JobOut",
     "LogLine",
+    "NewQuantization",
     "NewRevision",
     "NewVersion",
     "NewVersionIn",
@@ -58,6 +59,9 @@ class VersionOut(Out):
         default=None,
         description="The version this one revises (same source, other serving config), if any",
     )
+    quantized: bool = Field(
+        default=False, description="Quantised to INT8 by the hub from revision_of"
+    )
 
 
 class BuiltWith(Out):
@@ -79,6 +83,11 @@ class VersionDetail(VersionOut):
     config: str
     artifact: dict[str, Any]
     built_with: BuiltWith
+    quantization: dict[str, Any] | None = Field(
+        default=None,
+        description="How it was quantised: method, calibration source, the split of the "
+        "inputs (calibration / held out for the check) and the quantiser's result",
+    )
     jobs: list[str]
 
 
@@ -137,6 +146,14 @@ class NewVersionIn(In):
     sample: Any = Field(
         None, description='A verification input: {input name: nested list}, e.g. {"x": [[0.1]]}'
     )
+
+
+class NewQuantization(Out):
+    version: int
+    job: str
+    status: str
+    revision_of: int
+    quantization: dict[str, Any]
 
 
 class NewVersion(Out):

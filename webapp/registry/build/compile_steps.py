@@ -39,6 +39,7 @@ from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.db_outage import retrying
 from webapp.registry.jobs.models import Job
+from webapp.registry.quantize.build import run_quantize_compile
 
 
 def _jsonable(value: Any) -> Any:
@@ -143,6 +144,9 @@ def run_compile(job: Job) -> None:
     check_cancel(job)
     state = job_state.read(store, job)
     onnx_path = Path(state["onnx_path"])
+    if job.params.get("quantize"):
+        run_quantize_compile(job, version, onnx_path)
+        return
     # The artifact and the intermediate models a build writes: about twice the source.
     source_bytes = sum(p.stat().st_size for p in onnx_path.parent.rglob("*") if p.is_file())
     check_free_space(store, 2 * source_bytes, "compiling (twice the model's size)")

@@ -23,6 +23,7 @@ from webapp.registry.catalogue.models import Version
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
+from webapp.registry.quantize.build import held_out_items
 
 
 def run_verify(job: Job) -> None:
@@ -42,6 +43,9 @@ def run_verify(job: Job) -> None:
     if isinstance(state.get("node_verification"), dict):
         # Verified on the node that built it, on its NPU (webapp/registry/build/node_builds.py).
         _record_verification(job, version, plan.note, state["node_verification"])
+        return
+    if state.get("held_out"):
+        _verify_quantized(job, version, plan.note, source, artifact, state)
         return
     uploaded = [sample_arrays(version)] if version.verification_sample is not None else []
     captured = captured_samples(version, source, plan.input_shapes)
@@ -73,6 +77,29 @@ def run_verify(job: Job) -> None:
         "capture_ids": [pk for pk, _ in captured],
     }
     _record_verification(job, version, plan.note, data)
+
+
+def _verify_quantized(
+    job: Job, version: Version, note: Said, source: Path, artifact: Path, state: dict[str, Any]
+) -> None:
+    """An INT8 model against its FP32 source, on the held-out inputs only: random inputs say
+    nothing about a model calibrated on real ones, and the calibration inputs would flatter it."""
+    samples = held_out_items(Path(state["held_out"]))
+    jobs.log(
+        job,
+        f"Checking INT8 against the FP32 source on {len(samples)} held-out inputs (never used "
+        "to calibrate), with the int8 tolerances…",
+    )
+    report = verify(
+        source, artifact, "onnx", precision="int8", samples=samples, random_samples=0, batch=1
+    )
+    data = report.to_dict()
+    data["inputs"] = {
+        "held_out": len(samples),
+        "held_out_ids": state.get("held_out_ids", []),
+        "source": (version.quantization or {}).get("calibration", {}).get("source"),
+    }
+    _record_verification(job, version, note, data)
 
 
 #: How many of the model's newest captured requests a verification runs on besides the rest.

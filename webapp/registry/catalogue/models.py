@@ -170,6 +170,9 @@ class Version(models.Model):
     cann_ops_version = models.CharField(max_length=64, blank=True)
     # A config revision: the version whose source (and, when only config.pbtxt changed, whose
     # artifact and verification) this one reuses (model_store.targets.revise).
+    #: How this version was quantised from ``revision_of`` (None: not quantised by the hub):
+    #: method, calibration source, the inputs' split and the quantiser's result.
+    quantization = models.JSONField(null=True, blank=True)
     revision_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
     )
@@ -218,6 +221,7 @@ class Version(models.Model):
             "created_by": self.created_by.get_username() if self.created_by else None,
             "error": localize(self.error),
             "revision_of": self.revision_of.number if self.revision_of else None,
+            "quantized": self.quantization is not None,
         }
         if detail:
             data |= {
@@ -237,6 +241,7 @@ class Version(models.Model):
                     "cann_version": self.cann_version or None,
                     "cann_ops_version": self.cann_ops_version or None,
                 },
+                "quantization": self.quantization,
                 "jobs": [str(j.uuid) for j in self.jobs.order_by("-created")],
             }
         return data

@@ -12,6 +12,7 @@ necessary. The planning itself is ``model_store.targets.revise``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from model_store.errors import ModelStoreError
 from model_store.onnx_info import OnnxInfo, inspect_onnx
 from model_store.targets import get_target
 from model_store.targets.revise import RevisionPlan, normalize_changes, plan_revision
-from model_store.text import say
+from model_store.text import Message, say
 from webapp import dispatch, live
 from webapp.accounts.roles import Role, require_role
 from webapp.errors import HubError
@@ -162,8 +163,21 @@ def request_revision(
             % {"problems": " ".join([*errors, *problems][:5])},
             "invalid_config",
         )
-    model = version.model
-    store = get_store()
+    if version.quantization is not None and not plan.reuses_artifact:
+        # A rebuild starts from the FP32 source: it would silently drop the quantisation.
+        raise HubError(
+            gettext(
+                "Version %(number)s is quantised to INT8 and %(options)s would rebuild it "
+                "from the FP32 source. Revise version %(source)s instead, then quantise that."
+            )
+            % {
+                "number": version.number,
+                "options": ", ".join(plan.rebuild),
+                "source": version.revision_of.number if version.revision_of else "?",
+            },
+            "quantized_rebuild",
+            409,
+        )
     steps = dispatch.REUSE_STEPS if plan.reuses_artifact else dispatch.COMPILE_STEPS
     why = (
         say("reuses the artifact and its verification")
@@ -173,6 +187,59 @@ def request_revision(
             options=", ".join(plan.rebuild),
         )
     )
+    revision, job = make_revision(
+        version,
+        user,
+        options=plan.options,
+        findings=[f.to_dict() for f in plan.findings],
+        steps=steps,
+        params={"revision_of": version.number, "changed": plan.changed},
+        quantization=version.quantization,  # the artifact is reused as it is
+        event=lambda number: (
+            "version.revised",
+            say(
+                "%(user)s revised version %(original)s as version %(number)s (%(changes)s); "
+                "%(why)s.",
+                user=user.get_username(),
+                original=version.number,
+                number=number,
+                changes=_describe(plan),
+                why=why,
+            ),
+            {
+                "revision_of": version.number,
+                "changed": plan.changed,
+                "rebuild": plan.rebuild,
+                "diff": plan.diff,
+            },
+        ),
+    )
+    return revision, job, plan
+
+
+#: ``event(number) -> (kind, message, data)`` of the audit line a new revision records.
+EventFor = Callable[[int], tuple[str, Message, dict[str, Any]]]
+
+
+def make_revision(
+    version: Version,
+    user: User,
+    *,
+    options: dict[str, Any],
+    findings: list[dict[str, Any]],
+    steps: tuple[str, ...],
+    params: dict[str, Any],
+    event: EventFor,
+    quantization: dict[str, Any] | None = None,
+    prepare: Callable[[Job], None] | None = None,
+) -> tuple[Version, Job]:
+    """The model's next version from ``version``'s source, its job queued on commit.
+
+    ``prepare(job)`` runs inside the transaction once the job exists (to move files into its
+    work directory); raising there records nothing.
+    """
+    model = version.model
+    store = get_store()
     shared: list[int] = []
     try:
         with transaction.atomic():
@@ -187,12 +254,13 @@ def request_revision(
                 source_filename=version.source_filename,
                 source_sha256=version.source_sha256,
                 source_size=version.source_size,
-                options=plan.options,
+                options=options,
                 signature=version.signature,
                 onnx_summary=version.onnx_summary,
-                findings=[f.to_dict() for f in plan.findings],
+                findings=findings,
                 verification_sample=version.verification_sample,
                 revision_of=version,
+                quantization=quantization,
                 created_by=user,
             )
             job = Job.objects.create(
@@ -200,32 +268,13 @@ def request_revision(
                 model=locked,
                 version=revision,
                 steps=initial_steps(steps),
-                params={"revision_of": version.number, "changed": plan.changed},
+                params=params,
                 created_by=user,
             )
-            text = say(
-                "%(user)s revised version %(original)s as version %(number)s (%(changes)s); "
-                "%(why)s.",
-                user=user.get_username(),
-                original=version.number,
-                number=number,
-                changes=_describe(plan),
-                why=why,
-            )
-            record_event(
-                "version.revised",
-                text,
-                model=locked,
-                version=revision,
-                job=job,
-                actor=user,
-                data={
-                    "revision_of": version.number,
-                    "changed": plan.changed,
-                    "rebuild": plan.rebuild,
-                    "diff": plan.diff,
-                },
-            )
+            if prepare is not None:
+                prepare(job)
+            kind, text, data = event(number)
+            record_event(kind, text, model=locked, version=revision, job=job, actor=user, data=data)
             locked.save(update_fields=["updated"])
             transaction.on_commit(lambda: enqueue_compile(job))
     except BaseException:
@@ -234,4 +283,4 @@ def request_revision(
             store.remove_source(model.name, number)
         raise
     live.publish("models", {"model": model.name})
-    return revision, job, plan
+    return revision, job
