@@ -19,6 +19,7 @@ from webapp.registry.jobs import views as job_views
 from webapp.registry.performance.views import perf as perf_views
 from webapp.registry.performance.views import revise as revise_views
 from webapp.registry.performance.views import tune as tune_views
+from webapp.registry.quantize import views as quantize_views
 from webapp.registry.serving.views import canary as canary_views
 from webapp.registry.serving.views import placement as placement_views
 from webapp.registry.serving.views import switch as switch_views
@@ -143,6 +144,11 @@ urlpatterns = [
         "models/<str:name>/versions/<int:number>/revise/",
         revise_views.version_revise,
         name="version-revise",
+    ),
+    path(
+        "models/<str:name>/versions/<int:number>/quantize/",
+        quantize_views.quantize_page,
+        name="version-quantize",
     ),
     path(
         "models/<str:name>/versions/<int:number>/override/",

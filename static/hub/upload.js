@@ -5,6 +5,9 @@
 // retried, and a page reload resumes from the offset the server reports (the upload id is
 // remembered per file in localStorage). The file is hashed (SHA-256) while it is sent; the
 // server compares it with its own hash. Then the form posts the upload id and the options.
+// The same form drives the INT8 page's calibration file: data-accept names the extensions
+// taken (default onnx|zip), and with data-file-optional the form posts without a file when
+// its "calibration" choice is not "upload".
 // An ES module (strict, deferred, no globals): it imports the hash and the CSRF token.
 import { csrfToken } from "./csrf.js";
 import { HubSha256 } from "./sha256.js";
@@ -25,6 +28,13 @@ function start(form) {
   var chunkBytes = parseInt(form.getAttribute("data-chunk-bytes"), 10);
   var maxBytes = parseInt(form.getAttribute("data-max-bytes"), 10);
   var state = { xhr: null, cancelled: false, uploadId: null, busy: false };
+  var accept = form.getAttribute("data-accept") || "onnx|zip";
+  var acceptPattern = new RegExp("\\.(" + accept + ")$", "i");
+  function fileNeeded() {
+    if (!form.hasAttribute("data-file-optional")) return true;
+    var choice = form.querySelector("input[name=calibration]:checked");
+    return !!choice && choice.value === "upload";
+  }
 
   function human(bytes) {
     var units = ["B", "KB", "MB", "GB", "TB"], i = 0;
@@ -42,8 +52,10 @@ function start(form) {
   function pick(file) {
     showError("");
     if (!file) return;
-    if (!/\.(onnx|zip)$/i.test(file.name)) {
-      showError(interpolate(gettext("%(name)s is not an .onnx file or a .zip bundle."), { name: file.name }, true));
+    if (!acceptPattern.test(file.name)) {
+      showError(accept === "onnx|zip"
+        ? interpolate(gettext("%(name)s is not an .onnx file or a .zip bundle."), { name: file.name }, true)
+        : interpolate(gettext("%(name)s is not a .%(kinds)s file."), { name: file.name, kinds: accept.split("|").join(", .") }, true));
       return;
     }
     if (file.size === 0) { showError(interpolate(gettext("%(name)s is empty."), { name: file.name }, true)); return; }
@@ -150,7 +162,8 @@ function start(form) {
     e.preventDefault();
     if (state.busy) return;
     var file = state.file || input.files[0];
-    if (!file) { showError(gettext("Choose or drop an ONNX file first.")); return; }
+    if (!fileNeeded()) { await postWithout(); return; }
+    if (!file) { showError(accept === "onnx|zip" ? gettext("Choose or drop an ONNX file first.") : gettext("Choose or drop the file first.")); return; }
     showError("");
     state.cancelled = false; state.busy = true;
     submit.disabled = true; panel.hidden = false; bar.removeAttribute("value");
@@ -160,7 +173,7 @@ function start(form) {
       state.uploadId = upload.id;
       var hash = new HubSha256();
       await sendChunks(file, upload, hash);
-      stats.textContent = gettext("Checking the file (SHA-256) and queueing the compile job…");
+      stats.textContent = form.getAttribute("data-finishing") || gettext("Checking the file (SHA-256) and queueing the compile job…");
       bar.removeAttribute("value");
       var body = new FormData(form);
       body.delete("file");
@@ -173,14 +186,32 @@ function start(form) {
         return;
       }
       if (r.data && r.data.upload_spent) localStorage.removeItem(key(file));
+      state.refused = true;  // the file arrived; the server said no: nothing to resume
       throw new Error(r.data && r.data.error ? r.data.error : interpolate(gettext("The version could not be created (%(status)s)."), { status: r.status }, true));
     } catch (err) {
       if (err.message !== "aborted") showError(err.message === "network" ? gettext("The connection dropped. Press Upload to resume.") : err.message);
-      panel.hidden = err.message === "aborted";
+      panel.hidden = err.message === "aborted" || !!state.refused;
+      state.refused = false;
     } finally {
       state.busy = false; submit.disabled = false;
     }
   });
+
+  // No file to send (calibration on captures or examples): the form's fields alone.
+  async function postWithout() {
+    showError(""); state.busy = true; submit.disabled = true;
+    try {
+      var body = new FormData(form);
+      body.delete("file");
+      var r = await api("POST", form.action, body);
+      if (r.status === 201 && r.data && r.data.job_url) { window.location.assign(r.data.job_url); return; }
+      showError(r.data && r.data.error ? r.data.error : interpolate(gettext("The version could not be created (%(status)s)."), { status: r.status }, true));
+    } catch (err) {
+      showError(gettext("The connection dropped. Press the button again."));
+    } finally {
+      state.busy = false; submit.disabled = false;
+    }
+  }
 
   cancelButton.addEventListener("click", async function () {
     state.cancelled = true;

@@ -72,3 +72,42 @@ def test_models_without_float_weights_or_with_string_inputs_are_refused() -> Non
     with pytest.raises(QuantizeRefused) as refused:
         check_quantizable(strings)
     assert refused.value.code == "input_type" and "STRING" in str(refused.value.message)
+
+
+# -- the int8 tolerances ----------------------------------------------------------------------
+
+
+def _logits(rows: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, 10)).astype(np.float32) * 4
+
+
+def test_int8_passes_one_flip_in_sixteen_and_fails_two() -> None:
+    from model_store.verification_compare import TOLERANCES, compare_output
+
+    ref = _logits(16, 1)
+    top = ref.argmax(axis=1)
+    runner_up = (top + 1) % 10
+    rows = np.arange(16)
+    ref[rows, runner_up] = ref[rows, top] - 0.2  # every row has a close second
+    near = ref + np.random.default_rng(2).standard_normal(ref.shape).astype(np.float32) * 0.02
+    one_flip = near.copy()
+    one_flip[0, runner_up[0]] = ref[0, top[0]] + 0.1  # row 0 answers its second class
+    passed = compare_output("logits", [ref], [one_flip], TOLERANCES["int8"])
+    assert passed.top1_agreement == 15 / 16 and passed.passed, passed.problem
+    two_flips = one_flip.copy()
+    two_flips[1, runner_up[1]] = ref[1, top[1]] + 0.1
+    failed = compare_output("logits", [ref], [two_flips], TOLERANCES["int8"])
+    assert not failed.passed
+    assert "top-1 class agrees on 88% of the inputs (need 90%)" in str(failed.problem)
+    # The same answers fail fp16's tighter bars: int8 has its own.
+    assert not compare_output("logits", [ref], [one_flip], TOLERANCES["fp16"]).passed
+
+
+def test_int8_fails_on_a_low_cosine_before_agreement() -> None:
+    from model_store.verification_compare import TOLERANCES, compare_output
+
+    ref = _logits(16, 3)
+    noisy = ref + np.random.default_rng(4).standard_normal(ref.shape).astype(np.float32) * 2
+    result = compare_output("logits", [ref], [noisy], TOLERANCES["int8"])
+    assert not result.passed
+    assert "range" in str(result.problem) or "cosine" in str(result.problem)

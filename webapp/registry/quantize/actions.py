@@ -50,6 +50,8 @@ class QuantizeRequest:
     upload_id: str
     max_items: int
     plan: Plan
+    #: The calibration upload's SHA-256 as the client computed it (empty: not checked).
+    upload_sha256: str = ""
 
 
 def _bad(message: str, code: str = "invalid_field") -> HubError:
@@ -72,7 +74,7 @@ def parse(body: object) -> QuantizeRequest:
         )
     if body.get("method", "static") != "static":
         raise _bad(gettext('Only "static" quantisation is offered (ONNX Runtime, QDQ).'))
-    source, upload_id = _calibration_source(body.get("calibration", "captures"))
+    source, upload_id, sha256 = _calibration_source(body.get("calibration", "captures"))
     max_items = body.get("max_items", DEFAULT_MAX_ITEMS)
     if isinstance(max_items, bool) or not isinstance(max_items, int):
         raise _bad(gettext("max_items must be a whole number."))
@@ -81,16 +83,21 @@ def parse(body: object) -> QuantizeRequest:
             gettext("max_items must be from %(low)s to %(high)s.")
             % {"low": MIN_INPUTS, "high": MAX_ITEMS}
         )
-    return QuantizeRequest(source, upload_id, max_items, _plan(body))
+    return QuantizeRequest(source, upload_id, max_items, _plan(body), sha256)
 
 
-def _calibration_source(value: object) -> tuple[str, str]:
+def _calibration_source(value: object) -> tuple[str, str, str]:
     if value in ("captures", "examples"):
-        return str(value), ""
-    if isinstance(value, dict) and set(value) == {"upload_id"}:
-        upload_id = value["upload_id"]
-        if isinstance(upload_id, str) and 0 < len(upload_id) <= 64:
-            return "upload", upload_id
+        return str(value), "", ""
+    if isinstance(value, dict) and "upload_id" in value and set(value) <= {"upload_id", "sha256"}:
+        upload_id, sha256 = value["upload_id"], value.get("sha256", "")
+        if (
+            isinstance(upload_id, str)
+            and 0 < len(upload_id) <= 64
+            and isinstance(sha256, str)
+            and len(sha256) <= 64
+        ):
+            return "upload", upload_id, sha256.strip().lower()
     raise _bad(
         gettext('calibration must be "captures", "examples" or {"upload_id": "<id of a '
                 'finished .npz upload>"}.')
@@ -213,6 +220,13 @@ def choose_inputs(
             finished = uploads.finish(wanted.upload_id)
         except ModelStoreError as exc:
             raise HubError(localize(exc.message), getattr(exc, "code", "invalid_upload")) from None
+        if wanted.upload_sha256 and wanted.upload_sha256 != finished.sha256:
+            uploads.cancel(wanted.upload_id)
+            raise HubError(
+                gettext("The file changed in transit: your sha256 does not match what arrived. "
+                        "Upload again."),
+                "upload_corrupt",
+            )  # fmt: skip
         if finished.size > calibration.MAX_UPLOAD_BYTES:
             raise _bad(gettext("The calibration file is over 2 GiB."), "invalid_calibration")
         keys, rows = calibration.upload_keys(version, finished.path, wanted.max_items)

@@ -33,6 +33,7 @@ from webapp.registry.catalogue.listing import CataloguePage, CatalogueQuery, fin
 from webapp.registry.catalogue.models import Model, Version
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs.models import Event
+from webapp.registry.quantize import views as quantize_views
 from webapp.registry.serving.cann_check import cann_skew
 from webapp.registry.serving.memory import memory_estimate
 from webapp.registry.serving.state import state_of
@@ -262,6 +263,10 @@ def version_detail(request: HubRequest, name: str, number: int) -> HttpResponse:
         "nav": "models",
         "memory": _memory_estimate(version),
         "cann_skew": cann_skew(version),
+        "int8_pair": quantize_views.pair(version),
+        "quantized_as": list(
+            version.revisions.filter(quantization__isnull=False).values_list("number", flat=True)
+        ),
     }
     return render(request, "registry/version_detail.html", context)
 
