@@ -40,7 +40,8 @@ KEPT_IN_ENGLISH = {
     "Ascend", "npu-smi", "JSON", "CSV", "HTTP", "HTTPS", "gRPC", "URL", "UTC", "CPU", "GPU",
     "Prometheus", "Redis", "PostgreSQL", "SQLite", "Celery", "Django", "OpenAPI", "SHA-256",
     "FP16", "FP32", "INT8", "TensorRT", "Python", "Docker", "KServe", "htmx", "ID", "OK",
-    "SoC", "NPUs", "config.pbtxt", "AICore", "RGB", "BGR", "NCHW", "NHWC", "Top-k",
+    "SoC", "NPUs", "config.pbtxt", "AICore", "RGB", "BGR", "NCHW", "NHWC", "Top-k", "Top-1",
+    "Top-5", "QDQ", "AMCT", "msModelSlim",
     "p50", "p90", "p95", "p99",
     # Units
     "s", "ms", "µs", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "px", "x",

@@ -43,7 +43,8 @@ KEPT_ENGLISH = {
     "fp32", "int8", "cpu", "gpu", "soc", "ascend", "imagenet", "url", "id", "sha-256",
     "tritonclient", "docker", "redis", "celery", "django", "python", "curl", "utc",
     "nvidia", "efficientnet-lite0", "efficientnet-lite", "efficientnet", "lite0", "apache-2.0",
-    "huawei", "openid", "connect", "ldap",
+    "huawei", "openid", "connect", "ldap", "qdq", "amct", "msmodelslim", "vnni", "avx-512",
+    "avx-vnni", "npz",
     # Units and statistics as engineers write them in either language.
     "ms", "s", "kb", "mb", "gb", "kib", "mib", "gib", "req", "p50", "p90", "p95", "p99",
     "qps", "nchw", "nhwc", "rgb", "bgr", "png", "jpeg", "tar", "min", "max",
@@ -51,7 +52,9 @@ KEPT_ENGLISH = {
     # the stack's processes (make run, compose), Triton's model states, keyboard keys,
     # the classifier's top-k and softmax.
     "web", "worker", "beat", "loading", "atol", "rtol", "zip", "ctrl", "enter", "top-1",
-    "top-k", "softmax", "h", "d",
+    "top-k", "top-5", "softmax", "h", "d",
+    # The quantiser's own choices, shown as ONNX Runtime names them (a select's options).
+    "minmax", "percentile", "entropy", "uint8",
     # Pico CSS styles `nav[aria-label=breadcrumb]`: the label is a hook, kept as Pico names it.
     "breadcrumb",
     # ONNX's and Triton's own words (opset, IR version, config.pbtxt's dims), an HTTP header,
@@ -203,6 +206,7 @@ def test_the_main_journey_speaks_chinese(
         "models": "/models/",
         "version": "/models/mlp/versions/2/",
         "revise": "/models/mlp/versions/2/revise/",
+        "quantise": "/models/mlp/versions/2/quantize/",
         "model-new": "/models/new/",
         "model-edit": "/models/mlp/edit/",
         "jobs": "/jobs/",
