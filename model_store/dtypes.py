@@ -129,3 +129,20 @@ def numpy_to_triton(dtype: Any) -> str:
 def is_triton_type(name: str) -> bool:
     """Tells whether ``name`` is a Triton type this project handles, e.g. ``"TYPE_FP32"``."""
     return name in TRITON_TYPES
+
+
+def npy_header(stream: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype a ``.npy`` stream's header declares, read without the array (or
+    any pickle): format 1.0 and 2.0, as ``np.save`` writes them.
+
+    Raises:
+        ValueError: Not a ``.npy`` header, or another format version.
+    """
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f"format version {version} is not supported; use np.save")
+    return tuple(shape), dtype

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from model_store.dtypes import npy_header
 from model_store.inference.coerce import coerce_dtype
 from model_store.inference.decode_fields import MAX_RANK, _b64, _error
 from model_store.inference.errors import InferenceInputError
@@ -188,13 +189,7 @@ def _from_npy(spec: TensorSpec, text: object, limits: Limits, budget: Budget) ->
     data = _b64(spec.name, text, limits.max_bytes + 65536, "npy_b64")
     stream = io.BytesIO(data)
     try:
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            raise ValueError(f"format version {version} is not supported; use np.save")
+        shape, dtype = npy_header(stream)
     except (ValueError, OSError, SyntaxError, TypeError) as exc:
         raise _error(
             "bad_npy",

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from django.utils.translation import gettext
 
-from model_store.dtypes import triton_to_numpy
+from model_store.dtypes import npy_header, triton_to_numpy
 from model_store.inference import decode_inputs
 from model_store.inference.errors import InferenceInputError
 from webapp.errors import HubError
@@ -178,7 +178,7 @@ def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]
                 if not member.filename.endswith(".npy"):
                     continue
                 with archive.open(member) as fh:
-                    shape, dtype = _array_header(fh)
+                    shape, dtype = npy_header(fh)
                 if dtype.hasobject:
                     raise ValueError("object arrays are not accepted")
                 found[member.filename[: -len(".npy")]] = (tuple(shape), dtype)
@@ -190,17 +190,6 @@ def _npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]
     if not found:
         raise _bad(gettext("The calibration .npz holds no arrays."))
     return found
-
-
-def _array_header(fh: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
-    major_minor = np.lib.format.read_magic(fh)
-    if major_minor == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif major_minor == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-    else:
-        raise ValueError(f"unsupported .npy format {major_minor}")
-    return tuple(shape), dtype
 
 
 def load(version: Version, chosen: Chosen) -> Iterator[tuple[int, dict[str, np.ndarray]]]:

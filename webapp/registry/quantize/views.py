@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils.translation import gettext
 
 from model_store.errors import ModelStoreError
@@ -22,6 +22,7 @@ from webapp.errors import HubError, error_json
 from webapp.http import HubRequest
 from webapp.registry.catalogue.models import Version
 from webapp.registry.performance.models import PerfRun
+from webapp.registry.performance.views.revise import page_version
 from webapp.registry.quantize import actions, calibration
 from webapp.text import localize
 
@@ -30,17 +31,8 @@ METHODS = ("minmax", "percentile", "entropy")
 ACTIVATIONS = ("int8", "uint8")
 
 
-def _version(name: str, number: int) -> Version:
-    return get_object_or_404(
-        Version.objects.select_related("model", "revision_of"),
-        model__name=name,
-        model__retired_at=None,
-        number=number,
-    )
-
-
 def quantize_page(request: HubRequest, name: str, number: int) -> HttpResponse:
-    version = _version(name, number)
+    version = page_version(name, number)
     if request.method == "POST":
         return _submit(request, version)
     available, why = actions.availability(version)

@@ -117,7 +117,8 @@ class RevisionForm(OptionsForm):
         self.add_error(field if field in self.fields else None, localize(exc.message))
 
 
-def _version(name: str, number: int) -> Version:
+def page_version(name: str, number: int) -> Version:
+    """The version of a live model a page is about, or 404."""
     return get_object_or_404(
         Version.objects.select_related("model", "revision_of"),
         model__name=name,
@@ -181,7 +182,7 @@ def _preview(version: Version, form: RevisionForm) -> dict[str, Any]:
 def version_revise(request: HubRequest, name: str, number: int) -> HttpResponse:
     """GET: the form; POST ``preview=1`` (htmx): the preview partial; POST: make the revision."""
     require_role(request.user, Role.OPERATOR)
-    version = _version(name, number)
+    version = page_version(name, number)
     model = version.model
     target = get_target(model.target)
     context: dict[str, Any] = {
