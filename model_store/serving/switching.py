@@ -26,7 +26,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -106,6 +106,7 @@ class _Switch:
     timeout_s: float
     poll_s: float
     on_log: Callable[[str], None]
+    hand_over: Callable[[], None] | None = None
     started: float = field(default_factory=time.monotonic)
     phases: dict[str, float] = field(default_factory=dict)
     load_s: float | None = None
@@ -223,6 +224,7 @@ def switch_version(
     timeout_s: float = 120.0,
     poll_s: float = 0.05,
     on_log: Callable[[str], None] = _ignore_log,
+    hand_over: Callable[[], None] | None = None,
 ) -> SwitchResult:
     """Makes ``to_version`` the version Triton serves, or leaves the previous one serving.
 
@@ -246,6 +248,12 @@ def switch_version(
         timeout_s: How long to wait for READY (the reload after a failure gets as long).
         poll_s: Interval between repository index polls.
         on_log: Receives one plain-words line per step (for the job log).
+        hand_over: For a router that names the version it sends each call to (the hub's
+            ``/v2`` gateway does): called once ``to_version`` is READY *beside* the versions
+            that served before, to route new calls to it; only then are the old versions
+            unloaded. Without it, calls routed to an old version after Triton unloaded it
+            would fail (side-by-side targets only; ``npu_ge`` swaps whole directories).
+            Raising in it puts the previous state back.
 
     Returns:
         The outcome, with timings. Failures of the switch itself are results, not exceptions.
@@ -262,7 +270,9 @@ def switch_version(
         side_by_side = get_target(target).versions_side_by_side
     except UnknownTarget as exc:
         raise InvalidPackage(exc.message) from None
-    switch = _Switch(store, runtime, name, to_version, from_version, timeout_s, poll_s, on_log)
+    switch = _Switch(
+        store, runtime, name, to_version, from_version, timeout_s, poll_s, on_log, hand_over
+    )
     began = time.monotonic()
     cfg = serving_config(store, name, to_version)
     files = package_files(store, name, to_version)
@@ -292,14 +302,26 @@ def _switch_side_by_side(switch: _Switch, cfg: ModelConfig, files: list[Path]) -
         previous: bytes | None = config_path.read_bytes()
     except FileNotFoundError:
         previous = None
-    store.write_config(name, render_pbtxt(cfg))
+    others = [v for v in switch.ready_before if v != to_version]
+    handing_over = switch.hand_over is not None and bool(others)
+    # With a router to hand over to, the old versions stay loaded until calls go to the new
+    # one: first a config that lists them all, then, after the hand-over, the new one alone.
+    first = (
+        replace(cfg, version_policy_specific=sorted({*others, to_version})) if handing_over else cfg
+    )
+    store.write_config(name, render_pbtxt(first))
     undo = partial(_restore_config, config_path, previous)
     with _undone_on_crash(undo):
-        switch.on_log(f"Wrote config.pbtxt: version_policy specific [{to_version}].")
+        switch.on_log(
+            "Wrote config.pbtxt: version_policy specific "
+            f"[{', '.join(str(v) for v in first.version_policy_specific or [])}]."
+        )
         switch.phase("prepare", began)
         # Triton re-reads config.pbtxt: it loads the new version first and unloads the old
         # one only once the new one is READY, so requests in flight are served throughout.
         ok, reason, timed_out = switch.load_target()
+    if ok and handing_over:
+        ok, reason = _hand_over(switch, cfg, others)
     if ok:
         return switch.result(True)
     had_files = previous is not None
@@ -309,6 +331,33 @@ def _switch_side_by_side(switch: _Switch, cfg: ModelConfig, files: list[Path]) -
         else "Removed config.pbtxt (there was none before)."
     )
     return switch.put_back(undo, undone, had_files=had_files, reason=reason, timed_out=timed_out)
+
+
+def _hand_over(switch: _Switch, cfg: ModelConfig, others: list[int]) -> tuple[bool, str]:
+    """The new version is READY beside ``others``: the router moves to it, then the config
+    that lists it alone unloads them. A failed unload leaves them loaded (calls already go to
+    the new version): a note, not a failure."""
+    assert switch.hand_over is not None
+    shown = ", ".join(str(v) for v in others)
+    began = time.monotonic()
+    try:
+        switch.hand_over()
+    except Exception as exc:  # the router did not move: nothing may be unloaded
+        switch.on_log(f"Calls could not be handed over to version {switch.to_version}: {exc}")
+        return False, f"the hand-over to version {switch.to_version} failed: {exc}"
+    switch.phase("hand_over", began)
+    switch.on_log(f"Calls now go to version {switch.to_version}; unloading version {shown}.")
+    began = time.monotonic()
+    switch.store.write_config(switch.name, render_pbtxt(cfg))
+    ok, reason, _ = load_and_wait(
+        switch.runtime, switch.name, [switch.to_version], switch.timeout_s, switch.poll_s
+    )
+    switch.phase("unload", began)
+    if ok:
+        switch.on_log(f"Wrote config.pbtxt: version_policy specific [{switch.to_version}].")
+    else:
+        switch.on_log(f"Version {shown} may still be loaded beside it: {reason}")
+    return True, ""
 
 
 @contextmanager

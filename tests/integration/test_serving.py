@@ -10,6 +10,7 @@ differ per version, so every response tells which version answered.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from model_store.serving.loading import load_serving, unload_model
 from model_store.serving.packages import serving_config
 from model_store.serving.state import repository_state
 from model_store.serving.switching import SwitchResult, switch_version
+from model_store.serving.triton_index import model_rows, ready_versions
 from model_store.store import ModelStore
 from tests.fixtures.traffic import Traffic
 from tests.fixtures.triton import TritonHandle, mlp_onnx_bytes, reference_outputs, wait_for_state
@@ -352,3 +354,56 @@ def test_switch_to_an_unpackaged_version_changes_nothing(tmp_path: Path) -> None
         )
     assert store.config_path("m").read_bytes() == before
     assert store.list_versions("m") == [1]
+
+
+def test_a_router_that_names_versions_is_handed_over_before_the_old_one_unloads(
+    store: ModelStore, embedded_triton: TritonHandle, model_name: str
+) -> None:
+    """A gateway sends each call to the version it believes serves, by number. With
+    ``hand_over`` the old version is still READY when the router moves, and unloaded only
+    after; a router that cannot move leaves the old version serving alone."""
+    runtime = embedded_triton.runtime
+    _models(store, model_name, {1: 1, 2: 2, 3: 3}, install=True)
+    assert _serve(store, runtime, model_name, "onnxruntime", 1, None).ok
+    routed = {"version": "1"}
+    ready_at_hand_over: list[list[int]] = []
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def move() -> None:
+        ready_at_hand_over.append(ready_versions(model_rows(runtime, model_name)))
+        routed["version"] = "2"
+
+    def pinned_calls() -> None:
+        while not stop.is_set():
+            try:
+                runtime.infer(model_name, {"x": X}, version=routed["version"])
+            except Exception as exc:  # any failure is the finding
+                failures.append(f"v{routed['version']}: {exc}")
+
+    callers = [threading.Thread(target=pinned_calls, daemon=True) for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    time.sleep(0.5)
+    result = switch_version(store, runtime, name=model_name, target="onnxruntime",
+                            to_version=2, from_version=1, timeout_s=60, hand_over=move)  # fmt: skip
+    time.sleep(0.5)
+    stop.set()
+    for caller in callers:
+        caller.join(30)
+    assert result.ok, result.reason
+    assert ready_at_hand_over == [[1, 2]]
+    assert failures == [], failures[:3]
+    assert serving_config(store, model_name, 2).version_policy_specific == [2]
+    wait_for_state(runtime, model_name, "UNAVAILABLE", version="1")
+
+    def refuse() -> None:
+        raise RuntimeError("the router is down")
+
+    refused = switch_version(
+        store, runtime, name=model_name, target="onnxruntime", to_version=3, from_version=2,
+        timeout_s=60, hand_over=refuse,
+    )  # fmt: skip
+    assert not refused.ok and refused.restored and "router is down" in refused.reason
+    runtime.infer(model_name, {"x": X}, version="2")  # still served
+    wait_for_state(runtime, model_name, "UNAVAILABLE", version="3")

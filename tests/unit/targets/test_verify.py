@@ -66,10 +66,10 @@ def test_identical_models_pass_with_exact_metrics(mlp_path: Path) -> None:
 
 
 def test_tolerances_get_looser_with_precision() -> None:
-    assert set(TOLERANCES) == {"fp32", "fp16", "mixed"}
+    assert set(TOLERANCES) == {"fp32", "fp16", "mixed", "int8"}
     keys = set(TOLERANCES["fp32"])
     assert all(set(t) == keys for t in TOLERANCES.values())
-    cosines = [TOLERANCES[p]["min_cosine"] or 0 for p in ("fp32", "mixed", "fp16")]
+    cosines = [TOLERANCES[p]["min_cosine"] or 0 for p in ("fp32", "mixed", "fp16", "int8")]
     assert cosines == sorted(cosines, reverse=True)
 
 
@@ -261,6 +261,6 @@ def test_random_ints_stay_small_and_strings_are_refused(tmp_path: Path) -> None:
 
 def test_unknown_precision_or_kind_is_refused(mlp_path: Path) -> None:
     with pytest.raises(VerificationInputError, match="Unknown precision"):
-        verify(mlp_path, mlp_path, "onnx", precision="int8")  # type: ignore[arg-type]
+        verify(mlp_path, mlp_path, "onnx", precision="int4")  # type: ignore[arg-type]
     with pytest.raises(VerificationInputError, match="Unknown artifact kind"):
         verify(mlp_path, mlp_path, "engine", precision="fp32")  # type: ignore[arg-type]

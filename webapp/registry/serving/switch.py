@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from model_store.runtime.errors import TritonUnavailable
@@ -191,6 +192,24 @@ def rollout_nodes(model: Model) -> list[str]:
     return placement.resolve(placement.of(model), ops_nodes.summaries())
 
 
+#: After the serving version changes in the database, how long before the old version is
+#: unloaded: a call that read the route just before the change is on its way to Triton.
+HAND_OVER_GRACE_S = 0.5
+
+
+def _route_calls_to(model: Model, to_version: int, from_version: int | None) -> None:
+    """The gateway names the serving version in every call it forwards (so that a rollback's
+    old version is not shadowed by a newer one Triton still holds): it must send calls to
+    the new version before Triton unloads the old one. Both are loaded when this runs."""
+    updates: dict[str, Any] = {"serving_version": to_version, "compare_version": None}
+    if from_version is not None and from_version != to_version:
+        updates["previous_version"] = from_version
+    # The update moves the access epoch: every web process reads the new route on its next
+    # call (webapp/access_epoch.py).
+    retrying(lambda: Model.objects.filter(pk=model.pk).update(**updates))
+    time.sleep(HAND_OVER_GRACE_S)
+
+
 def _run_switch(job: Job) -> None:
     targets = rollout_nodes(job.model)
     if targets != [placement.LOCAL]:
@@ -208,6 +227,7 @@ def _run_switch(job: Job) -> None:
         from_version=from_version,
         timeout_s=SWITCH_TIMEOUT_S,
         on_log=lambda line: jobs.log(job, line),
+        hand_over=partial(_route_calls_to, model, to_version, from_version),
     )
     evidence: dict[str, Any] = {
         "from": from_version,
@@ -278,6 +298,7 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
                 get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), name=model.name,
                 target=model.target, to_version=to_version, from_version=from_version,
                 timeout_s=SWITCH_TIMEOUT_S, on_log=lambda line: jobs.log(job, line),
+                hand_over=partial(_route_calls_to, model, to_version, from_version),
             )  # fmt: skip
             step = rollout.NodeStep(
                 node, result.ok, from_version, to_version, round(result.duration_s, 3),
