@@ -259,6 +259,14 @@ def test_the_page_counts_inputs_and_an_ascend_model_says_not_available(
     assert "3 fit this version" in page and "At least 32 are needed" in page
     answer = operator_client.post("/models/mlp/versions/1/quantize/", {"calibration": "captures"})
     assert answer.status_code == 409 and "3 inputs are too few" in answer.json()["error"]
+    _capture(40)
+    form = {"calibration": "captures", "max_items": "40", "calibrate_method": "percentile",
+            "activations": "uint8", "exclude_nodes": ""}  # fmt: skip
+    made = operator_client.post("/models/mlp/versions/1/quantize/", form)  # per_channel unchecked
+    assert made.status_code == 201 and made.json()["job_url"].startswith("/jobs/")
+    plan = Version.objects.get(model__name="mlp", number=2).quantization["plan"]
+    assert plan == {"calibrate_method": "percentile", "activations": "uint8",
+                    "per_channel": False, "exclude_nodes": []}  # fmt: skip
 
     npu = Model.objects.create(name="npu", target="acl", created_by=operator)
     Version.objects.create(

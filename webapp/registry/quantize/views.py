@@ -83,7 +83,8 @@ def _body_from_form(form: Any) -> dict[str, Any]:
         "method": "static",
         "calibrate_method": form.get("calibrate_method", "minmax"),
         "activations": form.get("activations", "int8"),
-        "per_channel": form.get("per_channel", "on") == "on",
+        # A checkbox sends nothing when unchecked.
+        "per_channel": form.get("per_channel") == "on",
     }
     if source == "upload":
         if not form.get("upload_id"):
