@@ -140,6 +140,18 @@ def availability(version: Version) -> tuple[bool, str]:
 def check_version(version: Version) -> onnx.ModelProto:
     """Raises a 409 :class:`HubError` when ``version`` cannot be quantised; returns its source
     graph (weights left on disk)."""
+    source = check_state(version)
+    graph = onnx.load(str(source), load_external_data=False)
+    try:
+        check_quantizable(graph)
+    except QuantizeRefused as exc:
+        raise HubError(localize(exc.message), exc.code, 409) from None
+    return graph
+
+
+def check_state(version: Version) -> Path:
+    """:func:`check_version` without reading the graph (what a page may ask on every load);
+    returns the source's path."""
     available, why = availability(version)
     if not available:
         raise HubError(why, "quantizer_unavailable", 409)
@@ -181,12 +193,7 @@ def check_version(version: Version) -> onnx.ModelProto:
             "not_quantizable",
             409,
         )
-    graph = onnx.load(str(source), load_external_data=False)
-    try:
-        check_quantizable(graph)
-    except QuantizeRefused as exc:
-        raise HubError(localize(exc.message), exc.code, 409) from None
-    return graph
+    return source
 
 
 def _check_nodes(graph: onnx.ModelProto, plan: Plan) -> None:

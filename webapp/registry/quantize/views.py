@@ -39,7 +39,7 @@ def quantize_page(request: HubRequest, name: str, number: int) -> HttpResponse:
     refusal = ""
     if available:
         try:
-            actions.check_version(version)
+            actions.check_state(version)  # the graph is read when the form is sent
         except HubError as exc:
             refusal = localize(exc.message)
     context = {
