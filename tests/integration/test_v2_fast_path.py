@@ -103,6 +103,34 @@ def test_the_limits_hold_on_the_fast_path(web, served, api, settings) -> None:  
     assert "3 per minute" in refusal and "INFER_RATE_PER_MINUTE" in refusal
 
 
+def test_a_call_gives_its_place_back_before_its_answer_arrives(
+    web, served, api, settings, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A client that sends its next call the moment one is answered must never be refused for
+    the call it already has: when the answer arrives, nothing of its own is still counted."""
+    import asyncio
+
+    import redis
+
+    settings.INFER_CONCURRENCY_PER_USER = 1
+    client = redis.Redis.from_url(settings.LIMITS_REDIS_URL)
+    # A slow Redis (a loaded host) widens the window in which a place given back after the
+    # answer would still be counted when the client's next call arrives.
+    plain_leave = gateway_fast.V2FastPath._leave
+
+    async def slow_leave(self: gateway_fast.V2FastPath, user_key: str, slot: str) -> None:
+        await asyncio.sleep(0.2)
+        await plain_leave(self, user_key, slot)
+
+    monkeypatch.setattr(gateway_fast.V2FastPath, "_leave", slow_leave)
+    before = gateway_fast.stats["fast"]
+    for _ in range(5):
+        _infer(web, api.key, X)
+        counted = [key for key in client.scan_iter("hub:slow:*") if client.zcard(key)]
+        assert counted == [], counted
+    assert gateway_fast.stats["fast"] - before == 5
+
+
 def test_other_calls_and_bad_tokens_go_to_django(web, served, api) -> None:  # type: ignore[no-untyped-def]
     before = dict(gateway_fast.stats)
     assert "not valid" in _refusal(web, "tmh_not-a-token", X)

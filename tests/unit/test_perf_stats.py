@@ -364,13 +364,31 @@ def test_unexpected_worker_error_propagates_after_joining() -> None:
 
 
 def test_backend_without_statistics_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Like npu_ge: requests succeed but the statistics never move.
-    monkeypatch.setattr(levels, "_SETTLE_SECONDS", 0.3)
+    # Like npu_ge: requests succeed but the statistics never move. Counted, not timed: each
+    # settle wait reads the statistics more than once; every other read is a single call.
+    monkeypatch.setattr(levels, "_SETTLE_SECONDS", 0.05)
     server = FakeServer()
     frozen = stats_response(0)
+    reads = [0]
+
+    def read_stats() -> dict[str, Any]:
+        reads[0] += 1
+        return frozen
+
+    reads_per_call: list[int] = []
+    plain_read = levels._ServerStats.read
+
+    def counted_read(self: levels._ServerStats, *args: Any, **kwargs: Any) -> Any:
+        before = reads[0]
+        try:
+            return plain_read(self, *args, **kwargs)
+        finally:
+            reads_per_call.append(reads[0] - before)
+
+    monkeypatch.setattr(levels._ServerStats, "read", counted_read)
     plan = SweepPlan(levels=(1, 2, 4), step_seconds=0.05, warmup_seconds=0.02)
-    started = time.monotonic()
-    result = _sweep("m", "1", plan, infer=server.infer, read_stats=lambda: frozen)
-    assert time.monotonic() - started < 0.3 + 3 * 0.07 + 0.25  # one settle wait, not six
+    result = _sweep("m", "1", plan, infer=server.infer, read_stats=read_stats)
+    assert len(reads_per_call) >= 6, reads_per_call  # before and after each of three levels
+    assert [n for n in reads_per_call if n > 1] == [max(reads_per_call)], reads_per_call
     assert result.stopped is None
     assert all(lv.server is None and lv.completed > 0 for lv in result.levels)

@@ -267,10 +267,20 @@ class V2FastPath:
             return
         grant, slot, route, version_now, target = admitted
         stats["fast"] += 1
+        left = False
+
+        async def leave() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                await self._leave(grant.user_key, slot)
+
         try:
-            await self._forward(scope, receive, send, length, route, version_now, target, grant)
+            await self._forward(
+                scope, receive, send, length, route, version_now, target, grant, leave
+            )
         finally:
-            await self._leave(grant.user_key, slot)
+            await leave()
 
     # -- which calls ------------------------------------------------------------------------
     def _call_of(self, scope: Scope) -> tuple[str, str, int | None, int] | None:
@@ -449,7 +459,11 @@ class V2FastPath:
         version: int,
         target: Target,
         grant: Grant,
+        leave: Callable[[], Awaitable[None]],
     ) -> None:
+        """Pass the call to Triton and its answer back. ``leave`` gives the concurrency place
+        back, and runs before the answer goes out: a client that sends its next call the
+        moment this one is answered must not find this one still counted."""
         model = route.name
         body = await _read_body(receive, length)
         if body is None:
@@ -476,6 +490,7 @@ class V2FastPath:
         except (OSError, TimeoutError, AnswerError) as exc:
             self.hub.count_call(model, version, 0.0, ok=False)
             self._count_for_canary(route.split, version, 0.0, ok=False)
+            await leave()
             await _answer_error(send, f"Triton did not answer: {exc or type(exc).__name__}", 503)
             return
         status, payload = answer.status, answer.body
@@ -487,6 +502,7 @@ class V2FastPath:
         ms = (time.perf_counter() - started) * 1000
         self.hub.count_call(model, version, ms if status == 200 else 0.0, ok=status == 200)
         self._count_for_canary(route.split, version, ms, ok=status == 200)
+        await leave()
         await _answer(send, status, payload, passed)
         if status == 200 and route.capture_rate > 0 and _sampled(route.capture_rate):
             self.hub.capture(
