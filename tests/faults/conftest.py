@@ -338,8 +338,23 @@ class Hub:
                 return True
             return False
 
-        moment_when(f"job {job_id} ending", ended, timeout)
+        try:
+            moment_when(f"job {job_id} ending", ended, timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self._what_the_job_did(job_id)}") from None
         return final
+
+    def _what_the_job_did(self, job_id: str) -> str:
+        """The job's state and log lines, and the stack log's tail: what a hung job was doing."""
+        lines: list[str] = []
+        with contextlib.suppress(OSError, http.client.HTTPException, ValueError, KeyError):
+            job = self.call("GET", f"/api/v1/jobs/{job_id}", timeout=10).body
+            lines.append(f"state {job.get('state')}, step {job.get('step')}")
+            lines += [f"  {line.get('text')}" for line in job.get("log", [])[-30:]]
+        with contextlib.suppress(OSError):
+            lines.append("stack log, last lines:")
+            lines += self.log.read_text(errors="replace").splitlines()[-60:]
+        return "\n".join(lines)
 
     def wait_step(self, job_id: str, step: str, timeout: float = 120) -> None:
         def there() -> bool:

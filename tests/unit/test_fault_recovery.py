@@ -63,6 +63,43 @@ def test_a_database_that_stays_away_raises(db, monkeypatch) -> None:
         db_outage.retrying(write)
 
 
+@pytest.mark.parametrize("lost_at", ["reading the job", "taking the lock"])
+def test_a_switch_that_loses_the_database_just_after_its_claim_still_ends(
+    model, operator, monkeypatch, lost_at: str
+) -> None:
+    """The claim marks the job running; a restart right after it (before the job's own error
+    handling starts) is waited out, so the job ends instead of staying running."""
+    from webapp.registry.serving import switch as serving
+    from webapp.registry.serving.actions import switch as serving_actions
+
+    version = _version(model)
+    job = serving_actions.request_switch(model=model, number=1, user=operator)
+    Version.objects.filter(pk=version.pk).update(verification={"status": "failed"})
+    monkeypatch.setattr(db_outage, "wait_for_database", lambda timeout_s=0: True)
+    lost: list[str] = []
+
+    def once(real: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if not lost:
+                lost.append(lost_at)
+                raise OperationalError("terminating connection due to administrator command")
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    if lost_at == "taking the lock":
+        monkeypatch.setattr(serving, "acquire_lock", once(serving.acquire_lock))
+    else:
+        manager = type(Job.objects.select_related())
+        monkeypatch.setattr(manager, "get", once(manager.get))
+    serving.run_job(job.pk)
+    job.refresh_from_db()
+    assert lost == [lost_at]
+    assert job.state == Job.State.FAILED and job.error_code == "not_publishable", job.error
+    model.refresh_from_db()
+    assert model.lock_holder in ("", None)
+
+
 def test_the_api_says_503_with_retry_after_while_the_database_is_away(db) -> None:
     from webapp.api.views import server_error
 

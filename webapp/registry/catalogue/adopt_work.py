@@ -33,6 +33,7 @@ from webapp.registry.build.compile_steps import summary_of
 from webapp.registry.catalogue.models import Version
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
+from webapp.registry.jobs.db_outage import retrying
 from webapp.registry.jobs.models import Job
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,10 @@ def run_adopt_job(job_id: int) -> None:
     """Runs one adopt job (claimed first, so a redelivered message does nothing)."""
     if not Job.objects.filter(pk=job_id, state=Job.State.QUEUED).update(state=Job.State.RUNNING):
         return
-    job = Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
+    # Claimed: a database restart now must be waited out, or the job would stay running.
+    job = retrying(
+        lambda: Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
+    )
     store = get_store()
     try:
         _adopt(job, store)

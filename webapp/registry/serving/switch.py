@@ -108,12 +108,17 @@ def run_job(job_id: int) -> None:
     # redelivery) finds it taken and stops here.
     if not Job.objects.filter(pk=job_id, state=Job.State.QUEUED).update(state=Job.State.RUNNING):
         return
-    job = Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
+    # From here on the job is "running": a database restart before the try below must be
+    # waited out, or the job would stay running until reconcile found its lock expired.
+    # Taking the lock again is harmless: the holder already holding it takes it.
+    job = retrying(
+        lambda: Job.objects.select_related("model", "version", "created_by").get(pk=job_id)
+    )
     model = job.model
     # A canary's jobs (load the candidate, promote it, unload it) work under the canary's lock,
     # which the canary keeps until it ends (webapp/registry/serving/canary.py).
     holder = job.params.get("lock_holder") or job.uuid.hex
-    if not acquire_lock(model, holder):  # the lock expired and someone else took it
+    if not retrying(lambda: acquire_lock(model, holder)):  # it expired; someone else took it
         jobs.fail(
             job, say("The switch lock was taken by another job; nothing was changed."), "lock_lost"
         )
