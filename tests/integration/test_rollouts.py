@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +86,16 @@ def test_place_on_every_node_then_roll_out_and_back_without_a_failed_request(
         print(f"b served mlp v1 {time.monotonic() - joined_at:.1f} s after it was ready")
         assert _per_node(hub)["b"]["version"] == 1
 
-        # Serve v2 and roll back, node by node, with clients on both Tritons.
+        # Serve v2 and roll back, node by node, with clients on both Tritons and through the
+        # hub's /v2 (which names the version it forwards each call to).
         local_triton = f"127.0.0.1:{env['HUB_TRITON_HTTP_PORT']}"
+        gateway = Gateway.for_stack(env)
         with mlp_traffic(local_triton, threads=2) as on_local, \
-                mlp_traffic(b_triton, threads=2) as on_b:  # fmt: skip
+                mlp_traffic(b_triton, threads=2) as on_b, \
+                gateway.clients(threads=2) as on_v2:  # fmt: skip
             on_local.wait_for(10)
             on_b.wait_for(10)
+            wait_until(lambda: len(on_v2.answers) > 10, 60, message="no answers through /v2")
             served = hub.ok("POST", "/models/mlp/serve?wait=true", {"version": 2})
             assert served["state"] == "succeeded", served
             after = time.monotonic()
@@ -105,6 +110,8 @@ def test_place_on_every_node_then_roll_out_and_back_without_a_failed_request(
         for traffic in (on_local, on_b):
             assert traffic.failed == 0, traffic.failures()
             assert {o.version for o in traffic.outcomes} == {1, 2}
+        assert on_v2.failures() == [], on_v2.failures()[:5]
+        assert {version for _, version, _ in on_v2.answers} == {1, 2}
         assert {n: s["version"] for n, s in _per_node(hub).items()} == {"local": 1, "b": 1}
         # The hub's infer API spreads calls over the nodes that serve the version.
         x = [[0.5] * 8]
@@ -114,9 +121,10 @@ def test_place_on_every_node_then_roll_out_and_back_without_a_failed_request(
         assert answered == {"local", "b"}, answered
         job = hub.ok("GET", f"/jobs/{rolled['job']}")
         lines = " ".join(line["text"] for line in job["log"])
-        assert "Node b: v2 -> v1" in lines, lines
+        assert "Node b: v1 loaded beside v2" in lines and "Node b: v2 -> v1" in lines, lines
 
-        # b's Triton killed: the rollout stops at b, says what serves where; local serves on.
+        # b's Triton killed: the rollout stops at b before anything moved, says what serves
+        # where; local serves on.
         tritons = [
             p for p in psutil.Process(node.pid).children(recursive=True)
             if "tritonserver" in " ".join(p.cmdline())
@@ -130,20 +138,21 @@ def test_place_on_every_node_then_roll_out_and_back_without_a_failed_request(
             on_local.wait_for(5, after=time.monotonic())
         status, body = answer
         assert status == 409 and body["code"] == "rollout_stopped", answer
-        assert "stopped at node b" in body["error"] and "local v2" in body["error"], body
+        assert "stopped at node b" in body["error"] and "local v1" in body["error"], body
         assert on_local.failed == 0, on_local.failures()
-        nodes_now = _per_node(hub)
-        assert nodes_now["local"]["version"] == 2 and nodes_now["b"]["state"] == "failed"
+        assert {o.version for o in on_local.outcomes} == {1}
+        assert _per_node(hub)["local"]["version"] == 1
 
-        # b comes back (its Triton empty): its report shows the drift, reconcile places v2.
+        # b comes back (its Triton empty): its report shows the drift, reconcile places v1.
         node.wait(60)  # the node stopped itself when its Triton died
         node, b_triton = start_node(env, "b", tmp_path / "node-again.log")
         wait_until(
             lambda: (_per_node(hub)["b"]["state"], _per_node(hub)["b"]["version"])
-            == ("serving", 2),
-            60, interval=0.5, message="b did not get v2 back after it came back",
+            == ("serving", 1),
+            60, interval=0.5, message="b did not get v1 back after it came back",
         )  # fmt: skip
-        _canary_across_both_nodes(hub, env, b_triton)
+        _canary_across_both_nodes(hub, gateway, local_triton, b_triton)
+        _on_other_nodes_alone(hub, gateway)
     finally:
         interrupt(node)
         interrupt(stack)
@@ -170,19 +179,35 @@ def _canary_ended(hub: Hub) -> Callable[[], dict[str, Any] | None]:
     return ended
 
 
-def _canary_across_both_nodes(hub: Hub, env: dict[str, str], b_triton: str) -> None:
-    """v3 is loaded beside v2 on local and on b; half the unpinned calls through the hub's
+@dataclass
+class Gateway:
+    """Clients of the hub's ``/v2`` with a service's token (no per-minute limit of its own:
+    production traffic), telling versions 1-3 apart by their numbers."""
+
+    address: str
+    key: str
+    x: np.ndarray
+    references: dict[int, np.ndarray]
+
+    @classmethod
+    def for_stack(cls, env: dict[str, str]) -> Gateway:
+        key = manage_token(env, "apitoken", "svc", "--role", "operator", "--rate-per-minute", "0")
+        x = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
+        references = {v: reference_outputs(mlp_payload(v), x) for v in (1, 2, 3)}
+        return cls(f"127.0.0.1:{env['HUB_PORT']}", key, x, references)
+
+    def clients(self, threads: int = 4) -> Clients:
+        return Clients(self.address, self.key, self.references, self.x, threads=threads)
+
+
+def _canary_across_both_nodes(hub: Hub, gateway: Gateway, local_triton: str, b_triton: str) -> None:
+    """v3 is loaded beside v1 on local and on b; half the unpinned calls through the hub's
     ``/v2`` go to it, and both Tritons answer some of them; it is promoted on both, with no
     failed call. Then a canary of v1 is aborted: it leaves both nodes."""
     _add_version(hub, 3)
-    local_triton = f"127.0.0.1:{env['HUB_TRITON_HTTP_PORT']}"
-    # A service's token, with no per-minute limit of its own (production traffic).
-    key = manage_token(env, "apitoken", "svc", "--role", "operator", "--rate-per-minute", "0")
-    x = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
-    references = {v: reference_outputs(mlp_payload(v), x) for v in (1, 2, 3)}
     plan = {"version": 3, "steps": [50, 100], "step_seconds": 5, "max_error_rate": 0.05,
             "max_p99_ratio": 50, "min_requests": 20}  # fmt: skip
-    with Clients(f"127.0.0.1:{env['HUB_PORT']}", key, references, x) as clients:
+    with gateway.clients() as clients:
         wait_until(lambda: len(clients.answers) > 20, 60, message="no answers through /v2")
         assert hub.call("POST", "/models/mlp/canary", plan)[0] == 202
         wait_until(lambda: all(_served_by(t, 3) > 0 for t in (local_triton, b_triton)), 60,
@@ -209,3 +234,27 @@ def _canary_across_both_nodes(hub: Hub, env: dict[str, str], b_triton: str) -> N
     assert ended["state"] == "aborted", ended
     wait_until(lambda: {s["beside"] for s in _per_node(hub).values()} == {None}, 60,
                interval=0.5, message="v1 stayed beside after the abort")  # fmt: skip
+
+
+def _on_other_nodes_alone(hub: Hub, gateway: Gateway) -> None:
+    """Placed on b alone (the hub's host serves none of it): serve v2 and roll back to v3
+    with clients through ``/v2``. b holds both versions while the route moves, so no call
+    names a version b has already unloaded."""
+    placed = hub.ok("PUT", "/models/mlp/placement?wait=true", {"nodes": ["b"]})
+    assert placed["state"] == "succeeded", placed
+    assert {n: s["version"] for n, s in _per_node(hub).items() if n == "b"} == {"b": 3}
+    with gateway.clients() as clients:
+        wait_until(lambda: len(clients.answers) > 20, 60, message="no answers through /v2")
+        served = hub.ok("POST", "/models/mlp/serve?wait=true", {"version": 2})
+        assert served["state"] == "succeeded", served
+        moved = time.monotonic()
+        wait_until(lambda: 2 in clients.versions_after(moved), 30, message="v2 never answered")
+        rolled = hub.ok("POST", "/models/mlp/rollback?wait=true", {})
+        assert rolled["state"] == "succeeded", rolled
+        moved = time.monotonic()
+        wait_until(lambda: clients.versions_after(moved) == {3}, 30, message="v3 not back")
+    assert clients.failures() == [], clients.failures()[:5]
+    assert {version for _, version, _ in clients.answers} == {2, 3}
+    lines = " ".join(line["text"] for line in hub.ok("GET", f"/jobs/{served['job']}")["log"])
+    assert "Node b: v2 loaded beside v3" in lines and "Calls now go to version 2" in lines, lines
+    print(f"{len(clients.answers)} calls through /v2 while b alone switched twice, none failed")

@@ -115,18 +115,20 @@ def serve(
         user=request.user,  # type: ignore[arg-type]
         reason=data.reason,
         confirm_breaking=data.confirm_breaking,
+        rollout=data.rollout,
     )
     return _answer(request, job, wait)
 
 
 @_state_change("/models/{name}/rollback", "api-rollback", "Back to the version that served before")
 def rollback(
-    request: HttpRequest, name: str, data: types.Reason, wait: Query[types.WaitQuery]
+    request: HttpRequest, name: str, data: types.RollbackIn, wait: Query[types.WaitQuery]
 ) -> Any:
     job = serving.request_rollback(
         model=model_or_404(name),
         user=request.user,  # type: ignore[arg-type]
         reason=data.reason,
+        rollout=data.rollout,
     )
     return _answer(request, job, wait)
 

@@ -112,6 +112,7 @@ from webapp.api.types.serving import (
     NodeServingOut,
     PlacementIn,
     Reason,
+    RollbackIn,
     ServeIn,
     WaitQuery,
 )
@@ -256,6 +257,7 @@ __all__ = [
     "RepositoryEntry",
     "RetireQuery",
     "RevisionPlanOut",
+    "RollbackIn",
     "ServeIn",
     "Server",
     "Source",

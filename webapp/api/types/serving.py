@@ -7,7 +7,7 @@ the job's outcome (:class:`Finished`, 409 :class:`FailedSwitch`). :class:`Histor
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import Field
@@ -23,6 +23,7 @@ __all__ = [
     "Finished",
     "History",
     "Reason",
+    "RollbackIn",
     "ServeIn",
     "WaitQuery",
 ]
@@ -32,10 +33,25 @@ class Reason(In):
     reason: Annotated[str, Field(max_length=500)] = ""
 
 
+#: How a placement with other nodes takes the version: ``staged`` (every node loads it beside
+#: the old before the route moves; a node that cannot stops the rollout with nothing changed)
+#: or ``node_by_node`` (each node switches in turn; the nodes before a failure keep the new
+#: version; calls through the hub's /v2 may fail on a node that already unloaded the old).
+RolloutMode = Annotated[
+    Literal["staged", "node_by_node"],
+    Field(description="staged (the default) or node_by_node (the behaviour before 2026-12)"),
+]
+
+
 class ServeIn(In):
     version: int
     reason: Annotated[str, Field(max_length=500)] = ""
     confirm_breaking: bool = False
+    rollout: RolloutMode = "staged"
+
+
+class RollbackIn(Reason):
+    rollout: RolloutMode = "staged"
 
 
 class CompareIn(In):

@@ -6,10 +6,19 @@ model, the version, its target and the SHA-256 of the version's package tar, whi
 downloads with its token, checks and serves with the same load-before-unload switch
 (``model_store.serving.switch_version``), so the node's clients see no failed request.
 
-A step that fails stops the rollout there: the nodes before it serve the new version, the
-node that failed kept (or was put back on) the version it served, and the ones after it were
-not touched; :class:`NodeServing` rows say which, the job's error says it in a sentence, and
-the operator retries (a node already on the version is a no-op) or rolls back.
+The hub's ``/v2`` gateway names the version in every call it forwards, so a node must hold
+the old version until the route moves, and the new one from then on. A rollout therefore has
+three phases: every other node loads the new version beside the one it serves
+(:func:`stage_on_nodes`); the route moves (``local``'s switch moves it once its new version is
+READY beside the old, or the job moves it when ``local`` is not in the placement); then each
+node in turn serves the new version alone (``node.place``, which unloads the old one).
+
+A step that fails stops the rollout there. Before the route moved, nothing changed: staged
+nodes unload the new version again (:func:`unstage`). After it moved, the nodes before the
+failed one serve the new version, the node that failed kept (or was put back on) the version
+it served, and the ones after it still hold both, answering the new version's calls;
+:class:`NodeServing` rows say which, the job's error says it in a sentence, and the operator
+retries (a node already on the version is a no-op) or rolls back.
 """
 
 from __future__ import annotations
@@ -167,6 +176,46 @@ def unload_from_node(job: Job, model: Model, node: str) -> NodeStep:
             state=NodeServing.State.FAILED, error=step.reason, updated=timezone.now(),
         )  # fmt: skip
     return step
+
+
+def stage_on_nodes(
+    job: Job, model: Model, version: Version, nodes: list[str]
+) -> tuple[list[str], NodeStep | None]:
+    """Loads ``version`` beside the version each of ``nodes`` serves, before any route moves:
+    a router that names the version it sends a call to (the hub's ``/v2``) keeps reaching the
+    old one on every node until the route moves, and finds the new one everywhere after.
+
+    A node that serves nothing, already serves ``version`` or has it beside (a canary's
+    candidate) is left for the pin. Stops at the first node that cannot load it.
+
+    Returns:
+        ``(staged nodes, the failed step or None)``.
+    """
+    staged: list[str] = []
+    for node in nodes:
+        serving = serving_on(model, node)
+        if serving is None or version.number in (serving, beside_on(model, node)):
+            continue
+        step = load_beside_on_node(job, model, node, version)
+        if not step.ok:
+            log_step(job, step)
+            return staged, step
+        loaded = f"v{version.number} loaded beside v{serving} in {step.duration_s:.2f} s"
+        jobs.log(job, f"Node {node}: {loaded}.")
+        staged.append(node)
+    return staged, None
+
+
+def unstage(job: Job, model: Model, nodes: list[str]) -> None:
+    """The rollout stopped before its route moved: the staged nodes unload the new version
+    again (best effort: one that cannot keeps it loaded beside, which answers nothing)."""
+    for node in nodes:
+        step = load_beside_on_node(job, model, node, None)
+        if step.ok:
+            jobs.log(job, f"Node {node}: the staged version was unloaded again.")
+        else:
+            reason = f"the staged version stays loaded: {step.reason!s}"
+            jobs.log(job, f"Node {node}: {reason}", "warning")
 
 
 def _reason(value: Any) -> Said:

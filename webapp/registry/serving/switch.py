@@ -291,13 +291,26 @@ def _run_switch(job: Job) -> None:
 
 
 def _run_rollout(job: Job, targets: list[str]) -> None:
-    """Serve or roll back on every node of the placement, one node at a time; stop at the
+    """Serve or roll back on every node of the placement: the new version beside the old on
+    the other nodes, then the route moved, then each node pinned to it in turn; stop at the
     first that fails (webapp/registry/serving/rollout.py)."""
     model, params, version = job.model, job.params, job.version
     assert version is not None
     to_version, from_version = int(params["to"]), params.get("from")
-    steps: list[rollout.NodeStep] = []
-    for node in targets:
+    remote = [node for node in targets if node != placement.LOCAL]
+    staged, stopped = (
+        ([], None)
+        if params.get("rollout") == "node_by_node"  # as before 2026-12: no staging
+        else rollout.stage_on_nodes(job, model, version, remote)
+    )
+    steps: list[rollout.NodeStep] = [] if stopped is None else [stopped]
+    route_moved = False
+    if stopped is None and placement.LOCAL not in targets and staged:
+        # No local switch to move the route: every node holds both versions, so move it here.
+        _route_calls_to(model, to_version, from_version)
+        route_moved = True
+        jobs.log(job, f"Calls now go to version {to_version}.")
+    for node in targets if stopped is None else []:
         if node == placement.LOCAL:
             result = switch_version(
                 get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), name=model.name,
@@ -309,12 +322,15 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
                 node, result.ok, from_version, to_version, round(result.duration_s, 3),
                 reason=result.reason or "",
             )  # fmt: skip
+            route_moved = route_moved or result.ok
         else:
             step = rollout.place_on_node(job, model, node, version)
         rollout.log_step(job, step)
         steps.append(step)
         if not step.ok:
             break
+    if not route_moved:
+        rollout.unstage(job, model, staged)
     done = all(s.ok for s in steps)
     local_moved = any(s.node == placement.LOCAL and s.ok for s in steps)
     if done or local_moved or (placement.LOCAL not in targets and any(s.ok for s in steps)):

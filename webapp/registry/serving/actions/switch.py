@@ -44,8 +44,12 @@ def request_switch(
     reason: Said = "",
     kind: str = Job.Kind.SERVE,
     confirm_breaking: bool = False,
+    rollout: str = "staged",
 ) -> Job:
-    """Check a serve/rollback request, take the lock and queue the switch job."""
+    """Check a serve/rollback request, take the lock and queue the switch job.
+
+    ``rollout`` says how other nodes of the placement take the version (``staged`` or
+    ``node_by_node``: webapp/registry/serving/rollout.py)."""
     version = model.versions.filter(number=number).first()
     if version is None:
         raise HubError(
@@ -77,10 +81,12 @@ def request_switch(
                 "breaking_change",
                 409,
             )
-    return _queue(model, kind, user, version=version, reason=reason, changes=changes)
+    # Only the old way is recorded: a job without the key is staged.
+    extra = {"rollout": rollout} if rollout != "staged" else None
+    return _queue(model, kind, user, version=version, reason=reason, changes=changes, extra=extra)
 
 
-def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
+def request_rollback(*, model: Model, user: User, reason: str = "", rollout: str = "staged") -> Job:
     if model.previous_version is None:
         raise HubError(
             gettext("%(model)s has no earlier serving version to roll back to.")
@@ -95,6 +101,7 @@ def request_rollback(*, model: Model, user: User, reason: str = "") -> Job:
         reason=reason,
         kind=Job.Kind.ROLLBACK,
         confirm_breaking=True,  # going back to what served before is the safe direction
+        rollout=rollout,
     )
 
 
