@@ -18,16 +18,19 @@ timed, so every phase runs beside the same idle processes.
 * **Rollouts.** Placement ``local, b``, then ``local, b, c``, then ``local, b, c, d``, each
   applied with ``PUT .../placement?wait=true`` (which places the served version on the new
   node: a download), then the same ``--switches`` alternating calls. A call returns when the
-  job rolled the version out node by node (webapp/registry/serving/switch.py
-  ``_run_rollout``): local in the hub's worker, every other node through ``node.place`` on its
-  queue (the node fetches the version's package tar over HTTP unless it has it, then switches
-  load-before-unload).
+  job rolled the version out (webapp/registry/serving/switch.py ``_run_rollout``, staged
+  since 2026-12): every other node first loads the new version beside the old through
+  ``node.compare`` on its queue (fetching the version's package tar over HTTP unless it has
+  it), then local switches in the hub's worker, then every other node is pinned to the new
+  version through ``node.place`` (which unloads the old one).
 
 Reported per phase: the median wall time of a call, its ratio to the one-node median, the
-added time per extra node; from each switch's history event (``data.nodes``) every node's
-step duration, split into steps that downloaded the package (``fetched``: the first time a
-node serves a version) and steps that did not; and "orchestration", the call's wall time less
-the sum of its steps (the API, the lock, Celery's queueing, the API's polling of the job).
+added time per extra node; from each switch's history event every node's staging step
+(``data.staged``) and every node's step (``data.nodes``: local's switch, the others' pins),
+split into steps that downloaded the package (``fetched``: the first time a node serves a
+version) and steps that did not; and "orchestration", the call's wall time less the sum of
+its steps, staging included (the API, the lock, Celery's queueing, the API's polling of the
+job).
 
 What it measures: every node shares this machine's cores with the hub, so this is the
 hub's orchestration cost and each node's serial step time, not the wall time of a fleet of
@@ -278,9 +281,10 @@ def switches(
         steps = node_steps(event)
         if event["data"].get("to") != to or [s["node"] for s in steps] != phase_nodes:
             raise RuntimeError(f"unexpected event after switch to v{to}: {event}")
-        step_sum = sum(float(s["duration_s"] or 0) for s in steps)
+        staged = [dict(step) for step in event["data"].get("staged", [])]
+        step_sum = sum(float(s["duration_s"] or 0) for s in [*staged, *steps])
         call |= {
-            "phase": label, "from": current, "to": to, "steps": steps,
+            "phase": label, "from": current, "to": to, "steps": steps, "staged": staged,
             "steps_sum_seconds": step_sum, "orchestration_seconds": call["seconds"] - step_sum,
         }  # fmt: skip
         done.append(call)
@@ -339,6 +343,9 @@ def summarise(phases: dict[str, list[dict[str, Any]]], baseline: float) -> list[
                 ),
                 "remote_steps_fetched": sum(1 for s in remote if s.get("fetched")),
                 "remote_steps": len(remote),
+                "staging_median_s": _med(
+                    [s["duration_s"] for c in calls for s in c.get("staged", [])]
+                ),
                 "orchestration_median_s": _med([c["orchestration_seconds"] for c in calls]),
                 "job_queue_median_s": _med(
                     [c["job_queue_seconds"] for c in calls if c["job_queue_seconds"] is not None]
@@ -356,7 +363,7 @@ def _s(value: float | None) -> str:
 def report(results: dict[str, Any], path: Path) -> None:
     rows = [
         ("nodes", "switches", "median s", "min", "max", "x 1 node", "+ per node",
-         "local step", "remote step", "remote, download", "orchestration"),
+         "staging", "local step", "remote step", "remote, download", "orchestration"),
     ]  # fmt: skip
     for row in results["summary"]:
         fetched = row["remote_step_median_fetched_s"]
@@ -369,6 +376,7 @@ def report(results: dict[str, Any], path: Path) -> None:
                 _s(row["wall_max_s"]),
                 f"{row['ratio_to_one_node']:.2f}",
                 _s(row["added_per_extra_node_s"]),
+                _s(row["staging_median_s"]),
                 _s(row["local_step_median_s"]),
                 _s(row["remote_step_median_cached_s"]),
                 f"{_s(fetched)} ({row['remote_steps_fetched']})" if fetched is not None else "-",

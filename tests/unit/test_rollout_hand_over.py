@@ -16,7 +16,7 @@ from model_store.serving.switching import SwitchResult
 from tests.fixtures.nodes import Node_
 from tests.unit.test_canary_life import model as model  # the fixture
 from webapp.registry.catalogue.models import Model, Version
-from webapp.registry.jobs.models import Job
+from webapp.registry.jobs.models import Event, Job
 from webapp.registry.serving import rollout, switch
 from webapp.registry.serving.models import NodeServing
 
@@ -109,6 +109,9 @@ def test_nodes_alone_hold_both_versions_while_the_route_moves(model, monkeypatch
     assert job.state == Job.State.SUCCEEDED, job.error
     assert model.serving_version == 2 and model.previous_version == 1
     assert _rows(model) == {"b": (2, None, "serving"), "c": (2, None, "serving")}
+    event = Event.objects.filter(model=model, kind=Job.Kind.SERVE).latest("pk")
+    assert [s["node"] for s in event.data["staged"]] == ["b", "c"]
+    assert [s["node"] for s in event.data["nodes"]] == ["b", "c"]
 
 
 def test_with_local_its_switch_moves_the_route_after_the_others_hold_both(
@@ -208,3 +211,35 @@ def test_serve_and_rollback_take_the_rollout_mode(
     answer = api("post", f"/api/v1/models/{model.name}/rollback", body)
     assert answer.status_code == status, answer.content
     assert Job.objects.get(uuid=answer.json()["job"]).params.get("rollout") == recorded
+
+
+@pytest.mark.parametrize(("beside", "during"), [(2, "serving"), (None, "placing")])
+def test_a_staged_node_keeps_answering_while_it_is_pinned(
+    model, monkeypatch, beside: int | None, during: str
+) -> None:
+    """Routers leave a placing node alone; a staged one holds the new version READY, so it
+    stays in their lists while its pin unloads the old one."""
+    from types import SimpleNamespace
+
+    from webapp.registry.catalogue import package_tars
+
+    _placed(model, ["b"])
+    NodeServing.objects.filter(model=model).update(compare_version=beside)
+    Model.objects.filter(pk=model.pk).update(serving_version=2)
+    model.refresh_from_db()
+    seen: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr(package_tars, "tar_of", lambda version, why: SimpleNamespace(sha256="0"))
+    monkeypatch.setattr(rollout.dispatch, "node_task", lambda node, name, message: None)
+
+    def answer(job: Job, node: str, result: Any, **kw: Any) -> dict[str, Any]:
+        state = NodeServing.objects.get(model=model, node="b").state
+        seen.append((state, rollout.inference_candidates(model, 2)))
+        return {"ok": True}
+
+    monkeypatch.setattr(rollout, "wait_for_answer", answer)
+    job = Job.objects.create(model=model, kind=Job.Kind.SERVE, state=Job.State.RUNNING)
+    step = rollout.place_on_node(job, model, "b", model.versions.get(number=2))
+    assert step.ok
+    b = ("b", "10.0.0.2:8000", "10.0.0.2:8001")
+    assert seen == [(during, [b] if beside else [])]
+    assert _rows(model) == {"b": (2, None, "serving")}

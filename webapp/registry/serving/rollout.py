@@ -76,8 +76,11 @@ def place_on_node(job: Job, model: Model, node: str, version: Version) -> NodeSt
     before = serving_on(model, node)
     started = time.monotonic()
     row, _ = NodeServing.objects.get_or_create(model=model, node=node)
-    row.state, row.error = NodeServing.State.PLACING, ""
-    row.save(update_fields=["state", "error", "updated"])
+    if not (row.state == NodeServing.State.SERVING and row.compare_version == version.number):
+        # Routers leave a placing node alone. A staged node answers both versions throughout
+        # its pin (the new one is READY; the switch only unloads the old), so it stays in.
+        row.state, row.error = NodeServing.State.PLACING, ""
+        row.save(update_fields=["state", "error", "updated"])
     try:
         tar = package_tars.tar_of(version, f"rollout:{job.uuid.hex}")
         result = dispatch.node_task(
@@ -180,7 +183,7 @@ def unload_from_node(job: Job, model: Model, node: str) -> NodeStep:
 
 def stage_on_nodes(
     job: Job, model: Model, version: Version, nodes: list[str]
-) -> tuple[list[str], NodeStep | None]:
+) -> tuple[list[NodeStep], NodeStep | None]:
     """Loads ``version`` beside the version each of ``nodes`` serves, before any route moves:
     a router that names the version it sends a call to (the hub's ``/v2``) keeps reaching the
     old one on every node until the route moves, and finds the new one everywhere after.
@@ -189,9 +192,9 @@ def stage_on_nodes(
     candidate) is left for the pin. Stops at the first node that cannot load it.
 
     Returns:
-        ``(staged nodes, the failed step or None)``.
+        ``(the steps of the staged nodes, the failed step or None)``.
     """
-    staged: list[str] = []
+    staged: list[NodeStep] = []
     for node in nodes:
         serving = serving_on(model, node)
         if serving is None or version.number in (serving, beside_on(model, node)):
@@ -202,7 +205,7 @@ def stage_on_nodes(
             return staged, step
         loaded = f"v{version.number} loaded beside v{serving} in {step.duration_s:.2f} s"
         jobs.log(job, f"Node {node}: {loaded}.")
-        staged.append(node)
+        staged.append(step)
     return staged, None
 
 

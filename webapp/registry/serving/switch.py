@@ -298,11 +298,12 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
     assert version is not None
     to_version, from_version = int(params["to"]), params.get("from")
     remote = [node for node in targets if node != placement.LOCAL]
-    staged, stopped = (
+    staging, stopped = (
         ([], None)
         if params.get("rollout") == "node_by_node"  # as before 2026-12: no staging
         else rollout.stage_on_nodes(job, model, version, remote)
     )
+    staged = [step.node for step in staging]
     steps: list[rollout.NodeStep] = [] if stopped is None else [stopped]
     route_moved = False
     if stopped is None and placement.LOCAL not in targets and staged:
@@ -342,7 +343,8 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
     evidence: dict[str, Any] = {
         "from": from_version, "to": to_version, "reason": params.get("reason", ""),
         "nodes": [s.to_dict() for s in steps],
-        "duration_s": round(sum(s.duration_s for s in steps), 3),
+        "staged": [s.to_dict() for s in staging],
+        "duration_s": round(sum(s.duration_s for s in [*staging, *steps]), 3),
     }  # fmt: skip
     now = rollout.where_now(model, to_version if local_moved else from_version, targets)
     if not done:
