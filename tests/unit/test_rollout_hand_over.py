@@ -243,3 +243,13 @@ def test_a_staged_node_keeps_answering_while_it_is_pinned(
     b = ("b", "10.0.0.2:8000", "10.0.0.2:8001")
     assert seen == [(during, [b] if beside else [])]
     assert _rows(model) == {"b": (2, None, "serving")}
+
+
+def test_a_target_that_holds_one_version_at_a_time_switches_in_one_step(model, monkeypatch) -> None:
+    """npu_ge swaps the model's whole directory: nothing can be loaded beside."""
+    played = Played(monkeypatch, {})
+    Model.objects.filter(pk=model.pk).update(target="npu_ge")
+    _placed(model, ["local", "b"])
+    job = _roll_out(model, ["local", "b"])
+    assert played.asked == [("switch", "local", 2), ("route", "", 2), ("place", "b", 2)]
+    assert job.state == Job.State.SUCCEEDED, job.error

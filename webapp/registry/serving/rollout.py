@@ -31,6 +31,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from model_store.targets import get_target
 from model_store.text import Message, Said, say
 from webapp import dispatch
 from webapp.nodes.replies import NodeTaskFailed, answer_reason, wait_for_answer
@@ -189,12 +190,16 @@ def stage_on_nodes(
     old one on every node until the route moves, and finds the new one everywhere after.
 
     A node that serves nothing, already serves ``version`` or has it beside (a canary's
-    candidate) is left for the pin. Stops at the first node that cannot load it.
+    candidate) is left for the pin. Stops at the first node that cannot load it. A target that
+    holds one version at a time (``npu_ge`` swaps its whole directory) stages nothing: its
+    nodes switch in one step, as before.
 
     Returns:
         ``(the steps of the staged nodes, the failed step or None)``.
     """
     staged: list[NodeStep] = []
+    if not get_target(model.target).versions_side_by_side:
+        return staged, None
     for node in nodes:
         serving = serving_on(model, node)
         if serving is None or version.number in (serving, beside_on(model, node)):
