@@ -87,6 +87,7 @@ def test_an_operator_works_through_captured_requests(
 
     # A viewer sees the counts, never the requests.
     make_user("vera", "viewer")
+    page.goto("about:blank")  # no refresh of the old page may set a cookie now
     page.context.clear_cookies()
     sign_in(page, base, "vera")
     page.goto(f"{base}/models/channels/captures/")
