@@ -200,15 +200,25 @@ def stage_on_nodes(
     staged: list[NodeStep] = []
     if not get_target(model.target).versions_side_by_side:
         return staged, None
+    rows = {
+        row.node: row
+        for row in NodeServing.objects.filter(
+            model=model, node__in=nodes, state=NodeServing.State.SERVING
+        )
+    }
     for node in nodes:
-        serving = serving_on(model, node)
-        if serving is None or version.number in (serving, beside_on(model, node)):
+        row = rows.get(node)
+        if (
+            row is None
+            or row.version is None
+            or version.number in (row.version, row.compare_version)
+        ):
             continue
         step = load_beside_on_node(job, model, node, version)
         if not step.ok:
             log_step(job, step)
             return staged, step
-        loaded = f"v{version.number} loaded beside v{serving} in {step.duration_s:.2f} s"
+        loaded = f"v{version.number} loaded beside v{row.version} in {step.duration_s:.2f} s"
         jobs.log(job, f"Node {node}: {loaded}.")
         staged.append(step)
     return staged, None

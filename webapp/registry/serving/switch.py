@@ -305,11 +305,10 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
     )
     staged = [step.node for step in staging]
     steps: list[rollout.NodeStep] = [] if stopped is None else [stopped]
-    route_moved = False
-    if stopped is None and placement.LOCAL not in targets and staged:
+    moved_here = stopped is None and placement.LOCAL not in targets and bool(staged)
+    if moved_here:
         # No local switch to move the route: every node holds both versions, so move it here.
         _route_calls_to(model, to_version, from_version)
-        route_moved = True
         jobs.log(job, f"Calls now go to version {to_version}.")
     for node in targets if stopped is None else []:
         if node == placement.LOCAL:
@@ -323,17 +322,16 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
                 node, result.ok, from_version, to_version, round(result.duration_s, 3),
                 reason=result.reason or "",
             )  # fmt: skip
-            route_moved = route_moved or result.ok
         else:
             step = rollout.place_on_node(job, model, node, version)
         rollout.log_step(job, step)
         steps.append(step)
         if not step.ok:
             break
-    if not route_moved:
-        rollout.unstage(job, model, staged)
     done = all(s.ok for s in steps)
-    local_moved = any(s.node == placement.LOCAL and s.ok for s in steps)
+    local_moved = any(s.node == placement.LOCAL and s.ok for s in steps)  # at its hand-over
+    if not (moved_here or local_moved):
+        rollout.unstage(job, model, staged)
     if done or local_moved or (placement.LOCAL not in targets and any(s.ok for s in steps)):
         # The version the placement serves (and local's, when local is in it).
         updates: dict[str, Any] = {"serving_version": to_version, "compare_version": None}
