@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from model_store.ascend.npu_owner import why_not_here, worker_runs_npu_smi
 from model_store.ascend.quantise_tools import (
     AMCT_PYTHON_VAR,
     MSMODELSLIM_PYTHON_VAR,
@@ -31,7 +32,7 @@ from model_store.compile.atc.environment import cann_status, default_toolkit_hom
 from model_store.devices import read_devices
 from model_store.diagnostics.host_checks import ascend_root, run_host_checks
 from model_store.targets import all_targets
-from model_store.text import as_json, say
+from model_store.text import Message, Said, as_json, from_json, is_message_json, say
 
 #: Bumped when the report's shape changes in a way an older hub cannot read. Adding keys is
 #: not such a change (readers use ``.get``): ``cann``, ``diagnostics`` and ``quantise`` came
@@ -45,6 +46,7 @@ def build_host_report(
     devices: Callable[[], dict[str, Any]] = read_devices,
     now: Callable[[], float] = time.time,
     backends_dir: Path | None = None,
+    serving: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Probe this host: ``npu-smi`` (docs/npu-smi.md), CANN, each target's toolchain, the checks.
 
@@ -55,6 +57,11 @@ def build_host_report(
         now: The clock, for the report's time.
         backends_dir: Triton's ``--backend-directory`` as this host sees it (for the npu_ge
             check), or None when Triton's files are not visible here.
+        serving: Asks the Triton that serves for its own facts
+            (:func:`model_store.serving.facts.remembered_serving_facts`); asked where Ascend
+            matters and kept as ``serving``. Where this worker leaves npu-smi to the Triton
+            container (``WORKER_NPU``, :mod:`model_store.ascend.npu_owner`), the NPUs of the
+            report are the ones npu-smi listed there.
 
     Returns:
         ``{"protocol", "host", "made_at", "devices", "targets", "cann", "diagnostics"}``;
@@ -66,17 +73,43 @@ def build_host_report(
     for target in all_targets():
         status = target.status(env)
         targets[target.name] = as_json({"available": status.available, "reason": status.reason})
-    found_devices = devices()
     cann = cann_summary(env)
-    return {
+    here = worker_runs_npu_smi(env)
+    found_devices = devices() if here else {}
+    report: dict[str, Any] = {
         "protocol": PROTOCOL,
         "host": socket.gethostname(),
-        "devices": as_json(found_devices),
         "targets": targets,
         "cann": cann,
         "quantise": quantisers(env, cann_available=bool(cann.get("available"))),
-        "diagnostics": run_host_checks(env, devices=found_devices, backends_dir=backends_dir),
-        "made_at": now(),
+    }
+    # A worker that leaves the NPU to Triton is on an Ascend host by its settings' own word.
+    if serving is not None and (not here or ascend_matters({**report, "devices": found_devices})):
+        report["serving"] = as_json(serving())
+    if not here:
+        found_devices = devices_seen_by_triton(report.get("serving"), why_not_here(env))
+    report["devices"] = as_json(found_devices)
+    report["diagnostics"] = run_host_checks(env, devices=found_devices, backends_dir=backends_dir)
+    report["made_at"] = now()
+    return report
+
+
+def devices_seen_by_triton(serving: dict[str, Any] | None, why: Said) -> dict[str, Any]:
+    """The npu-smi report the Triton container made (``serving["devices"]``), marked as read
+    there; or, when that Triton did not answer, no NPUs and why."""
+    seen = (serving or {}).get("devices")
+    if isinstance(seen, dict):
+        return {**seen, "seen_in": "triton"}
+    given = (serving or {}).get("reason")
+    reason: Said = given if isinstance(given, Message) else str(given or "")
+    if is_message_json(given):
+        reason = from_json(given)
+    reason = reason or say("The Triton that serves was not asked.")
+    return {
+        "available": False,
+        "npus": [],
+        "seen_in": "triton",
+        "reason": say("%(why)s Its npu-smi could not be read: %(reason)s", why=why, reason=reason),
     }
 
 
@@ -97,16 +130,6 @@ def ascend_matters(report: dict[str, Any]) -> bool:
     return bool((report.get("cann") or {}).get("available")) or bool(
         devices.get("available") and devices.get("npus")
     )
-
-
-def add_serving_side(report: dict[str, Any], ask: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``report`` with ``serving``: what the Triton that serves has, asked from inside it
-    (:func:`model_store.serving.facts.remembered_serving_facts`), on hosts where Ascend
-    matters; its CANN, pyACL and backends are what the version gate, the device checks and
-    the self-test compare with (docs/ascend.md#the-serving-side). Elsewhere nothing is asked."""
-    if ascend_matters(report):
-        report["serving"] = as_json(ask())
-    return report
 
 
 def cann_summary(env: Mapping[str, str]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from model_store.ascend.npu_owner import why_not_here, worker_runs_pyacl
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.text import Said, joined, say
@@ -342,6 +343,9 @@ def _om_runner(given: OmRunner | None, device_id: int = 0) -> tuple[OmRunner | N
     """The runner to use for OMs, or None and the reason there is none."""
     if given is not None:
         return given, ""
+    if not worker_runs_pyacl():
+        # "not_run" sends the OM to a trial in the serving Triton, which holds the chip.
+        return None, why_not_here()
     try:
         from model_store.ascend import om_runner
     except ImportError:

@@ -22,6 +22,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from model_store.compile.atc.environment import (
     version_in_info_text,
 )
 from model_store.config import ModelConfig, TensorSpec
-from model_store.devices import parse_npu_smi_info
+from model_store.devices import parse_npu_smi_info, read_devices
 from model_store.errors import ModelStoreError
 from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving.restart_needed import needs_restart
@@ -122,6 +123,8 @@ def summarise(raw: Mapping[str, Any], *, asked_at: float) -> dict[str, Any]:
         "cann": serving_cann(raw.get("cann") or []),
         "pyacl": _pyacl(raw.get("pyacl") or {}),
         "npus": _npus(raw.get("npu_smi") or {}),
+        "devices": serving_devices(raw.get("npu_smi") or {}),
+        "numbering": device_numbering(raw),
         "device_nodes": list(raw.get("device_nodes") or []),
     }
 
@@ -204,6 +207,46 @@ def _npus(raw: Mapping[str, Any]) -> dict[str, Any]:
             for c in report.chips
         ],
     }
+
+
+def serving_devices(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The npu-smi outputs the probe gathered inside Triton, read by the hub's own
+    :func:`~model_store.devices.read_devices` (the same report a worker makes of its host):
+    the table, and ``info -m`` for the device ids the HBM layouts leave out. Per-chip usages
+    are not asked there; the table's memory figures are."""
+    outputs: dict[tuple[str, ...], Any] = {("info",): raw, ("info", "-m"): raw.get("mapping")}
+
+    def replay(args: list[str], **_: Any) -> SimpleNamespace:
+        got = outputs.get(tuple(args[1:]))
+        if not isinstance(got, Mapping) or got.get("error"):
+            detail = got.get("error") if isinstance(got, Mapping) else "not asked inside Triton"
+            raise OSError(str(detail))
+        return SimpleNamespace(
+            returncode=got.get("returncode", 1),
+            stdout=str(got.get("stdout") or ""),
+            stderr=str(got.get("stderr") or ""),
+        )
+
+    if not raw.get("path"):
+        return {"available": False, "npus": [], "reason": say("npu-smi not found beside Triton.")}
+    return read_devices(runner=replay, which=lambda _: str(raw["path"]), usages=False)
+
+
+def device_numbering(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether the NPUs pyACL counts inside Triton are the ``/dev/davinciN`` nodes mapped into
+    its container: the ids the hub gives (``device_id``, ``--device``) are pyACL's, numbered
+    from 0 there, so the two must agree. ``{"nodes", "pyacl_count", "agree"}``; ``agree`` is
+    None when either is unknown."""
+    nodes = [
+        str(n.get("path"))
+        for n in raw.get("device_nodes") or []
+        if isinstance(n, Mapping)
+        and Path(str(n.get("path"))).name.removeprefix("davinci").isdigit()
+    ]
+    acl = raw.get("pyacl") or {}
+    count = acl.get("device_count") if acl.get("device_count_ret") == 0 else None
+    agree = None if count is None or not nodes else count == len(nodes)
+    return {"nodes": nodes, "pyacl_count": count, "agree": agree}
 
 
 #: How long a good answer is kept before the serving side is asked again, and a failed one.

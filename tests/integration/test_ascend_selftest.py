@@ -357,3 +357,30 @@ def test_npu_ge_is_tried_in_a_disposable_triton_never_in_the_one_that_serves(
     assert stage["evidence"]["top_k"][0]["label"] == "espresso"
     assert stage["evidence"]["triton_url"] != env["TRITON_URL"]
     assert not any("npu-ge" in name for name in loaded), loaded  # never in the serving one
+
+
+def test_with_the_npu_left_to_triton_the_device_stages_run_inside_it(
+    host: SelftestHost, tmp_path: Path
+) -> None:
+    """``WORKER_NPU=off``, as the Ascend compose files set it: the worker opens no device, so
+    npu-smi's table, the SoC, pyACL's count and the OM on each NPU come from inside Triton
+    (docs/ascend.md#one-container-owns-the-npu). The worker's own npu-smi is broken on purpose:
+    it must not be asked."""
+    # npu-smi on Triton's PATH (the stub's Python stays first, as the embedded Triton has it).
+    path = os.pathsep.join([str(Path(sys.executable).parent), host.toolkit["PATH"]])
+    triton_env = {"ASCEND_TOOLKIT_HOME": host.toolkit["ASCEND_TOOLKIT_HOME"], "PATH": path}
+    worker = {"WORKER_NPU": "off", "FAKE_NPU_SMI_SAMPLE": str(tmp_path / "no-such-table")}
+    with _own_triton(host, tmp_path, triton_env, **worker) as env:
+        done, report = _run(tmp_path / "run", env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report is not None
+    verdicts = _verdicts(report)
+    assert all(v == "passed" for k, v in verdicts.items() if k != "triton_npu_ge"), verdicts
+    stages = {stage["id"]: stage for stage in report["stages"]}
+    assert stages["npus"]["evidence"]["seen_in"] == "triton"
+    assert "Read inside the Triton container" in stages["npus"]["summary"]
+    assert report["soc"]["value"] == "Ascend310P3"
+    pyacl = stages["pyacl"]["evidence"]
+    assert pyacl["ran_in"] == "triton" and [d["device"] for d in pyacl["devices"]] == [0, 1]
+    assert all(d["top_k"][0]["label"] == "espresso" for d in pyacl["devices"])
+    assert "WORKER_NPU=off" in stages["pyacl"]["summary"]

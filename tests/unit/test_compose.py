@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 # The opt-in override that gives the hub's own worker and Triton the host's NPUs.
 HUB_ASCEND_FILE = ROOT / "deploy" / "hub-ascend.yml"
+HUB_WORKER_NPU_FILE = ROOT / "deploy" / "hub-ascend-worker-npu.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 HUB_ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
@@ -180,11 +181,15 @@ def merge_override(base: dict[str, Any], override: dict[str, Any]) -> dict[str, 
     return merged
 
 
-def hub_with_ascend(env: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """The services of docker-compose.yml with deploy/hub-ascend.yml, interpolated."""
-    base = yaml.safe_load(COMPOSE_FILE.read_text())
-    override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
-    return interpolate(merge_override(base, override), env=env)["services"]
+def hub_with_ascend(env: dict[str, str], *, worker_npu: bool = False) -> dict[str, dict[str, Any]]:
+    """The services of docker-compose.yml with deploy/hub-ascend.yml (and, with
+    ``worker_npu``, the opt-in deploy/hub-ascend-worker-npu.yml), interpolated."""
+    merged = merge_override(
+        yaml.safe_load(COMPOSE_FILE.read_text()), yaml.safe_load(HUB_ASCEND_FILE.read_text())
+    )
+    if worker_npu:
+        merged = merge_override(merged, yaml.safe_load(HUB_WORKER_NPU_FILE.read_text()))
+    return interpolate(merged, env=env)["services"]
 
 
 def normalise(path: str) -> str:
@@ -622,21 +627,44 @@ def test_the_hub_stack_itself_maps_no_npu(raw_text: str, services: dict[str, Any
 def test_the_ascend_override_touches_only_worker_and_triton() -> None:
     override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
     assert set(override["services"]) == {"worker", "triton"}
-    assert set(override["services"]["worker"]) <= {"devices", "volumes", "environment", "group_add"}
-    # Triton also swaps its image for an Ascend one.
-    assert set(override["services"]["triton"]) <= {"devices", "volumes", "environment", "image"}
+    assert set(override["services"]["worker"]) <= {"volumes", "environment"}
+    # Triton also swaps its image for an Ascend one, and runs as root (the NPU's one owner).
+    assert set(override["services"]["triton"]) <= {
+        "devices", "volumes", "environment", "image", "user",
+    }  # fmt: skip
     assert override["services"]["triton"]["image"].startswith("${TRITON_IMAGE:-triton-ascend")
+    assert override["services"]["triton"]["user"] == "0:0"
 
 
-def test_the_ascend_worker_requires_the_drivers_group(services: dict[str, Any]) -> None:
-    """The device nodes are crw-rw---- for the driver's group (docs/cann.md#device-permissions):
-    with the nodes mapped, the group's id is a required setting; the CPU stack needs none."""
-    override = yaml.safe_load(HUB_ASCEND_FILE.read_text())
+def test_only_triton_opens_the_npu_by_default(ascend_services: dict[str, Any]) -> None:
+    """A chip can be opened by one container at a time (docs/ascend.md#one-container-owns-the-
+    npu): by default the worker maps no device node, runs no npu-smi and leaves the NPU to the
+    Triton container; no service but Triton maps a device."""
+    mapped = [name for name, service in ascend_services.items() if service.get("devices")]
+    assert mapped == ["triton"]
+    worker = ascend_services["worker"]
+    assert environment(worker)["WORKER_NPU"] == "off"
+    assert "/usr/local/bin/npu-smi" not in _binds(worker)
+    assert "group_add" not in worker
+
+
+def test_the_opt_in_gives_the_worker_the_chip_and_requires_the_drivers_group(
+    services: dict[str, Any],
+) -> None:
+    """With container sharing on, deploy/hub-ascend-worker-npu.yml also maps the chip into the
+    worker (WORKER_NPU=shared); the device nodes are crw-rw---- for the driver's group
+    (docs/cann.md#device-permissions), so its id is then a required setting."""
+    override = yaml.safe_load(HUB_WORKER_NPU_FILE.read_text())
+    assert set(override["services"]) == {"worker"}
     (entry,) = override["services"]["worker"]["group_add"]
     assert entry.startswith("${ASCEND_DRIVER_GID:?") and "stat -c %g /dev/davinci_manager" in entry
-    assert hub_with_ascend(env={"ASCEND_DRIVER_GID": "1990"})["worker"]["group_add"] == ["1990"]
-    assert "group_add" not in override["services"]["triton"]  # Triton runs as root
+    opted = hub_with_ascend(env={"ASCEND_DRIVER_GID": "1990"}, worker_npu=True)
+    assert opted["worker"]["group_add"] == ["1990"]
+    assert opted["worker"]["devices"] == opted["triton"]["devices"]
+    assert environment(opted["worker"])["WORKER_NPU"] == "shared"
+    assert "group_add" not in opted["triton"]  # Triton runs as root
     assert not any("group_add" in service for service in services.values())
+    assert "device-share" in HUB_WORKER_NPU_FILE.read_text()
 
 
 def test_npu_smi_is_mounted_from_where_the_host_has_it_onto_the_path() -> None:
@@ -656,12 +684,16 @@ def test_the_ascend_host_paths_are_settings_for_other_hosts_and_tests() -> None:
     """/dev, /etc/ascend_install.info and /usr/local/dcmi are the defaults; the compose suite
     points them at fake nodes and files (tests/compose/test_ascend_shape.py)."""
     env = {"ASCEND_DEV_DIR": "/srv/dev", "ASCEND_INSTALL_INFO": "/srv/info",
-           "ASCEND_DCMI_DIR": "/srv/dcmi"}  # fmt: skip
-    worker = hub_with_ascend(env=env)["worker"]
-    assert "/srv/dev/davinci_manager:/dev/davinci_manager" in worker["devices"]
-    binds = _binds(worker)
+           "ASCEND_DCMI_DIR": "/srv/dcmi", "ASCEND_DRIVER_GID": "1990"}  # fmt: skip
+    services = hub_with_ascend(env=env, worker_npu=True)
+    for name in ("triton", "worker"):
+        assert "/srv/dev/davinci_manager:/dev/davinci_manager" in services[name]["devices"]
+    binds = _binds(services["triton"])
     assert normalise(binds["/etc/ascend_install.info"]["source"]) == "/srv/info"
     assert normalise(binds["/usr/local/dcmi"]["source"]) == "/srv/dcmi"
+    assert normalise(_binds(services["worker"])["/etc/ascend_install.info"]["source"]) == (
+        "/srv/info"
+    )
 
 
 def test_ascend_devices_are_mapped(ascend_services: dict[str, dict[str, Any]]) -> None:
@@ -744,18 +776,6 @@ def test_a_configured_ascend_root_moves_every_ascend_mount() -> None:
     assert normalise(root["source"]) == "/opt/Ascend" and root["read_only"]
     driver = _binds(triton)["/usr/local/Ascend/driver/lib64"]
     assert normalise(driver["source"]) == "/opt/Ascend/driver/lib64"
-
-
-def test_the_worker_sees_the_npus_and_driver_tools_as_triton_does(
-    ascend_services: dict[str, dict[str, Any]],
-) -> None:
-    worker, triton = ascend_services["worker"], ascend_services["triton"]
-    assert worker["devices"] == triton["devices"]
-    worker_binds, triton_binds = _binds(worker), _binds(triton)
-    for path in ("/etc/ascend_install.info", "/usr/local/dcmi", "/usr/local/bin/npu-smi"):
-        assert path in worker_binds, f"{path} is not mounted into the worker"
-        assert worker_binds[path] == triton_binds[path]
-        assert worker_binds[path]["read_only"]
 
 
 def test_the_worker_runs_atc_with_its_own_python(services: dict[str, dict[str, Any]]) -> None:

@@ -89,11 +89,21 @@ def test_a_node_holds_no_database_settings(node_text: str) -> None:
             assert word.lower() not in text.lower(), f"{path.name} mentions {word}"
 
 
-def test_the_node_worker_requires_the_drivers_group(node_text: str) -> None:
-    (entry,) = yaml.safe_load(node_text)["services"]["node-worker"]["group_add"]
+def test_only_the_opt_in_gives_the_node_worker_the_chip_and_needs_the_group(
+    node_text: str, node_services: dict[str, Any]
+) -> None:
+    """By default the node worker maps no device and leaves the NPU to Triton
+    (docs/ascend.md#one-container-owns-the-npu); deploy/node/worker-npu.yml maps the chip into
+    it too (WORKER_NPU=shared), which needs the driver's group."""
+    worker = node_services["node-worker"]
+    assert not worker.get("devices") and "group_add" not in worker
+    assert environment(worker)["WORKER_NPU"] == "off"
+    assert node_services["triton"]["user"] == "0:0"
+    opt_in = yaml.safe_load((NODE_DIR / "worker-npu.yml").read_text())
+    (entry,) = opt_in["services"]["node-worker"]["group_add"]
     assert entry.startswith("${ASCEND_DRIVER_GID:?") and "stat -c %g /dev/davinci_manager" in entry
-    services = interpolate(yaml.safe_load(node_text), env=NODE_ENV | {"ASCEND_DRIVER_GID": "7"})
-    assert services["services"]["node-worker"]["group_add"] == ["7"]
+    assert opt_in["services"]["node-worker"]["environment"]["WORKER_NPU"] == "shared"
+    assert opt_in["x-ascend-devices"] == yaml.safe_load(node_text)["x-ascend-devices"]
 
 
 def test_the_node_has_triton_and_its_worker(node_services: dict[str, Any]) -> None:
@@ -101,17 +111,14 @@ def test_the_node_has_triton_and_its_worker(node_services: dict[str, Any]) -> No
     assert node_services["node-worker"]["build"]["context"] == "../.."
 
 
-@pytest.mark.parametrize("name", ["triton", "node-worker"])
-def test_both_services_get_the_ascend_devices_and_driver_files(
-    node_services: dict[str, Any], name: str
-) -> None:
-    service = node_services[name]
+def test_triton_gets_the_ascend_devices_and_driver_files(node_services: dict[str, Any]) -> None:
+    service = node_services["triton"]
     targets = device_targets(service)
     assert targets >= ASCEND_CONTROL_DEVICES
     assert "/dev/davinci0" in targets
     binds = {normalise(m["target"]): m for m in mounts(service) if m["type"] == "bind"}
     for path in ("/etc/ascend_install.info", "/usr/local/dcmi", "/usr/local/bin/npu-smi"):
-        assert path in binds and binds[path]["read_only"], f"{path} not read-only in {name}"
+        assert path in binds and binds[path]["read_only"], f"{path} not read-only in triton"
 
 
 def test_triton_gets_the_driver_as_the_hub_override_maps_it(node_services: dict[str, Any]) -> None:

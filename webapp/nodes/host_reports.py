@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext
 
-from model_store.host_report import add_serving_side, build_host_report
+from model_store.host_report import build_host_report
 from model_store.targets import get_target
 from model_store.text import Message, restored, say
 from webapp.hub_version import hub_version
@@ -35,8 +35,9 @@ def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
 
     The stack's worker is the ``local`` node: its Triton is the one this hub's settings name.
     """
-    report = build_host_report(dict(os.environ), backends_dir=triton_backends_dir())
-    add_serving_side(report, _ask_serving_side)
+    report = build_host_report(
+        dict(os.environ), backends_dir=triton_backends_dir(), serving=_ask_serving_side
+    )
     record(report, node=node)
     triton = {
         "http": settings.TRITON_URL,

@@ -32,11 +32,16 @@ from model_store.names import validate_model_name, validate_version
 from model_store.onnx_info import inspect_onnx
 from model_store.package_tar.files import extract_files, write_files
 from model_store.package_tar.layout import PackageTarError
+from model_store.runtime.client import TritonRuntime
+from model_store.runtime.errors import TritonRuntimeError
+from model_store.store import ModelStore
 from model_store.targets import UnknownTarget, get_target, known_targets
-from model_store.targets.base import BuildContext
-from model_store.text import as_json, said
+from model_store.targets.base import BuildContext, VerifyPlan
+from model_store.text import as_json, said, say
 from model_store.verification_inputs import sample_from_json
+from model_store.verification_report import VerificationReport
 from model_store.verify import verify
+from model_store.verify_in_triton import verify_in_trial
 from workers.node.hub_client import HubClient
 from workers.node.settings import NodeSettings
 
@@ -127,6 +132,8 @@ def build(settings: NodeSettings, hub: HubClient, request: BuildRequest) -> dict
             input_shapes=plan.input_shapes,
             device_id=plan.device_id,
         )
+        if plan.artifact_kind == "om" and report.status == "not_run":
+            report = _verify_in_triton(settings, request, source, result.artifact, plan, report)
         files = {result.artifact_name: result.artifact}
         if result.artifact.suffix == ".onnx":
             beside = inspect_onnx(result.artifact).external_data_files
@@ -156,6 +163,41 @@ def build(settings: NodeSettings, hub: HubClient, request: BuildRequest) -> dict
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _verify_in_triton(
+    settings: NodeSettings,
+    request: BuildRequest,
+    source: Path,
+    artifact: Path,
+    plan: VerifyPlan,
+    direct: VerificationReport,
+) -> VerificationReport:
+    """The OM through a trial in this node's Triton, which holds the NPU (this worker leaves
+    it alone by default, ``WORKER_NPU``); ``direct`` (why the worker could not run it) when
+    Triton cannot either, its reason extended by Triton's."""
+    runtime = TritonRuntime(
+        http_url=settings.triton_http, api_key=settings.triton_api_key, timeout=300.0
+    )
+    cfg = get_target(request.target).make_config(
+        request.model, inspect_onnx(source), request.options, request.version
+    )
+    samples = [sample_from_json(s) for s in request.samples] or None
+    try:
+        report, _ = verify_in_trial(
+            ModelStore(settings.store_root), runtime, cfg, source, artifact, plan, samples,
+            version=request.version,
+        )  # fmt: skip
+        return report
+    except (ModelStoreError, TritonRuntimeError) as exc:
+        direct.reason = say(
+            "%(reason)s This node's Triton could not verify it either: %(error)s",
+            reason=direct.reason,
+            error=said(exc),
+        )
+        return direct
+    finally:
+        runtime.close()
 
 
 def _fetch_source(

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from model_store.host_report import add_serving_side, build_host_report
+from model_store.host_report import build_host_report
 from model_store.runtime.client import TritonRuntime
 from model_store.runtime.errors import TritonRuntimeError
 from workers.node.hub_client import HubClient, HubError, ReportAnswer
@@ -35,8 +35,9 @@ def hub_version() -> str:
 
 def node_report(settings: NodeSettings) -> dict[str, Any]:
     """The body of ``POST /api/v1/nodes/{name}/reports``."""
-    report = build_host_report(settings.env, backends_dir=_backends_dir(settings))
-    add_serving_side(report, lambda: serving_side(settings))
+    report = build_host_report(
+        settings.env, backends_dir=_backends_dir(settings), serving=lambda: serving_side(settings)
+    )
     served = triton_models(settings)
     if served is not None:
         report["triton_models"] = served

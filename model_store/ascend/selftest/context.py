@@ -17,13 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model_store.ascend.npu_owner import why_not_here, worker_runs_npu_smi
 from model_store.ascend.selftest.demo import Classification, DemoAssets
 from model_store.compile.atc import CannStatus
 from model_store.config import ModelConfig
 from model_store.diagnostics import DiagnosticsContext
 from model_store.errors import ModelStoreError
+from model_store.host_report import devices_seen_by_triton
 from model_store.onnx_info import OnnxInfo
 from model_store.runtime.client import TritonRuntime
+from model_store.serving.facts import ask_serving_side
 from model_store.store import ModelStore
 from model_store.text import Said
 
@@ -110,15 +113,29 @@ class SelftestContext:
     _diagnostics: DiagnosticsContext | None = field(default=None, init=False, repr=False)
 
     def diagnostics(self) -> DiagnosticsContext:
-        """The diagnostics checks' view of this host (one, so npu-smi is asked once)."""
+        """The diagnostics checks' view of this host (one, so npu-smi is asked once). Where the
+        worker leaves npu-smi to the Triton container (``WORKER_NPU``), its NPUs are the ones
+        npu-smi listed there."""
         if self._diagnostics is None:
+            devices = None
+            if not worker_runs_npu_smi(self.env):
+                devices = devices_seen_by_triton(self.serving_facts(), why_not_here(self.env))
             self._diagnostics = DiagnosticsContext(
                 env=dict(self.env),
                 backends_dir=self.backends_dir,
                 ascend_root=self.ascend_root,
                 which=lambda name: _which(name, self.env),
+                devices=devices,
             )
         return self._diagnostics
+
+    def serving_facts(self) -> dict[str, Any] | None:
+        """What the Triton that serves says of itself (asked once, kept in ``facts.serving``),
+        or None when no Triton is configured."""
+        if self.facts.serving is None and self.runtime is not None:
+            timeout = min(self.load_timeout_s, 120.0)
+            self.facts.serving = ask_serving_side(self.store, self.runtime, timeout_s=timeout)
+        return self.facts.serving
 
     def triton_url(self) -> str:
         """Triton's HTTP address, for messages (``""`` when none is configured)."""

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from model_store.ascend.npu_owner import why_not_here, worker_runs_pyacl
 from model_store.ascend.selftest.context import InvalidDevice, SelftestContext
 from model_store.ascend.selftest.pyacl_session import device_count, initialised_acl, soc_name
 from model_store.ascend.selftest.stage import Outcome, failed, passed
@@ -26,6 +27,14 @@ DRIVER_HINT = say(
     "(/usr/local/Ascend/driver) and, in a container, that /usr/local/bin/npu-smi, "
     "/usr/local/dcmi, the driver's lib64 and the /dev/davinci* nodes are mapped "
     "(docs/npu-smi.md#where-it-runs)."
+)
+
+
+TRITON_DRIVER_HINT = say(
+    "npu-smi ran inside the Triton container, which holds the NPU. Check that it runs as root "
+    "(npu-smi in a container is supported for root only), that /usr/local/bin/npu-smi, "
+    "/usr/local/dcmi, the driver's lib64 and the /dev/davinci* nodes are mapped into it, and "
+    "run `docker compose exec triton npu-smi info` by hand (docs/ascend.md)."
 )
 
 
@@ -48,7 +57,12 @@ def chosen_chips(ctx: SelftestContext) -> list[Mapping[str, Any]]:
     chips: list[Mapping[str, Any]] = list((ctx.facts.devices or {}).get("npus") or [])
     if ctx.device is None:
         return chips
-    return [c for c in chips if c.get("device_id") == ctx.device]
+    same_id = [c for c in chips if c.get("device_id") == ctx.device]
+    if same_id:
+        return same_id
+    # ``--device`` is the id the serving side gives (pyACL's, from 0 in Triton's container);
+    # npu-smi there lists the mapped chips in the same order with the host's ids.
+    return [chips[ctx.device]] if 0 <= ctx.device < len(chips) else []
 
 
 def _refuse_device(device: int, known: Sequence[int], where: str) -> InvalidDevice:
@@ -70,23 +84,26 @@ def check_npus(ctx: SelftestContext) -> Outcome:
     diag = ctx.diagnostics()
     report = diag.device_report()
     ctx.facts.devices = report
+    seen_in_triton = report.get("seen_in") == "triton"
     chips: list[Mapping[str, Any]] = list(report.get("npus") or [])
     evidence: dict[str, Any] = {
         "npu_smi_version": report.get("version"),
         "chips": [chip_line(c) for c in chips],
         "warnings": list(report.get("warnings") or []),
+        "seen_in": "triton" if seen_in_triton else "worker",
     }
+    hint = TRITON_DRIVER_HINT if seen_in_triton else DRIVER_HINT
     if not report.get("available"):
         return failed(
-            say("npu-smi gave no table: %(reason)s.", reason=report.get("reason")),
-            DRIVER_HINT,
-            **evidence,
+            say("npu-smi gave no table: %(reason)s.", reason=report.get("reason")), hint, **evidence
         )
     if not chips:
-        return failed(say("npu-smi ran but listed no NPU."), DRIVER_HINT, **evidence)
+        return failed(say("npu-smi ran but listed no NPU."), hint, **evidence)
     known = [int(c["device_id"]) for c in chips if c.get("device_id") is not None]
-    if ctx.device is not None and known and ctx.device not in known:
-        raise _refuse_device(ctx.device, known, "npu-smi")
+    # --device is checked against pyACL's count in the next stage: in a container npu-smi
+    # prints the host's ids, pyACL numbers the mapped chips from 0 (docs/selftest.md).
+    if ctx.device is not None and not 0 <= ctx.device < len(chips) and ctx.device not in known:
+        raise _refuse_device(ctx.device, list(range(len(chips))), "npu-smi")
     check = check_npu_smi(diag)
     evidence["check"] = check.to_dict()
     if check.state == "failing":
@@ -112,11 +129,19 @@ def check_npus(ctx: SelftestContext) -> Outcome:
     )
     if check.state == "warning":
         summary = say("%(summary)s Note: %(note)s", summary=summary, note=check.found)
+    if seen_in_triton:
+        summary = say("%(summary)s (Read inside the Triton container.)", summary=summary)
     return passed(summary, **evidence)
 
 
 def _pyacl_view(ctx: SelftestContext) -> tuple[str | None, int | None, Said]:
-    """``(SoC, device count, why pyACL did not answer)`` from pyACL, where it imports."""
+    """``(SoC, device count, why pyACL did not answer)`` from pyACL: the worker's own where it
+    may open the NPU, else the one beside Triton (the serving side's facts)."""
+    if not worker_runs_pyacl(ctx.env):
+        acl = (ctx.serving_facts() or {}).get("pyacl") or {}
+        if acl.get("working"):
+            return acl.get("soc"), acl.get("device_count"), ""
+        return None, None, str(acl.get("error") or why_not_here(ctx.env))
     try:
         acl = initialised_acl()
         return soc_name(acl), device_count(acl), ""
@@ -134,7 +159,12 @@ def detect_soc(ctx: SelftestContext) -> Outcome:
     """ATC's ``--soc_version`` for the NPUs under test, from npu-smi and pyACL."""
     chips = chosen_chips(ctx)
     names = sorted({str(c.get("name")) for c in chips if c.get("name")})
-    from_smi = f"Ascend{names[0]}" if len(names) == 1 else None
+    # Atlas A3 tables print the full name (``Ascend910``); older ones the chip's (``310P3``).
+    from_smi = (
+        (names[0] if names[0].startswith("Ascend") else f"Ascend{names[0]}")
+        if len(names) == 1
+        else None
+    )
     from_acl, count, why_not = _pyacl_view(ctx)
     ctx.facts.acl_device_count = count
     if count is not None and ctx.device is not None and not 0 <= ctx.device < count:

@@ -7,12 +7,16 @@ Through :func:`~model_store.ascend.om_runner.run_om`, the worker's own way to ru
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from pathlib import Path
 from typing import Any
 
+from model_store.ascend.npu_owner import why_not_here, worker_runs_pyacl
 from model_store.ascend.om_runner import match_outputs, run_om
 from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.demo import classify
+from model_store.ascend.selftest.serving import serve_and_classify
 from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.errors import ModelStoreError
 from model_store.text import Message, joined, say
@@ -26,7 +30,8 @@ PYACL_HINT = say(
 
 
 def run_on_npus(ctx: SelftestContext) -> Outcome:
-    """``run_om`` on every device under test; each top-1 must be the expected label."""
+    """``run_om`` on every device under test; each top-1 must be the expected label. Where the
+    worker leaves the NPU to Triton (``WORKER_NPU``), pyACL runs it inside Triton instead."""
     om, info = ctx.facts.om, ctx.facts.info
     assert om is not None and info is not None
     devices = ctx.facts.device_ids
@@ -34,6 +39,8 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
         return failed(
             say("pyACL reports no NPU and npu-smi gave no device ids."), PYACL_HINT, devices=[]
         )
+    if not worker_runs_pyacl(ctx.env):
+        return run_in_triton(ctx, om, devices)
     labels = ctx.demo.label_list()
     wanted = [t.name for t in info.outputs]
     per_device: list[dict[str, Any]] = []
@@ -94,6 +101,46 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
     return passed(
         say(
             "pyACL ran the OM on %(count)s NPU(s): %(results)s.", count=len(devices), results=shown
+        ),
+        **evidence,
+    )
+
+
+def run_in_triton(ctx: SelftestContext, om: Path, devices: list[int]) -> Outcome:
+    """The OM through the acl backend's pyACL inside the Triton that holds the NPU, one trial
+    per device (its ``device_id`` parameter): the same ``OmSession`` code as ``run_om``."""
+    cfg = ctx.facts.acl_config
+    assert cfg is not None
+    per_device: list[dict[str, Any]] = []
+    problems: list[Message] = []
+    for device in devices:
+        where = f"pyACL, NPU {device}"
+        one = dataclasses.replace(cfg, parameters={**cfg.parameters, "device_id": str(device)})
+        outcome = serve_and_classify(ctx, "acl", one, [om], where=where)
+        per_device.append({"device": device, "verdict": outcome.verdict, **outcome.evidence})
+        if outcome.verdict != "passed":
+            problems.append(say("NPU %(device)s: %(error)s", device=device, error=outcome.summary))
+    evidence = {"devices": per_device, "om": str(om), "ran_in": "triton"}
+    if problems:
+        return failed(say("%(problems)s.", problems=joined(problems, "; ")), PYACL_HINT, **evidence)
+    shown = joined(
+        [
+            say(
+                "NPU %(device)s: %(result)s",
+                device=device,
+                result=ctx.facts.classifications[f"pyACL, NPU {device}"].describe(),
+            )
+            for device in devices
+        ],
+        "; ",
+    )
+    return passed(
+        say(
+            "pyACL inside the Triton container ran the OM on %(count)s NPU(s): %(results)s. "
+            "%(why)s",
+            count=len(devices),
+            results=shown,
+            why=why_not_here(ctx.env),
         ),
         **evidence,
     )

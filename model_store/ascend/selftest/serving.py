@@ -78,9 +78,10 @@ def _unreachable(ctx: SelftestContext) -> Outcome | None:
 
 
 def serve_and_classify(
-    ctx: SelftestContext, backend: str, cfg: ModelConfig, files: list[Path]
+    ctx: SelftestContext, backend: str, cfg: ModelConfig, files: list[Path], where: str = ""
 ) -> Outcome:
-    """Loads ``files`` as a trial of ``cfg``, classifies the photo through Triton, unloads."""
+    """Loads ``files`` as a trial of ``cfg``, classifies the photo through Triton, unloads;
+    the classification is kept under ``where`` (default ``"Triton <backend>"``)."""
     problem = _unreachable(ctx)
     if problem is not None:
         return problem
@@ -90,7 +91,7 @@ def serve_and_classify(
     if ctx.facts.tensor is None:
         # The npu_ge stage does not need ATC's: when that one failed, the photo is made here.
         _, ctx.facts.tensor = photo_tensor(ctx.demo, info)
-    where = f"Triton {backend}"
+    where = where or f"Triton {backend}"
     evidence: dict[str, Any] = {
         "triton_url": runtime.http_url,
         "triton_version": ctx.facts.triton_version,
@@ -260,17 +261,16 @@ def serve_npu_ge(ctx: SelftestContext) -> Outcome:
         # The GE backend never frees a session, and one failed initialisation blocks every
         # later npu_ge load in that Triton until it restarts
         # (docs/ge-backend.md#statistics-reload-and-unload): no trial goes there unasked.
-        return failed(
+        # Not a failure: nothing is wrong, the stage was not asked for. The first-contact
+        # command in docs/ascend.md asks for it (a fresh host serves nothing yet).
+        return not_applicable(
             say(
-                "Not run: the Triton that serves (%(url)s) has the npu_ge backend, and the "
-                "self-test does not load a trial into it unasked; a failed GE load would block "
-                "every later npu_ge load there until Triton restarts.",
+                "Not applicable without --npu-ge-in-serving-triton: the Triton that serves "
+                "(%(url)s) has the npu_ge backend, and the self-test does not load a trial into "
+                "it unasked; a failed GE load would block every later npu_ge load there until "
+                "Triton restarts. Give the flag on a Triton that serves nothing yet (a fresh "
+                "host), or restart Triton afterwards (docs/selftest.md).",
                 url=ctx.triton_url(),
-            ),
-            say(
-                "Run the self-test again with --npu-ge-in-serving-triton against a Triton that "
-                "serves nothing yet (a fresh node), or restart Triton afterwards "
-                "(docs/selftest.md)."
             ),
             **evidence,
         )

@@ -23,7 +23,6 @@ from typing import Any
 from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, passed
 from model_store.cann_versions import skew
-from model_store.serving.facts import ask_serving_side
 from model_store.serving.restart_needed import needs_restart
 from model_store.text import Message, joined, say
 
@@ -32,8 +31,7 @@ def check_serving_side(ctx: SelftestContext) -> Outcome:
     """Ask the serving Triton what it has; compare its CANN, pyACL, SoC and devices."""
     if ctx.runtime is None:
         return not_applicable(say("Not applicable: no Triton is configured for the hub."))
-    facts = ask_serving_side(ctx.store, ctx.runtime, timeout_s=min(ctx.load_timeout_s, 120.0))
-    ctx.facts.serving = facts
+    facts = ctx.serving_facts() or {}
     evidence: dict[str, Any] = {"serving": facts}
     if not facts.get("available"):
         return failed(
@@ -48,26 +46,40 @@ def check_serving_side(ctx: SelftestContext) -> Outcome:
     problems = _problems(ctx, facts)
     if problems:
         return failed(joined(problems), say("Fix the serving side as each point says."), **evidence)
+    numbering = facts.get("numbering") or {}
+    if numbering.get("agree") is False:
+        return passed(
+            say(
+                "%(summary)s Note: pyACL counts %(count)s device(s) but %(nodes)s NPU node(s) "
+                "are mapped into Triton's container; the hub's device ids are pyACL's "
+                "(docs/ascend.md#device-ids).",
+                summary=_summary(ctx, facts),
+                count=numbering.get("pyacl_count"),
+                nodes=len(numbering.get("nodes") or []),
+            ),
+            **evidence,
+        )
+    return passed(_summary(ctx, facts), **evidence)
+
+
+def _summary(ctx: SelftestContext, facts: dict[str, Any]) -> Message:
     cann = facts.get("cann") or {}
     pyacl = facts.get("pyacl") or {}
-    return passed(
-        say(
-            "Triton at %(url)s: CANN %(cann)s beside it (this worker's: %(worker)s), pyACL "
-            "%(pyacl)s, backends %(backends)s, stub Python %(python)s.",
-            url=ctx.triton_url(),
-            cann=cann.get("version") or say("not found"),
-            worker=_worker_cann(ctx) or say("unknown"),
-            pyacl=say(
-                "%(soc)s with %(count)s device(s)",
-                soc=pyacl.get("soc") or "?",
-                count=pyacl.get("device_count"),
-            )
-            if pyacl.get("working")
-            else say("not working there"),
-            backends=", ".join(sorted(facts.get("backends") or {})) or "-",
-            python=facts.get("python") or "?",
-        ),
-        **evidence,
+    return say(
+        "Triton at %(url)s: CANN %(cann)s beside it (this worker's: %(worker)s), pyACL "
+        "%(pyacl)s, backends %(backends)s, stub Python %(python)s.",
+        url=ctx.triton_url(),
+        cann=cann.get("version") or say("not found"),
+        worker=_worker_cann(ctx) or say("unknown"),
+        pyacl=say(
+            "%(soc)s with %(count)s device(s)",
+            soc=pyacl.get("soc") or "?",
+            count=pyacl.get("device_count"),
+        )
+        if pyacl.get("working")
+        else say("not working there"),
+        backends=", ".join(sorted(facts.get("backends") or {})) or "-",
+        python=facts.get("python") or "?",
     )
 
 
@@ -126,6 +138,16 @@ def _problems(ctx: SelftestContext, facts: dict[str, Any]) -> list[Message]:
                 "Triton's pyACL says the chip is %(serving)s, this worker found %(worker)s",
                 serving=soc,
                 worker=ctx.facts.soc,
+            )
+        )
+    closed = [n for n in facts.get("device_nodes") or [] if n.get("openable") is False]
+    if closed:
+        problems.append(
+            say(
+                "Triton's process (uid %(uid)s) cannot open %(nodes)s: run the triton service "
+                "as root (user 0:0, as the hub's compose files do) or add the driver's group",
+                uid=facts.get("uid"),
+                nodes=", ".join(f"{n.get('path')} {n.get('mode')}" for n in closed),
             )
         )
     count = pyacl.get("device_count")

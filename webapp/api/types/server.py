@@ -78,6 +78,11 @@ class Devices(Out):
 
     available: bool | None = None
     reason: str = ""
+    seen_in: Literal["triton"] | None = Field(
+        None,
+        description="triton: npu-smi ran inside the Triton container, which holds the NPU "
+        "(the worker leaves it alone, WORKER_NPU=off or shared); absent: on the worker's host",
+    )
     pyacl_device_count: int | None = Field(
         None,
         description="Present when the serving Triton's pyACL counts another number of devices "

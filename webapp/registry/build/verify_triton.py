@@ -18,21 +18,17 @@ import numpy as np
 from model_store.errors import ModelStoreError
 from model_store.onnx_info import inspect_onnx
 from model_store.runtime.errors import TritonRuntimeError
-from model_store.serving import TrialLoadFailed, trial_model
+from model_store.serving import TrialLoadFailed
 from model_store.targets import get_target
 from model_store.targets.base import VerifyPlan
 from model_store.text import Said, as_json, say
 from model_store.verification_report import VerificationReport
-from model_store.verify import VIA_TRITON, verify_with
+from model_store.verify_in_triton import VERIFY_TRIAL_TIMEOUT_S, verify_in_trial
 from webapp.ops.triton import get_runtime
 from webapp.registry.catalogue.models import Version
 from webapp.registry.catalogue.storage import get_store
 from webapp.registry.jobs import record as jobs
 from webapp.registry.jobs.models import Job
-
-#: How long Triton may take to load the candidate (the acl backend loads an OM in seconds;
-#: the bound only stops a hung load from holding the verify step).
-VERIFY_TRIAL_TIMEOUT_S = 300.0
 
 
 def should_try_triton(plan: VerifyPlan, report: VerificationReport) -> bool:
@@ -71,21 +67,11 @@ def verify_through_triton(
     cfg = get_target(job.model.target).make_config(
         name, inspect_onnx(source), version.options, number
     )
-    jobs.log(job, "Loading the candidate into the serving Triton under a temporary name…")
     try:
-        with trial_model(
-            get_store(), runtime, cfg, [artifact], version=number, timeout_s=VERIFY_TRIAL_TIMEOUT_S
-        ) as trial:
-            jobs.log(job, f"{trial} is READY beside the serving model; running the inputs.")
-
-            def through_triton(sample: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-                return runtime.infer(trial, dict(sample), version=str(number))
-
-            report = verify_with(
-                source, through_triton, precision=plan.precision, via=VIA_TRITON,
-                samples=samples, batch=plan.batch, input_shapes=plan.input_shapes,
-            )  # fmt: skip
-        jobs.log(job, f"{trial} unloaded and removed.")
+        report, trial = verify_in_trial(
+            get_store(), runtime, cfg, source, artifact, plan, samples, version=number,
+            log=lambda line: jobs.log(job, line), timeout_s=VERIFY_TRIAL_TIMEOUT_S,
+        )  # fmt: skip
     except TrialLoadFailed as exc:
         return _fallback(
             direct,
