@@ -384,3 +384,28 @@ def test_with_the_npu_left_to_triton_the_device_stages_run_inside_it(
     assert pyacl["ran_in"] == "triton" and [d["device"] for d in pyacl["devices"]] == [0, 1]
     assert all(d["top_k"][0]["label"] == "espresso" for d in pyacl["devices"])
     assert "WORKER_NPU=off" in stages["pyacl"]["summary"]
+
+
+def test_a_node_runs_the_same_selftest_without_django(host: SelftestHost, tmp_path: Path) -> None:
+    """deploy/node/'s worker has no Django: ``python -m workers.node.selftest`` runs the same
+    stages with the node's settings (its Triton, its store), the NPU left to its Triton."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), host.toolkit["PATH"]])
+    triton_env = {"ASCEND_TOOLKIT_HOME": host.toolkit["ASCEND_TOOLKIT_HOME"], "PATH": path}
+    with _own_triton(host, tmp_path, triton_env, WORKER_NPU="off") as env:
+        node = {
+            "NODE_NAME": "edge-1", "HUB_URL": "http://127.0.0.1:9", "NODE_TOKEN": "x" * 40,
+            "REDIS_URL": "redis://127.0.0.1:9/0",
+            "NODE_REPOSITORY": str(Path(env["MODEL_STORE_ROOT"]) / "repository"),
+        }  # fmt: skip
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_", "FAKE_"))}
+        report_path = tmp_path / "node-selftest.json"
+        done = spawn.run(
+            [sys.executable, "-m", "workers.node.selftest", "--json", str(report_path)],
+            env={**base, **env, **node, "DJANGO_SETTINGS_MODULE": "no.such.module"},
+            cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(report_path.read_text())
+    verdicts = _verdicts(report)
+    assert all(v == "passed" for k, v in verdicts.items() if k != "triton_npu_ge"), verdicts
+    assert "Ascend self-test PASSED" in done.stdout

@@ -228,7 +228,8 @@ def test_from_compose_exec_the_command_takes_the_environment_the_worker_gets(
     """`docker compose exec worker python manage.py ascend_selftest` skips the image's
     entrypoint, which sources CANN's set_env.sh under ASCEND_ROOT: the command runs that same
     entrypoint (deploy/entrypoint.sh, for real) for the worker's environment."""
-    from webapp.ops.management.commands.ascend_selftest import REEXEC_MARK, worker_environment
+    from model_store.ascend.selftest.session import REEXEC_MARK
+    from webapp.ops.management.commands.ascend_selftest import worker_environment
 
     make_fake_toolkit(tmp_path / "Ascend")
     for name in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH", "ASCEND_SET_ENV", REEXEC_MARK):

@@ -11,31 +11,22 @@ files are removed at the end, also on failure or Ctrl-C.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 import tomllib
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from model_store import spawn
-from model_store.ascend.selftest import (
-    DemoAssets,
-    InvalidDevice,
-    SelftestContext,
-    Stage,
-    build_report,
-    exit_status,
-    result_line,
-    run_selftest,
-    stage_lines,
+from model_store.ascend.selftest import DemoAssets, InvalidDevice, SelftestContext
+from model_store.ascend.selftest.session import (
+    ReportNotWritten,
+    entrypoint_environment,
+    rerun_in,
+    run_session,
 )
 from model_store.diagnostics.host_checks import ascend_root
 from webapp.ops.triton import get_runtime
@@ -65,29 +56,10 @@ def _device(value: str) -> int:
     return int(value)
 
 
-#: Set in the environment of the command run again under the worker's environment.
-REEXEC_MARK = "HUB_SELFTEST_IN_WORKER_ENV"
-
-
 def worker_environment() -> dict[str, str]:
-    """The environment the worker itself runs with. `docker compose exec worker ...` starts
-    a command without the image's entrypoint, which sources CANN's set_env.sh under
-    ASCEND_ROOT; so where that has not happened, the entrypoint is run here for its
-    environment (and this command's own is kept if it refuses, e.g. closed device nodes)."""
-    env = dict(os.environ)
-    if not env.get("ASCEND_ROOT") or env.get("ASCEND_TOOLKIT_HOME") or env.get(REEXEC_MARK):
-        return env
-    entrypoint = Path(settings.BASE_DIR) / "deploy" / "entrypoint.sh"
-    try:
-        done = spawn.run(
-            ["bash", str(entrypoint), "env", "-0"], env=env, capture_output=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return env
-    if done.returncode != 0:
-        return env
-    pairs = (item.partition("=") for item in done.stdout.decode().split("\0") if "=" in item)
-    return {key: value for key, _, value in pairs}
+    """The environment the worker itself runs with (:func:`entrypoint_environment` with the
+    hub image's entrypoint)."""
+    return entrypoint_environment(Path(settings.BASE_DIR) / "deploy" / "entrypoint.sh")
 
 
 class Command(BaseCommand):
@@ -101,13 +73,7 @@ class Command(BaseCommand):
         CANN's: the loader reads LD_LIBRARY_PATH (pyACL's libraries) only at start."""
         if sys.argv[1:2] != ["ascend_selftest"]:
             return  # called from code (call_command): its caller set the environment
-        env = worker_environment()
-        if env == os.environ:
-            return
-        env[REEXEC_MARK] = "1"
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, *sys.argv], env)  # noqa: S606 (itself)
+        rerun_in(worker_environment())
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -133,16 +99,7 @@ class Command(BaseCommand):
         device = _device(options["device"]) if options.get("device") is not None else None
         json_target: str | None = options.get("json")
         # With the report on standard output, the stage lines go to standard error.
-        console = self.stderr if json_target == "-" else self.stdout
-        started_at, started = datetime.now(UTC), time.monotonic()
-        version = hub_version()
-        console.write(f"Ascend self-test, hub {version}, on {os.uname().nodename}")
-
-        def show(stage: Stage) -> None:
-            for line in stage_lines(stage):
-                console.write(line)
-            console.flush()
-
+        console = sys.stderr if json_target == "-" else sys.stdout
         runtime = get_runtime()
         try:
             with tempfile.TemporaryDirectory(prefix="ascend-selftest-") as scratch:
@@ -160,43 +117,17 @@ class Command(BaseCommand):
                     ascend_root=ascend_root(os.environ),
                     npu_ge_in_serving_triton=bool(options.get("npu_ge_in_serving_triton")),
                 )
-                try:
-                    stages = run_selftest(ctx, on_stage=show)
-                except InvalidDevice as exc:
-                    raise CommandError(exc.message, returncode=USAGE_ERROR) from exc
+                status = run_session(
+                    ctx, hub_version=hub_version(), json_target=json_target, console=console
+                )
+        except InvalidDevice as exc:
+            raise CommandError(exc.message, returncode=USAGE_ERROR) from exc
+        except ReportNotWritten as exc:
+            raise CommandError(str(exc)) from exc
         finally:
             runtime.close()
-        report = build_report(
-            ctx,
-            stages,
-            hub_version=version,
-            started_at=started_at,
-            seconds=time.monotonic() - started,
-        )
-        shown_path = self._write(report, json_target)
-        console.write(result_line(stages, shown_path))
-        console.write("Still to look at by hand (a program here cannot; the report lists them):")
-        for step in report["by_hand"]:
-            console.write(f"  - {step}")
-        status = exit_status(stages)
         if status:
             raise CommandError(
                 "The self-test did not pass; the stages marked FAILED say what to do next.",
                 returncode=status,
             )
-
-    def _write(self, report: dict[str, Any], target: str | None) -> str | None:
-        """Writes the report; returns where, as the result line shows it."""
-        if target is None:
-            return None
-        text = json.dumps(report, indent=2, default=str) + "\n"
-        if target == "-":
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            return "standard output"
-        path = Path(target)
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"Cannot write the report to {path}: {exc}") from exc
-        return str(path)
