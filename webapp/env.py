@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from model_store.load_timeouts import LoadTimeouts, LoadTimeoutSettingError, read_load_timeouts
 from model_store.runtime.access import validate_api_key
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -103,6 +104,15 @@ def env_api_key(name: str) -> str:
         except ValueError as exc:
             raise ImproperlyConfigured(f"{name}: {exc}.") from None
     return key
+
+
+def env_load_timeouts(*, default_s: float) -> LoadTimeouts:
+    """Load timeouts per target: ``LOAD_TIMEOUT_SECONDS`` and ``LOAD_TIMEOUT_<TARGET>_SECONDS``
+    (model_store.load_timeouts, which a node reads from its environment the same way)."""
+    try:
+        return read_load_timeouts(os.environ, default_s=default_s)
+    except LoadTimeoutSettingError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
 
 
 def env_hostport(name: str, *, default: str) -> str:

@@ -20,6 +20,7 @@ from webapp.env import (
     env_hostport,
     env_int,
     env_list,
+    env_load_timeouts,
     env_secret,
     env_str,
 )
@@ -268,6 +269,11 @@ TRITON_URL = env_hostport("TRITON_URL", default="127.0.0.1:8000")
 TRITON_GRPC_URL = env_hostport("TRITON_GRPC_URL", default="127.0.0.1:8001")
 TRITON_METRICS_URL = env_hostport("TRITON_METRICS_URL", default="127.0.0.1:8002")
 TRITON_TIMEOUT_SECONDS = env_int("TRITON_TIMEOUT_SECONDS", default=10, minimum=1)
+# How long a model's load may take, per target (serve, rollback, load, reconcile):
+# LOAD_TIMEOUT_SECONDS for all, LOAD_TIMEOUT_<TARGET>_SECONDS for one; npu_ge compiles at load
+# and gets 600 s unless set. A load still going on then is waited out 3x as long, not failed
+# (model_store/load_timeouts.py, docs/ge-backend.md#loading-takes-minutes).
+LOAD_TIMEOUTS = env_load_timeouts(default_s=180.0)
 # The key Triton's restricted repository API expects (index, load, unload; security finding 14,
 # model_store/runtime/access.py). `make run` passes its embedded Triton's key; in compose the
 # operator sets it (or TRITON_API_KEY_FILE) for Triton and the hub alike. Empty: none is sent.

@@ -13,17 +13,19 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from model_store.config import parse_pbtxt, render_pbtxt
 from model_store.errors import InvalidConfig, ModelStoreError
 from model_store.file_io import atomic_write_text
+from model_store.load_timeouts import CEILING_FACTOR
 from model_store.names import validate_version
-from model_store.runtime.errors import TritonRequestError, TritonRuntimeError
+from model_store.runtime.errors import TritonRequestError, TritonRuntimeError, TritonUnavailable
 from model_store.serving.packages import install_version, serving_config
 from model_store.serving.restart_needed import note_failed_load, note_loaded
 from model_store.serving.triton_index import (
+    LOADING,
     READY,
     UNAVAILABLE,
     ServingRuntime,
@@ -34,6 +36,9 @@ from model_store.serving.triton_index import (
 )
 from model_store.store import ModelStore
 from model_store.text import Said
+
+#: How often the index is asked once a load has outlived its timeout (it may take minutes more).
+LATE_POLL_S = 1.0
 
 
 class ServingTimeout(ModelStoreError):
@@ -67,8 +72,11 @@ def _failure_reason(
 
 
 class _LoadOutcome(NamedTuple):
+    """How Triton's load call ended: ``error`` is its refusal; ``no_answer`` means the call
+    itself got no answer (e.g. the client's own time-out), which says nothing about the load."""
+
     error: str | None
-    timed_out: bool
+    no_answer: bool = False
 
 
 def _release_gevent_hub() -> None:
@@ -84,37 +92,91 @@ def _release_gevent_hub() -> None:
         gevent.get_hub().destroy(destroy_loop=True)
 
 
-def _load_bounded(runtime: ServingRuntime, name: str, timeout_s: float) -> _LoadOutcome:
-    """Calls ``runtime.load(name)``, giving up waiting after ``timeout_s``.
+class _LoadCall:
+    """``runtime.load(name)`` in a helper thread.
 
-    Triton's load call blocks until the load has finished (the GE backend compiles the
-    model during it, which can take minutes), so it runs in a helper thread. When we give
-    up, Triton keeps loading; the thread ends when Triton answers. Failures come back as
-    Triton's own message.
+    Triton's load call blocks until the load has finished (the GE backend compiles the model
+    during it, which can take minutes), so it runs beside the caller, who waits on it in
+    bounded steps. If the caller stops waiting, Triton keeps loading; the thread ends when
+    Triton answers.
     """
-    box: dict[str, BaseException] = {}
 
-    def call() -> None:
+    def __init__(self, runtime: ServingRuntime, name: str) -> None:
+        self._runtime, self._name = runtime, name
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._call, name=f"triton-load-{name}", daemon=True)
+        self._thread.start()
+
+    def _call(self) -> None:
         try:
-            runtime.load(name)
-        except Exception as exc:  # reported to the caller's thread below
-            box["error"] = exc
+            self._runtime.load(self._name)
+        except Exception as exc:  # reported to the caller's thread by outcome()
+            self._error = exc
         finally:
             _release_gevent_hub()
 
-    thread = threading.Thread(target=call, name=f"triton-load-{name}", daemon=True)
-    thread.start()
-    thread.join(max(timeout_s, 0.0))
-    if thread.is_alive():
-        return _LoadOutcome(None, True)
-    error = box.get("error")
-    if error is None:
-        return _LoadOutcome(None, False)
-    if isinstance(error, TritonRequestError):
-        return _LoadOutcome(error.triton_message, False)
-    if isinstance(error, TritonRuntimeError):
-        return _LoadOutcome(str(error), False)
-    raise error
+    def outcome(self, wait_s: float) -> _LoadOutcome | None:
+        """How the call ended, waiting up to ``wait_s``; None while it still runs."""
+        self._thread.join(max(wait_s, 0.0))
+        if self._thread.is_alive():
+            return None
+        error = self._error
+        if error is None:
+            return _LoadOutcome(None)
+        if isinstance(error, TritonUnavailable):
+            # No answer (refused, reset, the client's own time-out): not Triton's verdict.
+            return _LoadOutcome(str(error), no_answer=True)
+        if isinstance(error, TritonRequestError):
+            return _LoadOutcome(error.triton_message)
+        if isinstance(error, TritonRuntimeError):
+            return _LoadOutcome(str(error))
+        raise error
+
+
+def _shows_loading(rows: list[dict[str, str]], versions: Sequence[int] | None) -> bool:
+    """Whether the index shows a version in ``versions`` (any, when None) LOADING."""
+    wanted = rows if not versions else [row_for(rows, v) for v in versions]
+    return any(row is not None and row.get("state") == LOADING for row in wanted)
+
+
+def _index_shows_ready(runtime: ServingRuntime, name: str, versions: Sequence[int]) -> bool:
+    try:
+        return set(versions) <= set(ready_versions(model_rows(runtime, name)))
+    except TritonRuntimeError:
+        return False
+
+
+def _index_shows_loading(
+    runtime: ServingRuntime, name: str, versions: Sequence[int] | None
+) -> bool:
+    """:func:`_shows_loading` asked of Triton now; False when the index does not answer."""
+    try:
+        return _shows_loading(model_rows(runtime, name), versions)
+    except TritonRuntimeError:
+        return False
+
+
+def _outlast(
+    call: _LoadCall,
+    runtime: ServingRuntime,
+    name: str,
+    versions: Sequence[int] | None,
+    ceiling: float,
+    poll_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> _LoadOutcome | None:
+    """Past the timeout, Triton has not answered the load call: it is still loading (that
+    is not a failure), so wait on, until the call ends, the index shows ``versions`` READY,
+    or ``ceiling`` passes (None then)."""
+    while clock() < ceiling:
+        sleep(max(poll_s, LATE_POLL_S))  # minutes may remain: no need to ask 20 times a second
+        outcome = call.outcome(0.0)
+        if outcome is not None:
+            return outcome
+        if versions and _index_shows_ready(runtime, name, versions):
+            return _LoadOutcome(None)  # READY before the answer reached us
+    return None
 
 
 def _wait_ready(
@@ -122,37 +184,58 @@ def _wait_ready(
     name: str,
     versions: Sequence[int] | None,
     deadline: float,
+    ceiling: float,
     poll_s: float,
-) -> tuple[bool, str]:
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[bool, str, bool]:
     """Polls the index until every version in ``versions`` is READY (any one when None).
 
-    Called after Triton's load call returned successfully, so an UNAVAILABLE row with a
-    reason (other than a leftover "unloaded") is a failure, not a state to wait out.
+    Called after Triton's load call returned, so an UNAVAILABLE row with a reason (other
+    than a leftover "unloaded") is a failure, not a state to wait out. Past ``deadline``, a
+    version the index shows LOADING is waited for until ``ceiling``: running out of time
+    while Triton is still loading is not a failure of the load.
 
     Returns:
-        ``(True, "")``, or ``(False, reason)`` on failure or when ``deadline`` passes.
+        ``(ok, reason, still_loading)``: ``(True, "", False)``; ``(False, reason, False)``
+        on a failure or when ``deadline`` passes; ``(False, reason, True)`` when Triton was
+        still loading at ``ceiling``.
     """
     versions = list(versions) if versions else None  # an empty pin means "whatever loads"
-    last = "no answer from Triton yet"
+    last, loading = "no answer from Triton yet", False
     while True:
         try:
             rows = model_rows(runtime, name)
         except TritonRuntimeError as exc:
-            rows, last = [], str(exc)
+            rows, last, loading = [], str(exc), False
         else:
             ready = ready_versions(rows)
             if (versions is None and ready) or (versions and set(versions) <= set(ready)):
-                return True, ""
+                return True, "", False
             for version in versions or []:
                 row = row_for(rows, version)
                 reason = (row or {}).get("reason", "")
                 if row and row.get("state") == UNAVAILABLE and reason and reason != "unloaded":
-                    return False, plain_reason(reason)
+                    return False, plain_reason(reason), False
             states = {r.get("version", "?"): r.get("state") or "not loaded" for r in rows}
             last = ", ".join(f"v{v} {s}" for v, s in sorted(states.items())) or "not loaded"
-        if time.monotonic() >= deadline:
-            return False, f"not READY in time (Triton reports: {last})"
-        time.sleep(poll_s)
+            loading = _shows_loading(rows, versions)
+        now = clock()
+        if now >= (ceiling if loading else deadline):
+            if loading:
+                return False, f"Triton still reports: {last}", True
+            return False, f"not READY in time (Triton reports: {last})", False
+        sleep(poll_s if now < deadline else max(poll_s, LATE_POLL_S))
+
+
+def _still_loading(name: str, timeout_s: float, waited_s: float, seen: str = "") -> str:
+    """The reason given when Triton was still loading at the ceiling: not a failure."""
+    text = (
+        f"Triton was still loading {name} after {waited_s:.0f} s (its load timeout is "
+        f"{timeout_s:.0f} s); the load has not failed and may still finish"
+    )
+    return f"{text} ({seen})" if seen else text
 
 
 def load_and_wait(
@@ -161,21 +244,40 @@ def load_and_wait(
     versions: Sequence[int] | None,
     timeout_s: float,
     poll_s: float,
+    *,
+    ceiling_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[bool, str, bool]:
-    """Loads ``name`` and waits for ``versions`` READY; returns ``(ok, reason, timed_out)``."""
-    deadline = time.monotonic() + timeout_s
-    outcome = _load_bounded(runtime, name, timeout_s)
-    if outcome.timed_out:
-        return (
-            False,
-            f"Triton was still loading {name} after {timeout_s:g} s; the load was abandoned",
-            True,
-        )
-    if outcome.error is not None:
+    """Loads ``name`` and waits for ``versions`` READY; returns ``(ok, reason, still_loading)``.
+
+    ``timeout_s`` is how long the load should take (per target: :mod:`model_store.load_timeouts`).
+    A load Triton is still working on when it passes is waited out up to ``ceiling_s``
+    (default ``CEILING_FACTOR`` x ``timeout_s``): the GE backend compiles for minutes, and a
+    load the hub stopped waiting for has not failed. Only Triton's refusal (its load error, an
+    UNAVAILABLE version with a reason) fails; still loading at the ceiling comes back as
+    ``still_loading`` True, never as a failed load (callers must not note one).
+    """
+    began = clock()
+    ceiling = began + (ceiling_s if ceiling_s is not None else CEILING_FACTOR * timeout_s)
+    call = _LoadCall(runtime, name)
+    outcome = call.outcome(timeout_s)
+    if outcome is None:
+        outcome = _outlast(call, runtime, name, versions, ceiling, poll_s, clock, sleep)
+    if outcome is None:
+        return False, _still_loading(name, timeout_s, clock() - began), True
+    # A load call that got no answer (the client's own time-out) while the index shows the
+    # load going on is not a verdict; with Triton gone too, it fails as any load error does.
+    waiting_on = outcome.no_answer and _index_shows_loading(runtime, name, versions)
+    if outcome.error is not None and not waiting_on:
         version = versions[0] if versions else 0
         return False, _failure_reason(runtime, name, version, outcome.error), False
-    ok, reason = _wait_ready(runtime, name, versions, deadline, poll_s)
-    return ok, reason, not ok and time.monotonic() >= deadline
+    ok, reason, loading = _wait_ready(
+        runtime, name, versions, began + timeout_s, ceiling, poll_s, clock=clock, sleep=sleep
+    )
+    if loading:
+        return False, _still_loading(name, timeout_s, clock() - began, reason), True
+    return ok, reason, False
 
 
 class LoadResult(NamedTuple):
@@ -201,12 +303,14 @@ def load_serving(
         store: The model store.
         runtime: The Triton client.
         name: Model name.
-        timeout_s: How long to wait for READY.
+        timeout_s: How long the load should take (the target's load timeout); a load still
+            in progress then is waited out longer (:func:`load_and_wait`).
         poll_s: Interval between repository index polls.
 
     Returns:
         ``(True, "")`` once the configured version(s) are READY, else ``(False, reason)``
-        with Triton's reason in plain words (callers prefix the model name).
+        with Triton's reason in plain words (callers prefix the model name), or saying that
+        Triton was still loading (no restart is noted then).
     """
     path = store.config_path(name)
     try:
@@ -216,10 +320,11 @@ def load_serving(
     except InvalidConfig as exc:
         return LoadResult(False, exc.message)
     versions = cfg.version_policy_specific
-    ok, reason, _ = load_and_wait(runtime, name, versions, timeout_s, poll_s)
+    ok, reason, still_loading = load_and_wait(runtime, name, versions, timeout_s, poll_s)
     if ok:
         note_loaded(store, name, backend=cfg.backend)
-    else:
+    elif not still_loading:
+        # Only a load Triton refused wedges the GE backend; one still compiling has not.
         note_failed_load(store, name, reason, backend=cfg.backend)
     return LoadResult(ok, reason)
 

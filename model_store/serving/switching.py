@@ -128,6 +128,10 @@ class _Switch:
         if ok:
             self.on_log(f"Version {self.to_version} is READY after {self.load_s:.2f} s.")
             note_loaded(self.store, self.name)
+        elif timed_out:
+            # Triton is still compiling (npu_ge): not a failed load, so the GE backend is not
+            # wedged and no restart is noted; the previous state still comes back.
+            self.on_log(f"Version {self.to_version} is not READY yet: {reason}")
         else:
             self.on_log(f"Version {self.to_version} did not become READY: {reason}")
             if note_failed_load(self.store, self.name, reason):
@@ -149,8 +153,8 @@ class _Switch:
             versions = [self.from_version]
         if not versions:
             if timed_out:
-                # Nothing served before, but Triton may still finish the abandoned load
-                # and serve a version nobody asked for any more.
+                # Nothing served before, but Triton may still finish the load it was still
+                # doing and serve a version nobody asked for any more.
                 try:
                     self.runtime.unload(self.name)
                 except TritonRuntimeError as exc:
@@ -245,7 +249,10 @@ def switch_version(
         to_version: The version to serve; it must be packaged.
         from_version: The version the caller believes serves now (None: none). On failure,
             this version is reloaded when Triton itself was serving nothing.
-        timeout_s: How long to wait for READY (the reload after a failure gets as long).
+        timeout_s: How long the load should take: the target's load timeout
+            (:mod:`model_store.load_timeouts`). A load Triton is still doing then is waited
+            out a few times as long, and is not a failed load if it outlives that too (no
+            restart is noted). The reload after a failure gets as long.
         poll_s: Interval between repository index polls.
         on_log: Receives one plain-words line per step (for the job log).
         hand_over: For a router that names the version it sends each call to (the hub's

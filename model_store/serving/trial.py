@@ -137,11 +137,12 @@ def trial_model(
     try:
         if on_placed is not None:
             on_placed(trial.name)
-        ok, reason, _timed_out = load_and_wait(runtime, trial.name, [version], timeout_s, 0.05)
+        ok, reason, still_loading = load_and_wait(runtime, trial.name, [version], timeout_s, 0.05)
         if ok:
             note_loaded(store, trial.name, backend=trial.backend)
         else:
-            note_failed_load(store, trial.name, reason, backend=trial.backend)
+            if not still_loading:  # a load still compiling has not wedged the GE backend
+                note_failed_load(store, trial.name, reason, backend=trial.backend)
             raise TrialLoadFailed(reason)
         yield trial.name
     finally:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 READY = "READY"
+LOADING = "LOADING"
 UNAVAILABLE = "UNAVAILABLE"
 
 #: Names of temporary models loaded beside the serving ones (:mod:`model_store.serving.trial`).

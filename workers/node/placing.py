@@ -33,6 +33,7 @@ from model_store.package_tar import safe_extract
 from model_store.runtime.client import TritonRuntime
 from model_store.serving import STAGING_ROOT, load_alongside, switch_version, unload_model
 from model_store.serving.directory_swap import RETIRED_ROOT, aside_path
+from model_store.serving.restart_needed import backend_of
 from model_store.store import CONFIG_FILE, ModelStore
 from model_store.targets import UnknownTarget, get_target, known_targets
 from workers.node.hub_client import HubClient
@@ -149,9 +150,11 @@ def place(
         result.bytes = fetch_package(store, client, request)
         result.fetched = True
         result.timings["fetch_s"] = round(time.monotonic() - began, 4)
+    target = request.target or _target_of(store, request)
     switched = switch_version(
-        store, runtime, name=request.model, target=request.target or _target_of(store, request),
-        to_version=request.version, from_version=_from_version(store, request),
+        store, runtime, name=request.model, target=target, to_version=request.version,
+        from_version=_from_version(store, request),
+        timeout_s=settings.load_timeouts.for_target(target),
     )  # fmt: skip
     result.ok, result.reason, result.restored = switched.ok, switched.reason, switched.restored
     result.timings |= {"switch_s": round(switched.duration_s, 4), **switched.phases}
@@ -199,7 +202,9 @@ def load_beside(
         fetch_package(store, client, request)
         fetched = True
     extra = request.version if request is not None else None
-    ok, reason = load_alongside(store, runtime, model, serving, extra)
+    # onnxruntime, acl and npu_ge name their backend after themselves; any other gets the default.
+    timeout_s = settings.load_timeouts.for_target(backend_of(store, model))
+    ok, reason = load_alongside(store, runtime, model, serving, extra, timeout_s=timeout_s)
     return {
         "model": model, "serving": serving, "beside": extra, "ok": ok, "reason": reason,
         "fetched": fetched, "timings": {"total_s": round(time.monotonic() - began, 4)},

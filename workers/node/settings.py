@@ -15,10 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_store.errors import ModelStoreError
+from model_store.load_timeouts import LoadTimeouts, LoadTimeoutSettingError, read_load_timeouts
 from model_store.names import validate_model_name
 
 #: How often a node reports when the hub has not said (the hub's answer overrides it).
 DEFAULT_REPORT_EVERY_S = 30.0
+#: A node's load timeout for targets without their own (``LOAD_TIMEOUT_SECONDS``); npu_ge has
+#: its own (model_store.load_timeouts).
+DEFAULT_LOAD_TIMEOUT_S = 120.0
 #: A node token is an API token: printable, no spaces (it goes into an HTTP header).
 _TOKEN = re.compile(r"[A-Za-z0-9_\-.:~+/=]{16,512}")
 
@@ -43,6 +47,8 @@ class NodeSettings:
         repository: The Triton model repository this node writes (``NODE_REPOSITORY``); its
             parent is the node's store root (packages, staging, downloads).
         labels: ``NODE_LABELS``, ``key=value`` pairs separated by commas, reported to the hub.
+        load_timeouts: How long a load may take per target (``LOAD_TIMEOUT_SECONDS``,
+            ``LOAD_TIMEOUT_<TARGET>_SECONDS``; :mod:`model_store.load_timeouts`).
         env: The whole environment, for the host report (CANN is found through it).
     """
 
@@ -57,6 +63,9 @@ class NodeSettings:
     repository: Path = Path()
     labels: dict[str, str] = field(default_factory=dict)
     report_every_s: float = DEFAULT_REPORT_EVERY_S
+    load_timeouts: LoadTimeouts = field(
+        default_factory=lambda: read_load_timeouts({}, default_s=DEFAULT_LOAD_TIMEOUT_S)
+    )
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -113,6 +122,7 @@ def read_settings(env: Mapping[str, str] | None = None) -> NodeSettings:
         repository=repository,
         labels=parse_labels(env.get("NODE_LABELS", "")),
         report_every_s=_positive(env, "NODE_REPORT_EVERY_SECONDS", DEFAULT_REPORT_EVERY_S),
+        load_timeouts=_load_timeouts(env),
         env=env,
     )
 
@@ -205,6 +215,13 @@ def _required(env: Mapping[str, str], key: str) -> str:
             f"{key} is not set; a node needs it (docs/nodes.md#running-a-node)."
         )
     return value
+
+
+def _load_timeouts(env: Mapping[str, str]) -> LoadTimeouts:
+    try:
+        return read_load_timeouts(env, default_s=DEFAULT_LOAD_TIMEOUT_S)
+    except LoadTimeoutSettingError as exc:
+        raise NodeSettingsError(str(exc)) from None
 
 
 def _positive(env: Mapping[str, str], key: str, default: float) -> float:

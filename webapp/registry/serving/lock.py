@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from model_store.load_timeouts import CEILING_FACTOR
 from model_store.text import say
 from webapp.errors import HubError
 from webapp.registry.catalogue.models import Model
@@ -24,16 +25,25 @@ from webapp.registry.jobs.models import Job
 from webapp.registry.serving.models import Canary
 
 
-def lock_ttl() -> timedelta:
-    """Longer than any switch (load + warm-up + restore), short enough to recover from a crash."""
-    return timedelta(seconds=settings.SWITCH_LOCK_TTL_SECONDS)
+def lock_ttl(model: Model | None = None) -> timedelta:
+    """Longer than any switch (load + warm-up + restore), short enough to recover from a crash.
+
+    A target whose loads may be waited out for long (``npu_ge``: GE compiles at load, up to
+    :data:`~model_store.load_timeouts.CEILING_FACTOR` times its load timeout) gets at least two
+    such loads (the new version, then the old one put back) and a minute, so that its lock
+    cannot expire in the middle of a switch that is still working."""
+    seconds = float(settings.SWITCH_LOCK_TTL_SECONDS)
+    if model is not None:
+        load = float(settings.LOAD_TIMEOUTS.for_target(model.target)) * CEILING_FACTOR
+        seconds = max(seconds, 2 * load + 60)
+    return timedelta(seconds=seconds)
 
 
 def acquire_lock(model: Model, holder: str) -> bool:
     now = timezone.now()
     free = Q(lock_expires__isnull=True) | Q(lock_expires__lt=now) | Q(lock_holder=holder)
     taken = Model.objects.filter(free, pk=model.pk).update(
-        lock_holder=holder, lock_expires=now + lock_ttl()
+        lock_holder=holder, lock_expires=now + lock_ttl(model)
     )
     return taken == 1
 

@@ -47,6 +47,7 @@ from webapp.registry.serving.models import NodeServing, ReconcileReport
 from webapp.registry.serving.switch import (
     SWITCH_TIMEOUT_S,
     TRIAL_STALE_AFTER_S,
+    load_timeout_s,
     refusal,
     rollout_nodes,
 )
@@ -344,7 +345,7 @@ def _reconcile_model(
     if state.get("policy_versions") != expected:
         result = switch_version(
             store, runtime, name=model.name, target=model.target, to_version=serving,
-            from_version=None, timeout_s=SWITCH_TIMEOUT_S,
+            from_version=None, timeout_s=load_timeout_s(model),
         )  # fmt: skip
         if result.ok:
             Model.objects.filter(pk=model.pk).update(compare_version=None)
@@ -359,7 +360,7 @@ def _reconcile_model(
             )  # fmt: skip
         return
     if serving not in state.get("ready_versions", []):
-        ok, reason = load_serving(store, runtime, model.name, timeout_s=SWITCH_TIMEOUT_S)
+        ok, reason = load_serving(store, runtime, model.name, timeout_s=load_timeout_s(model))
         if ok:
             repairs.append(
                 say("%(model)s: Triton had forgotten it; v%(version)s is loaded again.",

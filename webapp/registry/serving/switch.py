@@ -15,6 +15,8 @@ import time
 from functools import partial
 from typing import Any
 
+from django.conf import settings
+
 from model_store.runtime.errors import TritonUnavailable
 from model_store.serving import (
     load_alongside,
@@ -40,10 +42,17 @@ from webapp.registry.serving.models import NodeServing
 
 log = logging.getLogger(__name__)
 
+#: The Triton client's bound on ordinary calls during a switch. How long a load may take is the
+#: model's target's (settings.LOAD_TIMEOUTS, :func:`load_timeout_s`).
 SWITCH_TIMEOUT_S = 180.0
 #: A temporary verification model older than this belongs to no running verification (they
 #: give up loading after VERIFY_TRIAL_TIMEOUT_S in webapp.registry.build.pipeline).
 TRIAL_STALE_AFTER_S = 3600.0
+
+
+def load_timeout_s(model: Model) -> float:
+    """How long a load of ``model`` may take: its target's (npu_ge compiles at load, minutes)."""
+    return float(settings.LOAD_TIMEOUTS.for_target(model.target))
 
 
 # --------------------------------------------------------------------------- the publish gate
@@ -230,7 +239,7 @@ def _run_switch(job: Job) -> None:
         target=model.target,
         to_version=to_version,
         from_version=from_version,
-        timeout_s=SWITCH_TIMEOUT_S,
+        timeout_s=load_timeout_s(model),
         on_log=lambda line: jobs.log(job, line),
         hand_over=partial(_route_calls_to, model, to_version, from_version),
     )
@@ -315,7 +324,7 @@ def _run_rollout(job: Job, targets: list[str]) -> None:
             result = switch_version(
                 get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), name=model.name,
                 target=model.target, to_version=to_version, from_version=from_version,
-                timeout_s=SWITCH_TIMEOUT_S, on_log=lambda line: jobs.log(job, line),
+                timeout_s=load_timeout_s(model), on_log=lambda line: jobs.log(job, line),
                 hand_over=partial(_route_calls_to, model, to_version, from_version),
             )  # fmt: skip
             step = rollout.NodeStep(
@@ -412,7 +421,7 @@ def _run_place(job: Job) -> None:
         unload_model(runtime, model.name)
         jobs.log(job, "Node local: unloaded (not in the placement).")
     elif placement.LOCAL in targets and version is not None and not local_ready:
-        ok, reason = load_serving(get_store(), runtime, model.name, timeout_s=SWITCH_TIMEOUT_S)
+        ok, reason = load_serving(get_store(), runtime, model.name, timeout_s=load_timeout_s(model))
         steps.append(rollout.NodeStep(placement.LOCAL, ok, None, version.number, 0.0, reason))
         rollout.log_step(job, steps[-1])
     failed = [s for s in steps if not s.ok]
@@ -495,7 +504,7 @@ def _beside_on_local(job: Job, model: Model, extra: int | None) -> tuple[bool, S
     assert model.serving_version is not None
     ok, reason = load_alongside(
         get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name, model.serving_version,
-        extra, timeout_s=SWITCH_TIMEOUT_S,
+        extra, timeout_s=load_timeout_s(model),
     )  # fmt: skip
     return ok, reason
 
@@ -553,8 +562,9 @@ def _run_load(job: Job) -> None:
         _run_compare(job)
         return
     ok, reason = load_serving(
-        get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name, timeout_s=SWITCH_TIMEOUT_S
-    )
+        get_store(), get_runtime(timeout=SWITCH_TIMEOUT_S), model.name,
+        timeout_s=load_timeout_s(model),
+    )  # fmt: skip
     if not ok:
         _failed(job, say("%(model)s did not load: %(reason)s", model=model.name, reason=reason),
                 "load_failed")  # fmt: skip
