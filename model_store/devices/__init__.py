@@ -8,6 +8,10 @@ The submodules, from the bottom up (each imports only those above it in this lis
   takes from it (docs/npu-smi.md#per-chip-usages).
 * :mod:`~model_store.devices.mapping`: ``npu-smi info -m``, each chip's logical device id.
 * :mod:`~model_store.devices.memory`: the device memory a chip loads models into.
+* :mod:`~model_store.devices.held_elsewhere`: the wording for an NPU held by another container
+  (pyACL 507008, npu-smi's dcmi ``-8005``; docs/npu-smi.md#an-npu-held-by-another-container).
+* :mod:`~model_store.devices.npu_smi_lock`: the host-wide lock that keeps npu-smi runs one at
+  a time (``NPU_SMI_LOCK_FILE``; docs/npu-smi.md#one-npu-smi-at-a-time).
 * :mod:`~model_store.devices.reading`: :func:`read_devices`, which runs npu-smi and puts
   the above together.
 

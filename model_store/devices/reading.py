@@ -3,9 +3,13 @@
 :func:`read_devices` runs ``npu-smi info`` and reads its table
 (:mod:`~model_store.devices.info_table`); when the table prints no device id it asks
 ``npu-smi info -m`` (:mod:`~model_store.devices.mapping`), and it asks ``-t usages`` for each
-chip in parallel (:mod:`~model_store.devices.usages`). npu-smi missing, failing or timing out
-makes the report say why; a failure of the extra calls is a warning. The command runner is a
-parameter, so tests pass a fake instead of starting npu-smi.
+chip (:mod:`~model_store.devices.usages`). npu-smi missing, failing or timing out makes the
+report say why; a failure of the extra calls is a warning. Every call holds the host's npu-smi
+lock (:mod:`~model_store.devices.npu_smi_lock`): npu-smi must not run twice at once, so a call
+that cannot have the lock within the timeout is reported busy instead. An npu-smi that prints
+dcmi's ``-8005`` could not open the NPU, which another container usually holds
+(:mod:`~model_store.devices.held_elsewhere`). The command runner is a parameter, so tests pass
+a fake instead of starting npu-smi.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from model_store import spawn
+from model_store.devices.held_elsewhere import npu_smi_held_reason, npu_smi_says_held
 from model_store.devices.info_table import parse_npu_smi_info
 from model_store.devices.mapping import parse_npu_smi_mapping
 from model_store.devices.memory import device_memory
+from model_store.devices.npu_smi_lock import NPU_SMI_BUSY, NpuSmiBusy, npu_smi_lock
 from model_store.devices.usages import merge_usages, parse_npu_smi_usages
 from model_store.text import Said, say
 
@@ -70,18 +76,24 @@ def read_devices(
         runner: Function with the signature of :func:`subprocess.run` (replaced in tests).
         which: Function with the signature of :func:`shutil.which`.
         timeout: Seconds to wait for each npu-smi call (None: :func:`probe_timeout`).
-        usages: Also run ``npu-smi info -t usages -i N -c C`` per chip (in parallel) and
+        usages: Also run ``npu-smi info -t usages -i N -c C`` per chip (one after another) and
             merge it (:func:`merge_usages`); a failure there is a warning, not an error.
         mapping: When the table prints no device id for some chip (the HBM layout of 910
             and 910B), run ``npu-smi info -m`` and take it from the ``Chip Logic ID``
             column (:func:`parse_npu_smi_mapping`); a failure there is a warning.
 
+    Every npu-smi call holds the host's npu-smi lock, waiting for it at most ``timeout``
+    seconds (:func:`~model_store.devices.npu_smi_lock.npu_smi_lock`).
+
     Returns:
         ``{"available": False, "reason": ..., "npus": []}`` when npu-smi is missing,
-        fails or times out; otherwise ``{"available": True, "npus": [...],
-        "processes": [...], "warnings": [...], "version": ...}`` with one dict per chip.
-        Each chip dict also has ``device_memory`` (:func:`device_memory`) and, with
-        ``usages``, ``usages`` (raw) and ``usage`` (known figures by short name).
+        fails, times out or is busy (:data:`~model_store.devices.npu_smi_lock.NPU_SMI_BUSY`;
+        when its output has dcmi's ``-8005`` the reason says that another container holds
+        the NPU, :func:`~model_store.devices.held_elsewhere.npu_smi_held_reason`); otherwise
+        ``{"available": True, "npus": [...], "processes": [...], "warnings": [...],
+        "version": ...}`` with one dict per chip. Each chip dict also has ``device_memory``
+        (:func:`device_memory`) and, with ``usages``, ``usages`` (raw) and ``usage`` (known
+        figures by short name).
     """
     timeout = probe_timeout() if timeout is None else timeout
     path = which("npu-smi")
@@ -91,14 +103,17 @@ def read_devices(
             "reason": NO_NPU_SMI,
             "npus": [],
         }
+    locked = _Locked(runner, timeout)
     try:
-        done = runner(
+        done = locked(
             [path, "info"],
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
         )
+    except NpuSmiBusy:
+        return {"available": False, "reason": NPU_SMI_BUSY, "npus": []}
     except subprocess.TimeoutExpired:
         return {
             "available": False,
@@ -123,6 +138,10 @@ def read_devices(
             if detail
             else say("npu-smi info failed with exit code %(code)s", code=code)
         )
+        if npu_smi_says_held(getattr(done, "stderr", None)) or npu_smi_says_held(
+            getattr(done, "stdout", None)
+        ):
+            reason = npu_smi_held_reason(reason)
         return {"available": False, "reason": reason, "npus": []}
     stdout = getattr(done, "stdout", "") or ""
     if isinstance(stdout, bytes):
@@ -130,13 +149,14 @@ def read_devices(
     report = parse_npu_smi_info(stdout)
     npus = [asdict(chip) for chip in report.chips]
     warnings = list(report.warnings)
-    more = _MoreCalls(path, runner, timeout, warnings)
+    more = _MoreCalls(path, locked, timeout, warnings)
     if mapping and any(npu["device_id"] is None for npu in npus):
         more.add_device_ids(npus)
     if usages and npus:
         more.add_usages(npus)
     for npu in npus:
         npu["device_memory"] = device_memory(npu)
+    warnings[:0] = locked.notes
     return {
         "available": True,
         "version": report.version,
@@ -153,10 +173,28 @@ def _usages_command(path: str, npu: Mapping[str, Any]) -> list[str]:
     return args
 
 
+class _Locked:
+    """``runner`` with the host's npu-smi lock held around each call (waiting at most
+    ``wait`` seconds, then :class:`NpuSmiBusy`); ``notes`` says why a call ran without it."""
+
+    def __init__(self, runner: Callable[..., Any], wait: float) -> None:
+        self.runner = runner
+        self.wait = wait
+        self.notes: list[Said] = []
+
+    def __call__(self, args: list[str], **kwargs: Any) -> Any:
+        with npu_smi_lock(self.wait) as note:
+            if note is not None and note not in self.notes:
+                self.notes.append(note)
+            return self.runner(args, **kwargs)
+
+
 def _run_npu_smi(runner: Callable[..., Any], args: list[str], timeout: float) -> tuple[str, Said]:
     """``(stdout, problem)``: the output, or why there is none (never raises)."""
     try:
         done = runner(args, capture_output=True, text=True, timeout=timeout, check=False)
+    except NpuSmiBusy:
+        return "", say("was not run: %(busy)s", busy=NPU_SMI_BUSY)
     except subprocess.TimeoutExpired:
         return "", say("did not answer within %(seconds)s s", seconds=f"{timeout:g}")
     except OSError as exc:
@@ -184,8 +222,9 @@ class _MoreCalls:
 
     def ask(self, commands: list[list[str]]) -> list[tuple[str, str, Said]]:
         """``(command as shown, stdout, problem)`` per command, in order. The calls run one
-        after another: Huawei's npu-smi reference says npu-smi must not be run several times
-        at once (docs/npu-smi.md#where-it-runs); a ``-t usages`` call answers for one chip."""
+        after another, each under the host's npu-smi lock: Huawei's npu-smi reference says
+        npu-smi must not be run several times at once (docs/npu-smi.md#one-npu-smi-at-a-time);
+        a ``-t usages`` call answers for one chip."""
         return [
             (" ".join(["npu-smi", *args[1:]]), *_run_npu_smi(self.runner, args, self.timeout))
             for args in commands

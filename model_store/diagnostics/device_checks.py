@@ -2,8 +2,11 @@
 
 :func:`check_davinci_devices` looks for the ``/dev`` nodes an Ascend process needs;
 :func:`check_npu_smi` reads every chip's health and memory use
-(docs/npu-smi.md#the-info-table). :func:`npus_present` tells the other checks whether this
-host has NPUs at all, so that a missing Ascend component is a problem only where it matters.
+(docs/npu-smi.md#the-info-table); an npu-smi that could not open the NPU because another
+container holds it (dcmi ``-8005``) is said in those words, with the command that turns
+container sharing on (:mod:`~model_store.devices.held_elsewhere`). :func:`npus_present` tells
+the other checks whether this host has NPUs at all, so that a missing Ascend component is a
+problem only where it matters.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from model_store.devices.held_elsewhere import is_npu_smi_held_reason, npu_smi_held_advice
+from model_store.devices.npu_smi_lock import NPU_SMI_BUSY
 from model_store.devices.reading import NO_NPU_SMI
 from model_store.diagnostics.context import (
     Check,
@@ -73,6 +78,17 @@ def check_davinci_devices(ctx: DiagnosticsContext) -> Check:
     except Exception:
         report = {}
     chips = len(report.get("npus") or []) if report.get("available") else 0
+    if report.get("seen_in") == "triton" and not nodes and not present:
+        # WORKER_NPU=off: by design no node here (one container owns the NPU).
+        return make_check(
+            "davinci_devices",
+            "not_applicable",
+            say(
+                "This worker leaves the NPU to the Triton container (WORKER_NPU=off), so it maps "
+                "no device node; Triton's own are checked from inside it (the self-test's "
+                "serving_side stage, docs/ascend.md#one-container-owns-the-npu)."
+            ),
+        )
     if not nodes and not present:
         if chips:
             return make_check(
@@ -202,6 +218,20 @@ def check_npu_smi(ctx: DiagnosticsContext) -> Check:
             # another reader's words, in English: shown as they are, with a capital
             missing = say("%(reason)s.", reason=f"{reason[0].upper()}{reason[1:]}")
             return make_check("npu_smi", "not_applicable", missing)
+        if is_npu_smi_held_reason(reason):
+            return make_check(
+                "npu_smi", "failing", say("%(reason)s.", reason=reason), npu_smi_held_advice()
+            )
+        if isinstance(reason, Message) and reason.template == NPU_SMI_BUSY.template:
+            return make_check(
+                "npu_smi",
+                "warning",
+                say("%(reason)s.", reason=reason),
+                say(
+                    "Look again in a minute; npu-smi runs one at a time on a host "
+                    "(NPU_SMI_LOCK_FILE), and another process held it for the whole wait."
+                ),
+            )
         return make_check(
             "npu_smi",
             "failing",

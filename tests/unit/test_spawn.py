@@ -45,7 +45,7 @@ ALLOWED = {
     "bench/spawn_after_grpc.py": "measures the old preexec_fn path beside the new one",
     "tests/unit/test_spawn.py": "shows that spawn refuses preexec_fn",
     "model_store/serving/facts_probe/model.py": "runs npu-smi inside Triton's stub, alone",
-    "webapp/ops/management/commands/ascend_selftest.py": "execs itself again in the worker's "
+    "model_store/ascend/selftest/session.py": "the self-test execs itself again in the worker's "
     "environment (no child process)",
 }
 

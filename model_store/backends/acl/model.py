@@ -126,6 +126,18 @@ class AclUnavailable(RuntimeError):
     """pyACL (``import acl``) cannot be imported in this process."""
 
 
+#: The commonest cause of 507008 (and 500004) at ``set_device``: on stock drivers a chip one
+#: container opened cannot be opened from another until that process ends (vllm-project/
+#: vllm-ascend #2542, #632, #248, #2698; docs/pyacl.md#return-codes). The hub says this with
+#: ``model_store.devices.held_elsewhere.held_elsewhere_hint``; this file cannot import
+#: ``model_store`` inside Triton's stub (see the top of the file), so it keeps this English copy,
+#: which tests/unit/test_held_chip_hints.py compares with that function's.
+_HELD_ELSEWHERE = (
+    "the NPU is held by another container (a chip can be opened from one container at a time "
+    "unless container sharing is on: `npu-smi set -t device-share -i <card> -c <chip> -d 1`, "
+    "as root on the host, after every reboot)"
+)
+
 #: What the return codes a first contact meets mean, and what to do (ACL's return-code list in
 #: hicann/runtime's API reference; docs/pyacl.md#return-codes). Memory exhaustion and a model
 #: from another CANN release fail the same load call, so the code is what tells them apart.
@@ -149,8 +161,10 @@ ACL_CODE_MEANINGS = {
     "group)",
     207010: "no model resources left on the device: unload other models",
     207018: "the device's memory is used up: unload other models or use another NPU",
-    500004: "the driver failed: the driver and the CANN release may not match",
-    507008: "the runtime could not read the SoC: the driver and the CANN release may not match",
+    500004: _HELD_ELSEWHERE + "; otherwise the driver failed: the driver and the CANN release "
+    "may not match",
+    507008: _HELD_ELSEWHERE + "; otherwise the runtime could not read the SoC: the driver and "
+    "the CANN release may not match",
 }
 
 

@@ -169,15 +169,75 @@ def _pyacl() -> dict[str, object]:
 
 
 def _npu_smi() -> dict[str, object]:
+    # npu-smi must not run twice at once on a host (Huawei's npu-smi reference, npusmi_003 and
+    # npusmi_006), so this takes the hub's host-wide npu-smi lock: an exclusive flock on
+    # NPU_SMI_LOCK_FILE (default /tmp/triton-model-hub-npu-smi.lock), waiting at most
+    # NPU_SMI_SECONDS. A copy of model_store/devices/npu_smi_lock.py, because this file runs
+    # inside Triton's stub, where model_store cannot be imported; the imports stay in this
+    # function so the rest of the file is as it was. A lock file that cannot be used (a
+    # symlink, which is never followed, a folder, no permission) does not stop npu-smi.
+    import errno
+    import fcntl
+
     program = shutil.which("npu-smi")
     for candidate in ("/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi"):
         if program is None and os.access(candidate, os.X_OK):
             program = candidate
     if program is None:
         return {"path": None}
+    lock_path = os.environ.get("NPU_SMI_LOCK_FILE", "").strip()
+    lock_path = lock_path or "/tmp/triton-model-hub-npu-smi.lock"  # noqa: S108 (O_NOFOLLOW)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    lock = -1
+    lock_error = None
+    try:
+        try:  # an existing file without O_CREAT: fs.protected_regular refuses it in /tmp
+            lock = os.open(lock_path, flags)
+        except FileNotFoundError:
+            try:
+                lock = os.open(lock_path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+                with contextlib.suppress(OSError):  # 0666 whatever the umask: root and 10001
+                    os.fchmod(lock, 0o666)
+            except FileExistsError:
+                lock = os.open(lock_path, flags)
+        if not stat.S_ISREG(os.fstat(lock).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        deadline = time.monotonic() + NPU_SMI_SECONDS
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(lock)
+                    return {
+                        "path": program,
+                        "error": "npu-smi is busy (another process of this host is using it)",
+                    }
+                time.sleep(0.02)
+    except OSError as exc:
+        lock_error = f"{lock_path}: {_error(exc)}"
+        if lock >= 0:
+            os.close(lock)
+        lock = -1
+    try:
+        found = _run_npu_smi(program, ["info"])
+        # The chip-to-logical-id map: the HBM layouts (910, 910B) print no device id in the
+        # table. The hub reads both with its own parser; one lock holds for both calls.
+        if found.get("returncode") == 0:
+            found["mapping"] = _run_npu_smi(program, ["info", "-m"])
+    finally:
+        if lock >= 0:
+            os.close(lock)  # releases the lock
+    if lock_error:
+        found["lock_error"] = lock_error
+    return found
+
+
+def _run_npu_smi(program: str, args: list[str]) -> dict[str, object]:
     try:
         done = subprocess.run(
-            [program, "info"], capture_output=True, timeout=NPU_SMI_SECONDS, check=False
+            [program, *args], capture_output=True, timeout=NPU_SMI_SECONDS, check=False
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return {"path": program, "error": _error(exc)}
