@@ -10,6 +10,14 @@
 #   NPU_SMI_PATH       where the driver installed npu-smi (/usr/local/bin or /usr/local/sbin)
 #   ASCEND_ROOT        where CANN and the driver are installed
 #
+# Then a comment per chip npu-smi lists: whether the driver's container sharing mode is on
+# (npu-smi info -t device-share -i <card> -c <chip>), and when it is off the command that turns
+# it on. A chip opened in one container cannot be opened from another while that process runs,
+# unless sharing is on; it is off by default and reset at every reboot (Huawei's HDK npu-smi
+# reference, npusmi_0114, "container sharing mode"; vllm-ascend issues #632, #2542, #2698).
+# The hub gives each NPU to its Triton container alone, so sharing matters only when the
+# worker is given the NPU as well.
+#
 # It only reads; it changes nothing. Exits 1, saying what is missing, on a host without the
 # NPU driver. HUB_DEV_DIR and ASCEND_ROOT may point elsewhere (tests use them).
 set -euo pipefail
@@ -48,5 +56,61 @@ else
     echo "ascend-host-env: no driver under ASCEND_ROOT=${root}; set ASCEND_ROOT to the folder" \
         "that holds driver/ (and cann/ or ascend-toolkit/)" >&2
     status=1
+fi
+# Container sharing mode, chip by chip: "<card> <chip>" pairs from `npu-smi info -m` (rows
+# after its title whose first three fields are numbers; the MCU's logical id is "-"), else
+# from the table (a row B: "| <chip> [<device>] | <bus id> |" under its card's row A).
+chips_from_mapping() {
+    awk '/Chip Logic ID/ { titled = 1; next }
+         titled && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ { print $1, $2 }'
+}
+chips_from_table() {
+    awk -F'|' '
+        function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+        NF >= 4 {
+            split(trim($2), first, /[ \t]+/)
+            second = trim($3)
+            if (second ~ /^([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+|NA)$/) {
+                if (card != "" && first[1] ~ /^[0-9]+$/) print card, first[1]
+            } else if (first[1] ~ /^[0-9]+$/ && first[2] != "" && first[2] !~ /^[0-9]+$/) {
+                card = first[1]
+            }
+        }'
+}
+run_npu_smi() {
+    if command -v timeout >/dev/null 2>&1; then
+        timeout 30 "${npu_smi}" "$@" 2>&1
+    else
+        "${npu_smi}" "$@" 2>&1
+    fi
+}
+
+if [[ -n "${npu_smi}" ]]; then
+    chips=$(run_npu_smi info -m | chips_from_mapping || true)
+    if [[ -z "${chips}" ]]; then
+        chips=$(run_npu_smi info | chips_from_table || true)
+    fi
+    if [[ -z "${chips}" ]]; then
+        echo "ascend-host-env: npu-smi listed no chips; container sharing not checked" >&2
+    fi
+    while read -r card chip; do
+        [[ -n "${card}" ]] || continue
+        query="npu-smi info -t device-share -i ${card} -c ${chip}"
+        answer_status=0
+        answer=$(run_npu_smi info -t device-share -i "${card}" -c "${chip}") || answer_status=$?
+        shared=$(awk -F: '/Device-share Status/ { gsub(/[ \t\r]/, "", $2); print $2; exit }' \
+            <<<"${answer}")
+        if [[ "${answer_status}" -eq 0 && "${shared}" == "True" ]]; then
+            echo "# NPU ${card} chip ${chip}: container sharing is on (${query})"
+        elif [[ "${answer_status}" -eq 0 && "${shared}" == "False" ]]; then
+            echo "# NPU ${card} chip ${chip}: container sharing is off (${query}). Needed only if" \
+                "the worker is also given this NPU (by default the hub gives it to the Triton" \
+                "container alone); to turn it on, as root on this host, after every reboot:"
+            echo "#   npu-smi set -t device-share -i ${card} -c ${chip} -d 1"
+        else
+            echo "# NPU ${card} chip ${chip}: container sharing unknown: ${query} exited" \
+                "${answer_status} and said: $(tr '\n' ' ' <<<"${answer}" | sed 's/ *$//')"
+        fi
+    done <<<"${chips}"
 fi
 exit "${status}"

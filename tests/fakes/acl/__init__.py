@@ -17,7 +17,9 @@ The fake machine's NPUs and SoC are the ones the fake ``npu-smi`` shows
 (``FAKE_NPU_SMI_SAMPLE``; see ``acl._host``), narrowed by ``ASCEND_RT_VISIBLE_DEVICES``.
 Environment knobs: ``FAKE_ACL_DEVICE_COUNT`` (devices 0..N-1 instead), ``FAKE_ACL_NOISE``
 (standard deviation of noise added to float outputs), ``FAKE_ACL_SOC`` (the chip instead;
-OMs built for another one fail to load).
+OMs built for another one fail to load), ``FAKE_NPU_OWNERS_DIR`` (a directory shared by
+the "containers": a chip another PID namespace holds fails with 507008; see
+tests/fakes/npu_owners.py).
 """
 
 from __future__ import annotations
@@ -65,10 +67,14 @@ def finalize() -> int:
     return ACL_SUCCESS
 
 
-def get_soc_name() -> str:
+def get_soc_name() -> str | None:
     """The SoC name, e.g. ``"Ascend310P3"``: a plain string, no return code
-    (runtime ``python/pyACL/py_init_acl.cpp``, ``WrapAclRtGetSocName``)."""
+    (runtime ``python/pyACL/py_init_acl.cpp``, ``WrapAclRtGetSocName``). None when the SoC
+    cannot be read because another container holds a visible chip (``FAKE_NPU_OWNERS_DIR``;
+    that pyACL then answers None is the fake's assumption)."""
     record("get_soc_name")
+    if _fake.query_devices() != ACL_SUCCESS:
+        return None
     return _host.soc_name()
 
 

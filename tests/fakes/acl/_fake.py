@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import struct
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,10 @@ ACL_ERROR_MODEL_NOT_DYNAMIC = 100019
 ACL_ERROR_RT_PARAM_INVALID = 107000
 ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
+#: The runtime could not read the SoC (docs/pyacl.md#return-codes). What a process gets on a chip
+#: another container holds: the driver's halGetDeviceInfo fails (ret 87) while the runtime
+#: initialises the SoC version (tests/fakes/README.md, "Who holds the chip").
+ACL_ERROR_RT_SOC_VERSION = 507008
 
 #: Fake OM layout written by tests/fakes/atc.
 MAGIC = b"FAKEOM\x00\x01"
@@ -212,6 +217,52 @@ def device_ids() -> list[int]:
 
 def device_count() -> int:
     return len(device_ids())
+
+
+_PLOGGED: list[bool] = []
+
+
+def _plog(chips: list[int]) -> None:
+    """Once per process, on stderr: the driver's complaint, in the fake's own plog-like words."""
+    if _PLOGGED:
+        return
+    _PLOGGED.append(True)
+    pid = os.getpid()
+    print(
+        f"[ERROR] DRV({pid},python):fake [ascend][curpid: {pid}][drv][devmgr]"
+        f"[halGetDeviceInfo] get device info failed, devid:{chips[0]}, ret:87. (fake acl: "
+        f"chip {chips[0]} is held by another container)\n"
+        f"[ERROR] RUNTIME({pid},python):fake [runtime] init soc version failed, ret = "
+        f"{ACL_ERROR_RT_SOC_VERSION}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def open_device(device: int) -> int:
+    """``ACL_SUCCESS`` once this process holds the chip behind ``device`` (held until the
+    process ends), or ``ACL_ERROR_RT_SOC_VERSION`` when another container holds it."""
+    owners = _host.owners()
+    if owners.owners_dir() is None:  # ownership not emulated
+        return ACL_SUCCESS
+    refused = owners.open_chips([_host.logical_id(device)])
+    if refused:
+        _plog(refused)
+        return ACL_ERROR_RT_SOC_VERSION
+    return ACL_SUCCESS
+
+
+def query_devices() -> int:
+    """What a device query (count, SoC) gets: ``ACL_ERROR_RT_SOC_VERSION`` when another
+    container holds any visible chip, else ``ACL_SUCCESS``. Opens nothing."""
+    owners = _host.owners()
+    if owners.owners_dir() is None:
+        return ACL_SUCCESS
+    refused = owners.held_elsewhere(_host.visible_logical_ids())
+    if refused:
+        _plog(refused)
+        return ACL_ERROR_RT_SOC_VERSION
+    return ACL_SUCCESS
 
 
 def read_fake_om(path: str) -> tuple[dict[str, Any], bytes] | int:

@@ -11,11 +11,15 @@ its devices and SoC from there:
   ``acl.get_soc_name()`` returns and the only chip whose OMs load.
 
 ``FAKE_ACL_DEVICE_COUNT`` (devices 0..N-1) and ``FAKE_ACL_SOC`` override the table.
+
+With ``FAKE_NPU_OWNERS_DIR`` set, a chip another container holds cannot be opened
+(``tests/fakes/npu_owners.py``, shared with the fake npu-smi; keyed by logical id).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from functools import cache
 from importlib.machinery import SourceFileLoader
 from importlib.util import module_from_spec, spec_from_loader
@@ -24,17 +28,32 @@ from types import ModuleType
 
 #: The fake npu-smi script, beside this package (resolved: the toolkit links to the package).
 NPU_SMI_SCRIPT = Path(__file__).resolve().parents[1] / "npu-smi"
+#: Who holds each chip across containers, shared with the fake npu-smi (same folder).
+NPU_OWNERS = NPU_SMI_SCRIPT.parent / "npu_owners.py"
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    """The file at ``path`` as the module ``name``, once per process (``sys.modules``)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    loader = SourceFileLoader(name, str(path))
+    spec = spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
 
 
 @cache
 def _npu_smi() -> ModuleType:
     """The fake npu-smi script as a module, for its sample lookup and table reader."""
-    loader = SourceFileLoader("_fake_npu_smi", str(NPU_SMI_SCRIPT))
-    spec = spec_from_loader(loader.name, loader)
-    assert spec is not None
-    module = module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return _load("_fake_npu_smi", NPU_SMI_SCRIPT)
+
+
+def owners() -> ModuleType:
+    """``tests/fakes/npu_owners.py``: the chips other containers hold (one per process)."""
+    return _load("_fake_npu_owners", NPU_OWNERS)
 
 
 def _table_chips() -> list[dict[str, object]]:
@@ -51,12 +70,12 @@ def _table_chips() -> list[dict[str, object]]:
 
 def logical_ids() -> list[int]:
     """The logical ids of the table's chips, as ``npu-smi info -m`` numbers them."""
-    chips = _table_chips()
-    return [int(str(c["device"])) if c["device"] is not None else i for i, c in enumerate(chips)]
+    ids: list[int] = _npu_smi()._logical_ids(_table_chips())
+    return ids
 
 
-def device_ids() -> list[int]:
-    """The device ids ``acl.rt.set_device`` accepts in this process."""
+def visible_logical_ids() -> list[int]:
+    """The logical ids behind this process's devices, in device order (device i is the i-th)."""
     count = os.environ.get("FAKE_ACL_DEVICE_COUNT")
     if count:
         return list(range(int(count)))
@@ -67,7 +86,23 @@ def device_ids() -> list[int]:
     # User ids 0..k-1 stand for the listed logical ids; entries naming no device are
     # dropped (the fake's own choice: what the runtime does with them was not checked).
     listed = [int(v) for v in visible.split(",") if v.strip().isdigit()]
-    return list(range(len([v for v in dict.fromkeys(listed) if v in ids])))
+    return [v for v in dict.fromkeys(listed) if v in ids]
+
+
+def device_ids() -> list[int]:
+    """The device ids ``acl.rt.set_device`` accepts in this process."""
+    count = os.environ.get("FAKE_ACL_DEVICE_COUNT")
+    if count:
+        return list(range(int(count)))
+    if os.environ.get("ASCEND_RT_VISIBLE_DEVICES") is None:
+        return logical_ids()
+    return list(range(len(visible_logical_ids())))
+
+
+def logical_id(device: int) -> int:
+    """The logical id (the chip) behind device id ``device`` of :func:`device_ids`."""
+    ids = device_ids()
+    return visible_logical_ids()[ids.index(device)]
 
 
 def soc_name() -> str:

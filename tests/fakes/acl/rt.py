@@ -7,6 +7,7 @@ from ._fake import (
     ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_PARAM_INVALID,
+    ACL_ERROR_RT_SOC_VERSION,
     ACL_ERROR_UNINITIALIZE,
     ACL_SUCCESS,
     record,
@@ -32,6 +33,8 @@ _KINDS = {
 def get_device_count() -> tuple[int, int]:
     """``(count, ret)`` (runtime ``python/pyACL/rt/rt_device.cpp``, ``WrapAclRtGetDeviceCount``)."""
     record("rt.get_device_count")
+    if _fake.query_devices() != ACL_SUCCESS:  # a visible chip is another container's
+        return 0, ACL_ERROR_RT_SOC_VERSION
     return _fake.device_count(), ACL_SUCCESS
 
 
@@ -42,6 +45,9 @@ def set_device(device_id: int) -> int:
         return ACL_ERROR_UNINITIALIZE
     if not isinstance(device_id, int) or device_id not in _fake.device_ids():
         return ACL_ERROR_RT_INVALID_DEVICEID
+    ret = _fake.open_device(device_id)  # held by another container: 507008
+    if ret != ACL_SUCCESS:
+        return ret
     s.devices[device_id] = s.devices.get(device_id, 0) + 1
     # Like the real runtime: setting a device gives the thread a default context.
     ctx = s.default_contexts.setdefault(device_id, next(s.handles))
