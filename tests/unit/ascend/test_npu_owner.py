@@ -102,3 +102,13 @@ def test_pyacls_count_is_compared_with_the_nodes_mapped_into_triton() -> None:
     /dev/davinciN mapped is worth a note (review point C7)."""
     numbering = _serving("310p3_duo_npu-smi-25.2.0.txt")["numbering"]
     assert numbering == {"nodes": ["/dev/davinci0"], "pyacl_count": 2, "agree": False}
+
+
+def test_a_worker_without_device_nodes_by_design_is_not_a_failing_check() -> None:
+    """The worker of the compose layouts maps no node; its NPU table came from Triton."""
+    serving = _serving("310p3_duo_npu-smi-25.2.0.txt")
+    report = build_host_report(
+        {"PATH": "/nonexistent", "WORKER_NPU": "off"}, devices=dict, serving=lambda: serving
+    )
+    check = next(c for c in report["diagnostics"] if c["id"] == "davinci_devices")
+    assert check["state"] == "not_applicable", check
