@@ -81,6 +81,17 @@ def read_load_timeouts(env: Mapping[str, str], *, default_s: float) -> LoadTimeo
 
 
 def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    return seconds_setting(env, key, default, lowest=LOWEST_S, highest=HIGHEST_S)
+
+
+def seconds_setting(
+    env: Mapping[str, str], key: str, default: float, *, lowest: float, highest: float
+) -> float:
+    """``env[key]`` as seconds between ``lowest`` and ``highest``; ``default`` when unset.
+
+    Raises:
+        LoadTimeoutSettingError: not a number in that range (the sentence names ``key``).
+    """
     text = env.get(key, "").strip()
     if not text:
         return default
@@ -88,8 +99,8 @@ def _seconds(env: Mapping[str, str], key: str, default: float) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not LOWEST_S <= value <= HIGHEST_S:  # also false for NaN
+    if not lowest <= value <= highest:  # also false for NaN
         raise LoadTimeoutSettingError(
-            f"{key} must be a number of seconds from {LOWEST_S:g} to {HIGHEST_S:g}, not {text!r}."
+            f"{key} must be a number of seconds from {lowest:g} to {highest:g}, not {text!r}."
         )
     return value

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model_store.errors import ModelStoreError
-from model_store.load_timeouts import LoadTimeouts, LoadTimeoutSettingError, read_load_timeouts
+from model_store.load_timeouts import (
+    LoadTimeouts,
+    LoadTimeoutSettingError,
+    read_load_timeouts,
+    seconds_setting,
+)
 from model_store.names import validate_model_name
 
 #: How often a node reports when the hub has not said (the hub's answer overrides it).
@@ -225,13 +230,7 @@ def _load_timeouts(env: Mapping[str, str]) -> LoadTimeouts:
 
 
 def _positive(env: Mapping[str, str], key: str, default: float) -> float:
-    text = env.get(key, "").strip()
-    if not text:
-        return default
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 1 <= value <= 3600:
-        raise NodeSettingsError(f"{key} must be a number of seconds from 1 to 3600, not {text!r}.")
-    return value
+        return seconds_setting(env, key, default, lowest=1, highest=3600)
+    except LoadTimeoutSettingError as exc:
+        raise NodeSettingsError(str(exc)) from None

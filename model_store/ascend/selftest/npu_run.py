@@ -19,7 +19,7 @@ from model_store.ascend.selftest.demo import classify
 from model_store.ascend.selftest.serving import serve_and_classify
 from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.errors import ModelStoreError
-from model_store.text import Message, joined, say
+from model_store.text import Message, Said, joined, say
 
 PYACL_HINT = say(
     "Source CANN's set_env.sh (or set ASCEND_TOOLKIT_HOME) in this shell or container so that "
@@ -87,17 +87,7 @@ def run_on_npus(ctx: SelftestContext) -> Outcome:
             ),
             **evidence,
         )
-    shown = joined(
-        [
-            say(
-                "NPU %(device)s: %(result)s",
-                device=device,
-                result=ctx.facts.classifications[f"pyACL, NPU {device}"].describe(),
-            )
-            for device in devices
-        ],
-        "; ",
-    )
+    shown = _results(ctx, devices)
     return passed(
         say(
             "pyACL ran the OM on %(count)s NPU(s): %(results)s.", count=len(devices), results=shown
@@ -123,17 +113,7 @@ def run_in_triton(ctx: SelftestContext, om: Path, devices: list[int]) -> Outcome
     evidence = {"devices": per_device, "om": str(om), "ran_in": "triton"}
     if problems:
         return failed(say("%(problems)s.", problems=joined(problems, "; ")), PYACL_HINT, **evidence)
-    shown = joined(
-        [
-            say(
-                "NPU %(device)s: %(result)s",
-                device=device,
-                result=ctx.facts.classifications[f"pyACL, NPU {device}"].describe(),
-            )
-            for device in devices
-        ],
-        "; ",
-    )
+    shown = _results(ctx, devices)
     return passed(
         say(
             "pyACL inside the Triton container ran the OM on %(count)s NPU(s): %(results)s. "
@@ -143,4 +123,19 @@ def run_in_triton(ctx: SelftestContext, om: Path, devices: list[int]) -> Outcome
             why=why_not_here(ctx.env),
         ),
         **evidence,
+    )
+
+
+def _results(ctx: SelftestContext, devices: list[int]) -> Said:
+    """``NPU 0: espresso (0.97); NPU 1: ...`` from the classifications the runs kept."""
+    return joined(
+        [
+            say(
+                "NPU %(device)s: %(result)s",
+                device=device,
+                result=ctx.facts.classifications[f"pyACL, NPU {device}"].describe(),
+            )
+            for device in devices
+        ],
+        "; ",
     )
