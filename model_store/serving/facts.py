@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from model_store.ascend.npu_owner import worker_runs_npu_smi
 from model_store.cann_versions import parse_cann_version
 from model_store.compile.atc.environment import (
     release_in_version_cfg,
@@ -251,8 +252,17 @@ def device_numbering(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 #: How long a good answer is kept before the serving side is asked again, and a failed one.
 ASK_EVERY_S = 600.0
+#: At most this old where the answer also carries the host's NPUs (the worker leaves npu-smi to
+#: Triton): the Nodes page's memory and health figures should not be ten minutes old.
+DEVICES_EVERY_S = 60.0
 RETRY_FAILED_AFTER_S = 60.0
 _CACHE_FILE = ".serving-facts.json"
+
+
+def ask_every_s(env: Mapping[str, str], configured: float) -> float:
+    """How long an answer is kept: ``configured`` (``SERVING_FACTS_SECONDS``), or at most
+    :data:`DEVICES_EVERY_S` where the answer is also this host's npu-smi table."""
+    return configured if worker_runs_npu_smi(env) else min(configured, DEVICES_EVERY_S)
 
 
 def remembered_serving_facts(

@@ -51,14 +51,16 @@ def probe_and_record(node: str = LOCAL_NODE) -> dict[str, Any]:
 def _ask_serving_side() -> dict[str, Any]:
     """The local Triton's own facts (docs/ascend.md#the-serving-side), at most every
     ``SERVING_FACTS_SECONDS``."""
-    from model_store.serving.facts import remembered_serving_facts
+    from model_store.serving.facts import ask_every_s, remembered_serving_facts
     from webapp.ops.triton import get_runtime
     from webapp.registry.catalogue.storage import get_store
 
     runtime = get_runtime(timeout=30)
     try:
         return remembered_serving_facts(
-            get_store(), runtime, every_s=float(settings.SERVING_FACTS_SECONDS)
+            get_store(),
+            runtime,
+            every_s=ask_every_s(os.environ, float(settings.SERVING_FACTS_SECONDS)),
         )
     finally:
         runtime.close()

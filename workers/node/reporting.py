@@ -56,14 +56,16 @@ def node_report(settings: NodeSettings) -> dict[str, Any]:
 
 def serving_side(settings: NodeSettings) -> dict[str, Any]:
     """This node's Triton's own facts (docs/ascend.md#the-serving-side), remembered a while."""
-    from model_store.serving.facts import ASK_EVERY_S, remembered_serving_facts
+    from model_store.serving.facts import ASK_EVERY_S, ask_every_s, remembered_serving_facts
     from model_store.store import ModelStore
 
     runtime = TritonRuntime(
         http_url=settings.triton_http, api_key=settings.triton_api_key, timeout=30.0
     )
     try:
-        every = float(settings.env.get("SERVING_FACTS_SECONDS") or ASK_EVERY_S)
+        every = ask_every_s(
+            settings.env, float(settings.env.get("SERVING_FACTS_SECONDS") or ASK_EVERY_S)
+        )
         return remembered_serving_facts(ModelStore(settings.store_root), runtime, every_s=every)
     finally:
         runtime.close()

@@ -112,3 +112,11 @@ def test_a_worker_without_device_nodes_by_design_is_not_a_failing_check() -> Non
     )
     check = next(c for c in report["diagnostics"] if c["id"] == "davinci_devices")
     assert check["state"] == "not_applicable", check
+
+
+def test_the_npus_seen_in_triton_are_at_most_a_minute_old() -> None:
+    """The serving side's answer is kept SERVING_FACTS_SECONDS (600 s); where it also carries
+    the host's npu-smi table, a minute at most."""
+    assert facts.ask_every_s({"WORKER_NPU": "off"}, 600.0) == facts.DEVICES_EVERY_S == 60.0
+    assert facts.ask_every_s({"WORKER_NPU": "off"}, 20.0) == 20.0
+    assert facts.ask_every_s({}, 600.0) == 600.0
