@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,20 +203,25 @@ def test_with_the_chip_given_to_the_worker_too_the_loser_hears_why(
         shared.wait_healthy()
         assert any(p.endswith("/davinci0") for p in _devices_of(shared, "worker"))
         api = Api(shared, operator_token(shared, "compose-shared"))
-        soc = "Ascend" + _npus(api)[0]["name"]
-        _upload_demo(api, shared, "demo-shared", soc)
+        chip = _npus(api)[0]
+        _upload_demo(api, shared, "demo-shared", "Ascend" + chip["name"])
         report = api.ok("GET", "/models/demo-shared/versions/1")["verification_report"]
         assert report["status"] == "passed" and report["via"] == "worker_npu", report
 
-        served = api.ok("POST", "/models/demo-shared/serve?wait=true", {"version": 1})
-        assert served["state"] == "failed", served
-        told = json.dumps(served)
+        status, served = api.call("POST", "/models/demo-shared/serve?wait=true", {"version": 1})
+        assert status == 409 and served["state"] == "failed", (status, served)
+        # Said first, with the command; the driver/CANN mismatch only after it.
+        told = str(served["error"])
         assert HELD in told and SHARE_ON in told, told
+        assert told.index(HELD) < told.index("driver and the CANN"), told
 
-        # Root on the host turns the chip's container sharing on (the stand-in records it).
+        # Root on the host turns the chip's container sharing on, with the command the hub
+        # gave (the stand-in driver records it; its script, run with this interpreter).
         owners = shared.settings["FAKE_NPU_OWNERS_HOST_DIR"]
+        smi = Path(host["ASCEND_ROOT"], "standins", "tests", "fakes", "npu-smi")
+        ids = ["-i", str(chip["npu_id"]), "-c", str(chip["chip_id"])]
         spawn.run(
-            [host["NPU_SMI_PATH"], "set", "-t", "device-share", "-i", "0", "-c", "0", "-d", "1"],
+            [sys.executable, str(smi), "set", "-t", "device-share", *ids, "-d", "1"],
             env={**os.environ, "FAKE_NPU_OWNERS_DIR": owners}, check=True, timeout=60,
         )  # fmt: skip
         served = api.ok("POST", "/models/demo-shared/serve?wait=true", {"version": 1})
