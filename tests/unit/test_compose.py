@@ -638,8 +638,9 @@ def test_the_ascend_override_touches_only_worker_and_triton() -> None:
 
 def test_only_triton_opens_the_npu_by_default(ascend_services: dict[str, Any]) -> None:
     """A chip can be opened by one container at a time
-    (docs/ascend.md#one-container-owns-the-npu): by default the worker maps no device node, runs no npu-smi and leaves the NPU to the
-    Triton container; no service but Triton maps a device."""
+    (docs/ascend.md#one-container-owns-the-npu): by default the worker maps no device node,
+    runs no npu-smi and leaves the NPU to the Triton container; no service but Triton maps a
+    device."""
     mapped = [name for name, service in ascend_services.items() if service.get("devices")]
     assert mapped == ["triton"]
     worker = ascend_services["worker"]
