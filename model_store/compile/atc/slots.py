@@ -3,9 +3,12 @@
 Each ATC run forks ``TE_PARALLEL_COMPILER`` operator-compile processes (8 by default, up to 32)
 and holds its graph in memory; four concurrent builds on a worker with four Celery processes
 would start 32 compilers (hicann/ge ``environment_setup.md`` recommends at most CPU cores x
-80 % / NPUs in all). A build takes one of N slots, each a file lock (``fcntl.flock``) in a
-folder every worker process of the host shares, and waits for a free one while logging that it
-waits. A lock dies with its process, so a killed worker never keeps a slot.
+80 % / NPUs in all; ``environment.parallel_compilers`` counts the cores this container may use,
+``model_store.cpu_quota``, not the host's). The default of one slot does not depend on the
+core count: a single ATC run already spreads over the cores through its compilers. A build
+takes one of N slots, each a file lock (``fcntl.flock``) in a folder every worker process of
+the host shares, and waits for a free one while logging that it waits. A lock dies with its
+process, so a killed worker never keeps a slot.
 """
 
 from __future__ import annotations
