@@ -82,13 +82,31 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends libldap-2.5-0 libsasl2-2 \
     && rm -rf /var/lib/apt/lists/*
 
-# A fixed uid/gid so that ownership on the shared model-store volume is predictable
-# (the compose `prepare` step chowns the volume to it).
-RUN groupadd --system --gid 10001 hub \
-    && useradd --system --uid 10001 --gid hub --home-dir /home/hub --create-home \
-        --shell /usr/sbin/nologin hub \
-    && mkdir -p /var/lib/hub /models \
-    && chown hub:hub /var/lib/hub /models
+# The runtime user: a fixed uid/gid so that ownership on the shared model-store volume is
+# predictable (the compose `prepare` step chowns the volume to the owner of /var/lib/hub, i.e.
+# to this user, whatever its name). The defaults, hub with uid and gid 10001, are what has been
+# tested (tests/compose/, docs/cann.md#device-permissions). Huawei's convention for a non-root
+# NPU container is instead the driver's running user HwHiAiUser with the host's own uid and
+# gid; build that variant with
+#   docker compose build --build-arg HUB_USER=HwHiAiUser \
+#       --build-arg HUB_UID=$(id -u HwHiAiUser) --build-arg HUB_GID=$(id -g HwHiAiUser)
+# (not yet run on Ascend hardware). Root (0) is refused. A gid the base image already has is
+# reused under its own name. The home stays /home/hub whatever the name: HOME above, the
+# compose files' working_dir and the manage.py link below name it. deploy/images/ (the CPU
+# Triton and the Ascend stand-in, built from this image for tests) assume the default user.
+ARG HUB_USER=hub
+ARG HUB_UID=10001
+ARG HUB_GID=10001
+RUN set -eu; \
+    if [ "${HUB_UID}" = 0 ] || [ "${HUB_GID}" = 0 ]; then \
+        echo "HUB_UID and HUB_GID must not be 0: the hub's processes do not run as root" >&2; \
+        exit 1; \
+    fi; \
+    getent group "${HUB_GID}" >/dev/null || groupadd --system --gid "${HUB_GID}" "${HUB_USER}"; \
+    useradd --system --uid "${HUB_UID}" --gid "${HUB_GID}" --home-dir /home/hub --create-home \
+        --shell /usr/sbin/nologin "${HUB_USER}"; \
+    mkdir -p /var/lib/hub /models; \
+    chown "${HUB_UID}:${HUB_GID}" /var/lib/hub /models
 
 COPY --from=build /opt/venv /opt/venv
 # Same base image, so its python3.11 (which the venv links to) is at the same path here.
@@ -105,9 +123,9 @@ RUN chmod 0755 /app/deploy/entrypoint.sh \
 # The key below exists only for this command; the running containers get the real one from .env.
 RUN SECRET_KEY=collectstatic-only-not-a-secret DEBUG=false \
         python manage.py collectstatic --noinput \
-    && chown hub:hub /var/lib/hub
+    && chown "${HUB_UID}:${HUB_GID}" /var/lib/hub
 
-USER hub
+USER ${HUB_USER}
 
 EXPOSE 8080
 ENTRYPOINT ["/app/deploy/entrypoint.sh"]
