@@ -13,6 +13,10 @@ report counts, not the ``made_at`` the node wrote):
 * ``down``: no report for ``3 x HOST_PROBE_SECONDS``, never reported, or its last report was
   refused (``refused_reason`` says why);
 * ``up`` otherwise.
+
+``driver`` compares the node's NPU driver with the CANN that serves there, from the same report
+(:func:`model_store.driver_compat.check_host_report`; docs/cann.md#driver-and-cann): the Nodes
+page warns when the driver is too old for it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
+from model_store.devices import soc_of_chip
+from model_store.driver_compat import check_host_report
 from model_store.host_report import PROTOCOL
 from model_store.text import Message, Said
 from webapp.errors import HubError
@@ -97,7 +103,7 @@ def summary(node: Node, report: HostReport | None, now: datetime) -> dict[str, A
     devices = _object(data.get("devices"))
     npus = [n for n in devices.get("npus") or [] if isinstance(n, dict)]
     cann = _object(data.get("cann"))
-    soc = soc_of(npus)
+    soc = soc_of(npus, data)
     derived = {"soc": soc} if soc else {}
     if cann.get("version"):
         derived["cann"] = str(cann["version"])
@@ -108,6 +114,8 @@ def summary(node: Node, report: HostReport | None, now: datetime) -> dict[str, A
         "soc": soc,
         "cann_version": cann.get("version"),
         "devices": npus,
+        # The driver against the serving CANN; ``message`` is a message (pages: ``|translated``).
+        "driver": check_host_report(data).as_dict() if report else None,
         # What the node's operator declared, and what its report shows (facts win).
         "labels": {**node.labels, **derived},
         "draining": node.draining,
@@ -125,14 +133,24 @@ def _object(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def soc_of(npus: list[dict[str, Any]]) -> str | None:
-    """The SoC as ATC's ``--soc_version`` names it (``Ascend310P3``) from npu-smi's chip name
-    (``310P3``, docs/npu-smi.md#the-info-table); None without NPUs."""
+def soc_of(npus: list[dict[str, Any]], report: dict[str, Any] | None = None) -> str | None:
+    """The SoC as ATC's ``--soc_version`` names it (``Ascend310P3``).
+
+    From npu-smi's chip name (``310P3``, docs/npu-smi.md#the-info-table) where that is a full
+    SoC name; else, where the node's ``report`` carries it, the SoC pyACL named beside Triton
+    (``report["serving"]["pyacl"]["soc"]``, ``acl.get_soc_name()``). An Atlas A3 table
+    (``Chip  Phy-ID``) names only the family, ``Ascend910``, so there pyACL's
+    ``Ascend910_9391`` (or its kin) is the answer. None when neither names it.
+    """
     for npu in npus:
-        name = str(npu.get("name") or "").strip()
-        if name:
-            return name if name.startswith("Ascend") else f"Ascend{name}"
-    return None
+        if str(npu.get("name") or "").strip():
+            from_table = soc_of_chip(npu)
+            if from_table:
+                return from_table
+            break
+    serving = _object((report or {}).get("serving"))
+    soc = _object(serving.get("pyacl")).get("soc")
+    return str(soc) if isinstance(soc, str) and soc.strip() else None
 
 
 # --------------------------------------------------------------------------- a node's report

@@ -7,6 +7,9 @@ here, in words, rather than as a failed load later:
 
 * the CANN beside Triton must be at least as new as the worker's, which builds the OMs
   (docs/cann.md#version-compatibility);
+* the host's NPU driver must be one that CANN supports (docs/cann.md#driver-and-cann): too old
+  fails the stage; a driver or CANN the table cannot judge is a note in the evidence
+  (``driver``);
 * where Triton has the ``acl`` backend, pyACL must import and initialise beside it, its SoC must
   be this host's, and the stub's Python must be new enough for the backend (3.10);
 * the NPUs under test must be device ids that Triton's pyACL counts (a container numbers its
@@ -18,11 +21,14 @@ backend at all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from model_store.ascend.selftest.context import SelftestContext
 from model_store.ascend.selftest.stage import Outcome, failed, not_applicable, passed
 from model_store.cann_versions import skew
+from model_store.compile.atc.environment import version_in_info_file
+from model_store.driver_compat import DriverCheck, check_driver
 from model_store.serving.restart_needed import needs_restart
 from model_store.text import Message, joined, say
 
@@ -43,7 +49,11 @@ def check_serving_side(ctx: SelftestContext) -> Outcome:
             ),
             **evidence,
         )
+    driver = driver_check(ctx, facts)
+    evidence["driver"] = {**driver.as_dict(), "message": str(driver.message)}
     problems = _problems(ctx, facts)
+    if driver.state == "too_old":
+        problems.append(driver.message)
     if problems:
         return failed(joined(problems), say("Fix the serving side as each point says."), **evidence)
     numbering = facts.get("numbering") or {}
@@ -85,6 +95,25 @@ def _summary(ctx: SelftestContext, facts: dict[str, Any]) -> Message:
 
 def _worker_cann(ctx: SelftestContext) -> str | None:
     return ctx.facts.cann.version if ctx.facts.cann is not None else None
+
+
+def host_driver(ctx: SelftestContext) -> str | None:
+    """The host's NPU driver: ``<ascend root>/driver/version.info``, else npu-smi's ``Version``
+    (the ``npus`` stage's report), else the one Triton's npu-smi gave."""
+    found = version_in_info_file(ctx.ascend_root / "driver" / "version.info")
+    if found:
+        return found
+    for devices in (ctx.facts.devices, (ctx.facts.serving or {}).get("devices")):
+        version = devices.get("version") if isinstance(devices, Mapping) else None
+        if isinstance(version, str) and version.strip():
+            return version.strip()
+    return None
+
+
+def driver_check(ctx: SelftestContext, facts: dict[str, Any]) -> DriverCheck:
+    """The host's driver against the CANN that serves (beside Triton, else this worker's)."""
+    serving = (facts.get("cann") or {}).get("version") or _worker_cann(ctx)
+    return check_driver(host_driver(ctx), serving)
 
 
 def _problems(ctx: SelftestContext, facts: dict[str, Any]) -> list[Message]:
