@@ -33,6 +33,7 @@ from model_store.devices.info_table import (
     NpuProcess,
     NpuSmiReport,
     parse_npu_smi_info,
+    soc_of_chip,
 )
 from model_store.devices.mapping import parse_npu_smi_mapping
 from model_store.devices.memory import device_memory
@@ -56,5 +57,6 @@ __all__ = [
     "parse_npu_smi_mapping",
     "parse_npu_smi_usages",
     "read_devices",
+    "soc_of_chip",
     "usage_figures",
 ]

@@ -3,13 +3,14 @@
 ``npu-smi info`` prints a box-drawn table. Each chip takes two rows:
 
 * row A: ``NPU Name | Health | Power(W) Temp(C) Hugepages used / total``
-* row B: ``Chip [Device] | Bus-Id (or NA) | AICore(%) Memory used / total [HBM used / total]``
+* row B: ``Chip [Device|Phy-ID] | Bus-Id (or NA) | AICore(%) Memory used / total [HBM ...]``
 
 Rows are told apart by what their cells hold, not by whether the first cell is numeric:
 an Ascend 310 row A reads ``6       310`` (NPU id, then the name ``310``). ``Device`` is the
 chip's logical id, the number ``aclrtSetDevice`` takes; the HBM layout (910, 910B) prints
-none. The metrics of row B attach to the preceding row A (the chip id may differ from the
-NPU id). A process table may follow, with rows
+none, and Atlas A3 (``Chip  Phy-ID``) prints the physical id there instead, with the family
+name ``Ascend910`` for the chip (:func:`soc_of_chip`). The metrics of row B attach to the
+preceding row A (the chip id may differ from the NPU id). A process table may follow, with rows
 ``| <npu> <chip> | <pid> | <name> | <MB> | <pid in container> |`` or the line
 ``No running processes found in NPU N``. Newer builds split the first cell
 (``| <npu id> | <name> | <health> | ...``); that form is read too. The layouts and their
@@ -27,7 +28,9 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from model_store.text import Said, say
 
@@ -37,6 +40,7 @@ __all__ = [
     "NpuProcess",
     "NpuSmiReport",
     "parse_npu_smi_info",
+    "soc_of_chip",
 ]
 
 #: Health values documented for npu-smi.
@@ -52,6 +56,9 @@ _MISSING = frozenset({"NA", "N/A", "-", "--", ""})
 _NO_BUS = frozenset({"NA", "N/A"})
 #: A PCIe address as npu-smi prints it (``%04X:%02X:%02X.%X``).
 _BUS_ID_RE = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]+$")
+#: Names that are a chip family, not a SoC: an Atlas A3 (910_93) table prints ``Ascend910``
+#: for every die; its SoC (``Ascend910_9391`` ...) is not in the table (docs/npu-smi.md).
+_FAMILY_NAMES = frozenset({"Ascend910"})
 
 
 @dataclass
@@ -77,6 +84,9 @@ class NpuChip:
         memory_total_mb: Memory capacity (MB).
         hbm_used_mb: HBM in use (MB), 910-series only.
         hbm_total_mb: HBM capacity (MB), 910-series only.
+        phy_id: The chip's physical id, the second number of row B under an Atlas A3
+            ``Chip  Phy-ID`` title; ``None`` in every other layout. Its presence says the
+            name is the family (``Ascend910``), not the SoC.
     """
 
     npu_id: int
@@ -94,6 +104,7 @@ class NpuChip:
     memory_total_mb: int | None = None
     hbm_used_mb: int | None = None
     hbm_total_mb: int | None = None
+    phy_id: int | None = None
 
 
 @dataclass
@@ -263,6 +274,29 @@ def _parse_process(cells: list[str]) -> NpuProcess | None:
     )
 
 
+def soc_of_chip(chip: Mapping[str, Any]) -> str | None:
+    """ATC's ``--soc_version`` as npu-smi's table names this chip, or None where it does not.
+
+    ``"Ascend"`` + the ``Name`` column (``310P3`` -> ``Ascend310P3``,
+    docs/atc.md#soc-versions); a name that already starts with ``Ascend`` is kept as it is.
+    None without a name, and on an Atlas A3 table (a ``phy_id``, or the family name
+    ``Ascend910``), which names the family and not the SoC (``Ascend910_9391``, ...): there
+    pyACL's ``acl.get_soc_name()`` is the one to ask.
+
+    Args:
+        chip: One chip of a devices report (the fields of :class:`NpuChip`).
+
+    Example:
+        >>> soc_of_chip({"name": "310P3"}), soc_of_chip({"name": "Ascend910", "phy_id": 3})
+        ('Ascend310P3', None)
+    """
+    name = str(chip.get("name") or "").strip()
+    if not name or chip.get("phy_id") is not None:
+        return None
+    soc = name if name.startswith("Ascend") else f"Ascend{name}"
+    return None if soc in _FAMILY_NAMES else soc
+
+
 def _second_id_column(cells: list[str]) -> str | None:
     """From the ``Chip ...`` title row: what row B's second number is (``Device``, ``Phy-ID``)."""
     words = cells[0].split()
@@ -387,11 +421,13 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
             else:
                 ids, bus, metrics = [], cells[2], cells[3]
             chip_id = ids[0] if ids else None
-            device_id = None
+            device_id = phy_id = None
             if len(ids) > 1:
                 if second_id == "Device":
                     device_id = ids[1]
-                elif second_id != "Phy-ID":
+                elif second_id == "Phy-ID":
+                    phy_id = ids[1]
+                else:
                     report.warnings.append(
                         say("line %(number)s: the chip row has a second id but the title row "
                             "names no Device column (%(columns)s); device id left unknown.",
@@ -415,6 +451,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiReport:
                 skip(number, line, say("is a chip row without an NPU row before it"))
                 continue
             _apply_row_b(target, chip_id, device_id, bus, metrics)
+            target.phy_id = phy_id
             report.chips.append(target)
             continue
 

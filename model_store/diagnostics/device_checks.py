@@ -12,6 +12,7 @@ problem only where it matters.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,11 +45,16 @@ def npus_present(ctx: DiagnosticsContext) -> bool:
     return bool(_davinci_nodes(ctx))
 
 
+#: A chip's node: ``davinciN``, or a virtual NPU's ``vdavinciN`` on a host with vNPUs (Ascend
+#: Docker Runtime renames it ``davinciN`` in a container; docs/npu-smi.md#virtual-npus-vnpu).
+CHIP_NODE = re.compile(r"v?davinci\d+")
+
+
 def _davinci_nodes(ctx: DiagnosticsContext) -> list[Path]:
     try:
         return sorted(
-            (p for p in ctx.dev_dir.glob("davinci*") if p.name[len("davinci") :].isdigit()),
-            key=lambda p: int(p.name[len("davinci") :]),
+            (p for p in ctx.dev_dir.glob("*davinci*") if CHIP_NODE.fullmatch(p.name)),
+            key=lambda p: (p.name.startswith("v"), int(p.name.removeprefix("v")[len("davinci") :])),
         )
     except OSError:
         return []

@@ -29,13 +29,14 @@ import numpy as np
 
 from model_store.ascend.npu_owner import worker_runs_npu_smi
 from model_store.cann_versions import parse_cann_version
-from model_store.compile.atc.environment import (
+from model_store.compile.atc.version_files import (
     release_in_version_cfg,
     version_dir_in_info,
     version_in_info_text,
 )
 from model_store.config import ModelConfig, TensorSpec
 from model_store.devices import parse_npu_smi_info, read_devices
+from model_store.diagnostics.device_checks import CHIP_NODE
 from model_store.errors import ModelStoreError
 from model_store.runtime.errors import TritonRuntimeError
 from model_store.serving.restart_needed import needs_restart
@@ -241,8 +242,7 @@ def device_numbering(raw: Mapping[str, Any]) -> dict[str, Any]:
     nodes = [
         str(n.get("path"))
         for n in raw.get("device_nodes") or []
-        if isinstance(n, Mapping)
-        and Path(str(n.get("path"))).name.removeprefix("davinci").isdigit()
+        if isinstance(n, Mapping) and CHIP_NODE.fullmatch(Path(str(n.get("path"))).name)
     ]
     acl = raw.get("pyacl") or {}
     count = acl.get("device_count") if acl.get("device_count_ret") == 0 else None

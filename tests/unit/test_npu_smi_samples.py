@@ -35,6 +35,15 @@ B4_1_ROWS = [
     ("0000:82:00.0", 3447), ("0000:01:00.0", 3444), ("0000:02:00.0", 3445),
     ("0000:41:00.0", 7952), ("0000:42:00.0", 17937),
 ]  # fmt: skip
+#: The A3 host's bus ids and HBM in use, die by die (phy ids 0..15 in order).
+A3_ROWS = [
+    ("0000:9D:00.0", 46536), ("0000:9F:00.0", 46084), ("0000:99:00.0", 46528),
+    ("0000:9B:00.0", 46096), ("0000:95:00.0", 3140), ("0000:97:00.0", 2885),
+    ("0000:91:00.0", 3150), ("0000:93:00.0", 2874), ("0000:8D:00.0", 3157),
+    ("0000:8F:00.0", 2874), ("0000:89:00.0", 3144), ("0000:8B:00.0", 2885),
+    ("0000:85:00.0", 3156), ("0000:87:00.0", 2877), ("0000:81:00.0", 3157),
+    ("0000:83:00.0", 2877),
+]  # fmt: skip
 #: (npu id, chip id, device id, name, health, bus id, memory used, total, hbm used, total)
 EXPECTED: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     "310_atlas300i_npu-smi-21.0.4.txt": (
@@ -73,6 +82,15 @@ EXPECTED: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
             for npu, (bus, hbm) in enumerate(B4_1_ROWS)
         ],
     ),
+    "910_93_a3_x16_npu-smi-25.3.rc1.txt": (
+        "25.3.rc1",
+        # Atlas A3: two dies per NPU, row B's second number the Phy-ID (not a device id),
+        # the name the family only ("Ascend910"); tests/unit/test_npu_smi_a3.py has the rest.
+        [
+            (phy // 2, phy % 2, None, "Ascend910", "OK", bus, 0, 0, hbm, 65536)
+            for phy, (bus, hbm) in enumerate(A3_ROWS)
+        ],
+    ),
 }
 #: (npu id, chip id, pid, name, memory) of the samples that list processes.
 EXPECTED_PROCESSES: dict[str, list[tuple[int, int, int, str, int]]] = {
@@ -88,6 +106,12 @@ EXPECTED_PROCESSES: dict[str, list[tuple[int, int, int, str, int]]] = {
         (7, 0, 5284, "llama-box-rpc-s", 111),
         (7, 0, 2395206, "python", 13162),
         (7, 0, 2395167, "python", 1429),
+    ],
+    "910_93_a3_x16_npu-smi-25.3.rc1.txt": [
+        (0, 0, 2173027, "", 43266),
+        (0, 1, 2173030, "", 43266),
+        (1, 0, 2173031, "", 43266),
+        (1, 1, 2173032, "", 43266),
     ],
 }
 
@@ -249,7 +273,7 @@ def test_fake_npu_smi_prints_the_sample_and_usages_that_fit_it(name: str) -> Non
     assert result["available"] is True
     assert result["warnings"] == []
     expected = EXPECTED[name][1]
-    if name.startswith("910b4"):  # no Device column: the id comes from the fake's -m
+    if name.startswith(("910b4", "910_93")):  # no Device column: the ids come from -m
         expected = [(*chip[:2], logical, *chip[3:]) for logical, chip in enumerate(expected)]
     assert [_fields(n) for n in result["npus"]] == expected
     for npu in result["npus"]:

@@ -19,6 +19,7 @@ from model_store.ascend.selftest.pyacl_session import device_count, initialised_
 from model_store.ascend.selftest.stage import Outcome, failed, passed
 from model_store.backends.acl.model import AclError, AclUnavailable
 from model_store.compile.atc import KNOWN_SOC_VERSIONS, SOC_PATTERN
+from model_store.devices import soc_of_chip
 from model_store.diagnostics import check_npu_smi
 from model_store.text import Said, say
 
@@ -159,12 +160,11 @@ def detect_soc(ctx: SelftestContext) -> Outcome:
     """ATC's ``--soc_version`` for the NPUs under test, from npu-smi and pyACL."""
     chips = chosen_chips(ctx)
     names = sorted({str(c.get("name")) for c in chips if c.get("name")})
-    # Atlas A3 tables print the full name (``Ascend910``); older ones the chip's (``310P3``).
-    from_smi = (
-        (names[0] if names[0].startswith("Ascend") else f"Ascend{names[0]}")
-        if len(names) == 1
-        else None
-    )
+    # An Atlas A3 table (``Chip  Phy-ID``) names the family, ``Ascend910``, not the SoC
+    # (``Ascend910_9391`` ...): there npu-smi gives none and pyACL's answer is the one.
+    named = [c for c in chips if c.get("name")]
+    from_smi = soc_of_chip(named[0]) if len(names) == 1 else None
+    family_only = len(names) == 1 and from_smi is None
     from_acl, count, why_not = _pyacl_view(ctx)
     ctx.facts.acl_device_count = count
     if count is not None and ctx.device is not None and not 0 <= ctx.device < count:
@@ -180,6 +180,7 @@ def detect_soc(ctx: SelftestContext) -> Outcome:
     evidence: dict[str, Any] = {
         "npu_smi_chip_names": names,
         "from_npu_smi": from_smi,
+        "npu_smi_names_the_family_only": family_only,
         "from_pyacl": from_acl,
         "pyacl_device_count": count,
         "pyacl_unavailable": why_not or None,
@@ -214,6 +215,20 @@ def detect_soc(ctx: SelftestContext) -> Outcome:
             **evidence,
         )
     soc = from_acl or from_smi
+    if soc is None and family_only:
+        return failed(
+            say(
+                "npu-smi names the chips %(name)s, the family and not the SoC (an Atlas A3 "
+                "table), and pyACL, which names the SoC, did not answer.",
+                name=names[0],
+            ),
+            say(
+                "Make pyACL answer (the serving_side stage says why it did not), or read the "
+                "SoC from `npu-smi info -t board -i N -c C` (docs/atc.md#soc-versions) and "
+                "report that output with this report."
+            ),
+            **evidence,
+        )
     if soc is None:
         return failed(
             say("Neither npu-smi nor pyACL named the chip."),

@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -252,7 +253,8 @@ def _run_npu_smi(program: str, args: list[str]) -> dict[str, object]:
 def _device_nodes() -> list[dict[str, object]]:
     dev = Path("/dev")
     paths = [dev / name for name in DEVICE_NODES]
-    paths += sorted(p for p in dev.glob("davinci*") if p.name[len("davinci") :].isdigit())
+    # davinciN, and a virtual NPU's vdavinciN where nothing renamed it (docs/npu-smi.md).
+    paths += sorted(p for p in dev.glob("*davinci*") if re.fullmatch(r"v?davinci\d+", p.name))
     nodes = []
     for path in paths:
         try:

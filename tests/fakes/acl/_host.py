@@ -8,7 +8,10 @@ its devices and SoC from there:
   ``ASCEND_RT_VISIBLE_DEVICES`` (a comma-separated list of logical ids) narrows them, and
   the runtime then numbers the visible ones 0, 1, ... (user device ids; docs/npu-smi.md);
 * the SoC is ``"Ascend"`` + the table's chip name (``310P3`` -> ``Ascend310P3``), what
-  ``acl.get_soc_name()`` returns and the only chip whose OMs load.
+  ``acl.get_soc_name()`` returns and the only chip whose OMs load. An Atlas A3 table
+  (``Chip  Phy-ID``) names only the family, ``Ascend910``; the real runtime then answers the
+  exact SoC, which the table does not show, and this fake answers ``Ascend910_9391``
+  (:data:`A3_SOC`, the fake's own choice).
 
 ``FAKE_ACL_DEVICE_COUNT`` (devices 0..N-1) and ``FAKE_ACL_SOC`` override the table.
 
@@ -30,6 +33,9 @@ from types import ModuleType
 NPU_SMI_SCRIPT = Path(__file__).resolve().parents[1] / "npu-smi"
 #: Who holds each chip across containers, shared with the fake npu-smi (same folder).
 NPU_OWNERS = NPU_SMI_SCRIPT.parent / "npu_owners.py"
+#: The SoC this fake gives an Atlas A3 table, which prints only ``Ascend910``: the first of the
+#: A3 SoCs ATC knows (docs/atc.md#soc-versions); made up, ``FAKE_ACL_SOC`` picks another.
+A3_SOC = "Ascend910_9391"
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -111,4 +117,9 @@ def soc_name() -> str:
     if override:
         return override
     chips = _table_chips()
-    return f"Ascend{chips[0]['name']}" if chips else ""
+    if not chips:
+        return ""
+    if chips[0].get("phy") is not None:  # an Atlas A3 table: the family name only
+        return A3_SOC
+    name = str(chips[0]["name"])
+    return name if name.startswith("Ascend") else f"Ascend{name}"

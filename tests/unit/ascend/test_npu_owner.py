@@ -120,3 +120,12 @@ def test_the_npus_seen_in_triton_are_at_most_a_minute_old() -> None:
     assert facts.ask_every_s({"WORKER_NPU": "off"}, 600.0) == facts.DEVICES_EVERY_S == 60.0
     assert facts.ask_every_s({"WORKER_NPU": "off"}, 20.0) == 20.0
     assert facts.ask_every_s({}, 600.0) == 600.0
+
+
+def test_a_virtual_npus_node_counts_as_a_chips_node() -> None:
+    """A vNPU's /dev/vdavinciN (where no runtime renamed it) is a chip's node, as davinciN."""
+    nodes = [{"path": "/dev/vdavinci100"}, {"path": "/dev/davinci_manager"}]
+    raw = {"pyacl": {"device_count": 1, "device_count_ret": 0}, "device_nodes": nodes}
+    assert facts.device_numbering(raw) == {
+        "nodes": ["/dev/vdavinci100"], "pyacl_count": 1, "agree": True,
+    }  # fmt: skip
