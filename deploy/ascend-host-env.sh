@@ -113,4 +113,76 @@ if [[ -n "${npu_smi}" ]]; then
         fi
     done <<<"${chips}"
 fi
+
+# CANN: which package(s) this host has and where, as comments, then ASCEND_TOOLKIT_ROOT when the
+# one the worker should use is not under ASCEND_ROOT (docs/cann.md#install-layouts). A package is
+# its set_env.sh: cann/ (the toolkit from CANN 8.5), ascend-toolkit/ (before), nnae/ and nnrt/
+# (runtime packages: pyACL and the runtime, no ATC). Looked for under ASCEND_TOOLKIT_ROOT when
+# set, ASCEND_ROOT, $HOME/Ascend and /home/*/Ascend (a non-root install; HUB_HOME_BASE for
+# tests); the toolkit wins over a runtime package, the first folder over later ones. A host
+# without CANN only gets a line on stderr: the worker then needs CANN before it can compile.
+cann_info_version() {
+    # The version= line of the package's install-info file (<home>/<arch>-linux/ or <home>).
+    local home=$1 file
+    for file in "${home}"/*-linux/ascend_*_install.info "${home}"/ascend_*_install.info; do
+        if [[ -r "${file}" && "${file}" != *ascend_ops_install.info ]]; then
+            awk -F= 'tolower($1) == "version" { gsub(/[ \t\r]/, "", $2); print $2; exit }' \
+                "${file}"
+            return 0
+        fi
+    done
+    return 0
+}
+cann_roots=()
+if [[ -n "${ASCEND_TOOLKIT_ROOT:-}" ]]; then
+    cann_roots+=("${ASCEND_TOOLKIT_ROOT%/}")
+fi
+cann_roots+=("${root%/}")
+if [[ -n "${HOME:-}" ]]; then
+    cann_roots+=("${HOME%/}/Ascend")
+fi
+for home_dir in "${HUB_HOME_BASE:-/home}"/*/Ascend; do
+    if [[ -d "${home_dir}" ]]; then
+        cann_roots+=("${home_dir}")
+    fi
+done
+toolkit_root=""
+runtime_root=""
+seen=" "
+for cann_dir in "${cann_roots[@]}"; do
+    if [[ "${seen}" == *" ${cann_dir} "* ]]; then
+        continue
+    fi
+    seen="${seen}${cann_dir} "
+    for package in cann ascend-toolkit nnae nnrt; do
+        [[ -r "${cann_dir}/${package}/set_env.sh" ]] || continue
+        home="${cann_dir}/${package}"
+        [[ "${package}" == cann ]] || home="${home}/latest"
+        version=$(cann_info_version "${home}" || true)
+        case "${package}" in
+            cann | ascend-toolkit)
+                what="the CANN toolkit: ATC and pyACL"
+                [[ -n "${toolkit_root}" ]] || toolkit_root=${cann_dir}
+                ;;
+            *)
+                what="CANN's ${package} runtime package: pyACL, no ATC"
+                [[ -n "${runtime_root}" ]] || runtime_root=${cann_dir}
+                ;;
+        esac
+        echo "# CANN: ${cann_dir}/${package}/set_env.sh, ${what}${version:+ (version ${version})}"
+    done
+done
+cann_root=${toolkit_root:-${runtime_root}}
+if [[ -z "${cann_root}" ]]; then
+    echo "ascend-host-env: no CANN found (no set_env.sh in cann/, ascend-toolkit/, nnae/ or" \
+        "nnrt/ under ${cann_roots[*]}); install the CANN toolkit for the worker to compile" >&2
+else
+    if [[ -z "${toolkit_root}" ]]; then
+        echo "# CANN: no toolkit here: the acl target cannot compile on this host (runtime" \
+            "only: pyACL, no ATC); install the CANN toolkit to compile here"
+    fi
+    if [[ "${cann_root}" != "${root%/}" ]]; then
+        echo "ASCEND_TOOLKIT_ROOT=${cann_root}"
+    fi
+fi
 exit "${status}"

@@ -3,23 +3,37 @@
 # the command compose gave us, so that it runs as PID 1's direct child and gets the signals.
 set -euo pipefail
 
-# CANN: the worker runs ATC from CANN mounted read-only from the host under ASCEND_ROOT (the
-# same path as on the host, which CANN's scripts and symlinks name). ATC needs the variables
-# that CANN's set_env.sh exports (library paths, operator package paths, its Python modules on
-# PYTHONPATH). Compose sets ASCEND_ROOT only where CANN is needed. ASCEND_SET_ENV names the
-# script; without it, the one of the layout installed under ASCEND_ROOT is used: <root>/cann
-# (CANN 8.5 and later) first, then <root>/ascend-toolkit (docs/cann.md#install-layouts).
-if [[ -n "${ASCEND_ROOT:-}" && -z "${ASCEND_SET_ENV:-}" ]]; then
-    for candidate in "${ASCEND_ROOT}/cann/set_env.sh" "${ASCEND_ROOT}/ascend-toolkit/set_env.sh"; do
-        if [[ -r "${candidate}" ]]; then
-            ASCEND_SET_ENV="${candidate}"
+# CANN: the worker runs ATC from CANN mounted read-only from the host (the same path as on the
+# host, which CANN's scripts and symlinks name). ATC needs the variables that CANN's set_env.sh
+# exports (library paths, operator package paths, its Python modules on PYTHONPATH). CANN is
+# looked for under ASCEND_TOOLKIT_ROOT, the folder holding it when it is not under the driver's
+# ASCEND_ROOT (a non-root install's /home/<user>/Ascend), else under ASCEND_ROOT. Compose sets
+# them only where CANN is needed. ASCEND_SET_ENV names the script; without it, the first
+# package installed there is used (docs/cann.md#install-layouts): <root>/cann (the toolkit,
+# CANN 8.5 and later), <root>/ascend-toolkit (the toolkit before 8.5), then the runtime
+# packages of inference-only hosts, <root>/nnae and <root>/nnrt (pyACL and the runtime, no ATC).
+cann_root_var=ASCEND_TOOLKIT_ROOT
+cann_root=${ASCEND_TOOLKIT_ROOT:-}
+if [[ -z "${cann_root}" ]]; then
+    cann_root_var=ASCEND_ROOT
+    cann_root=${ASCEND_ROOT:-}
+fi
+if [[ -n "${cann_root}" && -z "${ASCEND_SET_ENV:-}" ]]; then
+    for package in cann ascend-toolkit nnae nnrt; do
+        if [[ -r "${cann_root}/${package}/set_env.sh" ]]; then
+            ASCEND_SET_ENV="${cann_root}/${package}/set_env.sh"
+            if [[ "${package}" == nnae || "${package}" == nnrt ]]; then
+                # Not fatal either: pyACL works; the acl target says it cannot compile here.
+                echo "hub-entrypoint: ${cann_root}/${package} is CANN's ${package} package:" \
+                    "runtime only: pyACL, no ATC (install the toolkit to compile here)" >&2
+            fi
             break
         fi
     done
     if [[ -z "${ASCEND_SET_ENV:-}" ]]; then
         # Not fatal: the host report says "needs CANN" and the Diagnostics page what is missing.
-        echo "hub-entrypoint: no CANN set_env.sh under ASCEND_ROOT=${ASCEND_ROOT}" \
-            "(looked for cann/set_env.sh and ascend-toolkit/set_env.sh)" >&2
+        echo "hub-entrypoint: no CANN set_env.sh under ${cann_root_var}=${cann_root}" \
+            "(looked for set_env.sh in cann/, ascend-toolkit/, nnae/ and nnrt/)" >&2
     fi
 fi
 if [[ -n "${ASCEND_SET_ENV:-}" ]]; then

@@ -22,6 +22,19 @@ later; docs/cann.md#install-layouts)::
     <root>/standins/tests/fakes/                copy=True: the fakes themselves, so the folder
                                                 works mounted elsewhere (a container)
 
+CANN's runtime packages of inference-only hosts, ``layout="nnae"`` and ``layout="nnrt"``: pyACL
+and the runtime, no ``atc`` (only the toolkit has ATC; docs/cann.md#install-layouts)::
+
+    <root>/<nnae|nnrt>/set_env.sh               exports ASCEND_<NNAE|NNRT>_HOME, no toolkit home
+    <root>/<nnae|nnrt>/latest/      (the home)
+        lib64/  opp/  python/site-packages/acl -> tests/fakes/acl
+        ascend_nnae_install.info                    (nnae: in the home itself)
+        <arch>-linux/ascend_nnrt_install.info       (nnrt: beside the platform files)
+
+A non-root install (CANN's install guide: ``${HOME}/Ascend/ascend-toolkit``, ``${HOME}/Ascend/
+cann``) is any of these under ``<user home>/Ascend`` without the driver, which root installs
+under ``/usr/local/Ascend``: :func:`make_fake_user_install`.
+
 Importable without pytest: ``make run`` has no test dependencies.
 """
 
@@ -58,7 +71,9 @@ PLATFORM_SOCS = frozenset(
      "Ascend910_9381", "Ascend910_9382", "Ascend910_9372", "Ascend910_9362", "Ascend910_9363"}
 )  # fmt: skip
 
-Layout = Literal["cann", "ascend-toolkit"]
+Layout = Literal["cann", "ascend-toolkit", "nnae", "nnrt"]
+#: CANN's runtime packages: pyACL and the runtime, no ATC.
+RUNTIME_LAYOUTS = ("nnae", "nnrt")
 #: Where the fake npu-smi goes, relative to the root (the real one ships with the driver).
 NPU_SMI_DIR = ("driver", "tools")
 
@@ -80,8 +95,15 @@ unset tbe home
 
 
 def toolkit_home(root: Path, layout: Layout = "ascend-toolkit") -> Path:
-    """The toolkit home of a fake install under ``root`` (what ``ASCEND_TOOLKIT_HOME`` names)."""
-    return root / "cann" if layout == "cann" else root / "ascend-toolkit" / "latest"
+    """The toolkit home of a fake install under ``root`` (what ``ASCEND_TOOLKIT_HOME`` names;
+    for a runtime package, its ``latest/``, what ``ASCEND_NNAE_HOME``/``ASCEND_NNRT_HOME`` name)."""
+    return root / "cann" if layout == "cann" else root / layout / "latest"
+
+
+def set_env_script(root: Path, layout: Layout = "ascend-toolkit") -> Path:
+    """Where the layout's ``set_env.sh`` is: ``<root>/cann/set_env.sh`` or
+    ``<root>/<ascend-toolkit|nnae|nnrt>/set_env.sh``."""
+    return root / layout / "set_env.sh"
 
 
 def _wrapper(path: Path, script: Path, what: str, python: str) -> None:
@@ -105,13 +127,30 @@ def _copy_fakes(root: Path) -> Path:
     return target
 
 
+# What a runtime package's set_env.sh exports (CANN's environment variable reference, "after
+# installation": ASCEND_NNRT_HOME / ASCEND_NNAE_HOME, LD_LIBRARY_PATH, PYTHONPATH,
+# ASCEND_AICPU_PATH, ASCEND_OPP_PATH; nnae also PATH). No ASCEND_TOOLKIT_HOME: it is no toolkit.
+_RUNTIME_SET_ENV_BODY = """\
+export ASCEND_{var}_HOME="$home"
+export ASCEND_AICPU_PATH="$home"
+export ASCEND_OPP_PATH="$home/opp"
+export LD_LIBRARY_PATH="$home/lib64${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+export PYTHONPATH="$home/python/site-packages${{PYTHONPATH:+:$PYTHONPATH}}"
+{path}unset home
+"""
+
+
 def _set_env(home: Path, layout: Layout) -> Path:
     """``set_env.sh`` where the layout has it: in the home (cann), or one level up."""
     script = home / "set_env.sh" if layout == "cann" else home.parent / "set_env.sh"
+    body = _SET_ENV_BODY
+    if layout in RUNTIME_LAYOUTS:
+        path = 'export PATH="$home/bin${PATH:+:$PATH}"\n' if layout == "nnae" else ""
+        body = _RUNTIME_SET_ENV_BODY.format(var=layout.upper(), path=path)
     script.write_text(
         "# Fake CANN set_env.sh (tests/fakes/toolkit.py): exports what the real one does.\n"
         "# The home is written in at creation: a script sourced by sh cannot find itself.\n"
-        f"home={shlex.quote(str(home))}\n" + _SET_ENV_BODY
+        f"home={shlex.quote(str(home))}\n" + body
     )
     return script
 
@@ -134,6 +173,12 @@ def _version_files(home: Path, layout: Layout, version: str) -> None:
     arch = platform.machine()
     info_dir = home / f"{arch}-linux"
     info_dir.mkdir(parents=True, exist_ok=True)
+    if layout in RUNTIME_LAYOUTS:  # where public install checks read them (nnae: in the home)
+        folder = home if layout == "nnae" else info_dir
+        (folder / f"ascend_{layout}_install.info").write_text(
+            f"package_name=Ascend-cann-{layout}\nversion={version}\narch={arch}\n"
+        )
+        return
     (info_dir / "ascend_toolkit_install.info").write_text(
         f"package_name=Ascend-cann-toolkit\nversion={version}\narch={arch}\n"
     )
@@ -165,13 +210,15 @@ def make_fake_toolkit(
     pyacl: bool = True,
     copy: bool = False,
     python: str | None = None,
+    driver: bool = True,
 ) -> dict[str, str]:
     """Creates the fake install under ``root``; returns the environment to add.
 
     Args:
         root: The install root (``/usr/local/Ascend`` on a real host); created if missing.
         layout: ``"ascend-toolkit"`` (``<root>/ascend-toolkit/latest``) or ``"cann"``
-            (``<root>/cann``, with the ops package's version file).
+            (``<root>/cann``, with the ops package's version file); or a runtime package,
+            ``"nnae"`` or ``"nnrt"`` (``<root>/<package>/latest``: pyACL, no ``atc``).
         version: The CANN version the install-info files record.
         path: The ``PATH`` to extend; this process's when None.
         pyacl: Install the fake pyACL under ``python/site-packages`` (a real toolkit always
@@ -180,31 +227,52 @@ def make_fake_toolkit(
             folder works where it is mounted (a container) without this checkout.
         python: The interpreter the ``atc`` and ``npu-smi`` wrappers run (one with numpy
             and onnx); this process's when None. A container's, with ``copy``.
+        driver: Put the driver's fake ``npu-smi`` (and, with ``copy``, its files) under
+            ``root`` too; False for CANN installed apart from the driver (a non-root install).
 
     Returns:
-        ``ASCEND_TOOLKIT_HOME`` (the toolkit home) and ``PATH`` (npu-smi's folder, then
+        ``ASCEND_TOOLKIT_HOME`` (the toolkit home; for a runtime package
+        ``ASCEND_NNAE_HOME``/``ASCEND_NNRT_HOME`` instead) and ``PATH`` (npu-smi's folder, then
         ``path``). Nothing else is needed: not ``PYTHONPATH``, ``ATC_PATH`` nor ``FAKE_*``.
     """
     root = Path(root)
     home = toolkit_home(root, layout)
-    for sub in ("bin", "opp", "compiler", "lib64"):
+    runtime = layout in RUNTIME_LAYOUTS
+    for sub in ("opp", "lib64") if runtime else ("bin", "opp", "compiler", "lib64"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     _version_files(home, layout, version)
     fakes = _copy_fakes(root) if copy else FAKES_DIR
     interpreter = python or sys.executable
-    _wrapper(home / "bin" / "atc", fakes / FAKE_ATC.name, "Fake ATC for tests", interpreter)
+    if not runtime:  # only the toolkit has ATC
+        _wrapper(home / "bin" / "atc", fakes / FAKE_ATC.name, "Fake ATC for tests", interpreter)
     if pyacl:
         _link_pyacl(home, fakes / FAKE_ACL.name, relative=copy)
     _set_env(home, layout)
-    tools = root.joinpath(*NPU_SMI_DIR)
-    _wrapper(tools / "npu-smi", fakes / FAKE_NPU_SMI.name, "Fake npu-smi for tests", interpreter)
-    if copy:  # a host's install for containers: compose mounts these into Triton
-        _driver_files(root)
     base = os.environ.get("PATH", os.defpath) if path is None else path
+    tools = root.joinpath(*NPU_SMI_DIR)
+    if driver:
+        _wrapper(
+            tools / "npu-smi", fakes / FAKE_NPU_SMI.name, "Fake npu-smi for tests", interpreter
+        )
+        if copy:  # a host's install for containers: compose mounts these into Triton
+            _driver_files(root)
+    home_var = f"ASCEND_{layout.upper()}_HOME" if runtime else "ASCEND_TOOLKIT_HOME"
     return {
-        "ASCEND_TOOLKIT_HOME": str(home),
-        "PATH": os.pathsep.join(p for p in (str(tools), base) if p),
+        home_var: str(home),
+        "PATH": os.pathsep.join(p for p in (str(tools) if driver else "", base) if p),
     }
+
+
+def make_fake_user_install(
+    user_home: Path, *, layout: Layout = "ascend-toolkit", **options: object
+) -> Path:
+    """A non-root install: CANN under ``<user_home>/Ascend`` (the install guide's own example,
+    ``/home/<user>/Ascend/ascend-toolkit/latest``), no driver there (root installs it under
+    ``/usr/local/Ascend``). Returns that ``Ascend`` folder: what ``ASCEND_TOOLKIT_ROOT`` names.
+    ``options`` go to :func:`make_fake_toolkit`."""
+    root = Path(user_home) / "Ascend"
+    make_fake_toolkit(root, layout=layout, driver=False, **options)  # type: ignore[arg-type]
+    return root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         "that plug it in, for eval in a shell before `make run`.",
     )
     parser.add_argument("root", type=Path, help="install root, e.g. /tmp/Ascend")
-    parser.add_argument("--layout", choices=("ascend-toolkit", "cann"), default="ascend-toolkit")
+    parser.add_argument(
+        "--layout", choices=("ascend-toolkit", "cann", "nnae", "nnrt"), default="ascend-toolkit"
+    )
     parser.add_argument("--version", default=FAKE_CANN_VERSION, help="CANN version to record")
     parser.add_argument(
         "--copy", action="store_true", help="copy the fakes in, for a folder mounted elsewhere"

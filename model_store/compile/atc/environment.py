@@ -9,7 +9,13 @@ the diagnostics page and the targets call these to report whether CANN is usable
 
 Two install layouts exist (docs/cann.md#install-layouts): CANN 8.5 and later install into
 ``/usr/local/Ascend/cann`` with its own ``set_env.sh``; older releases into
-``/usr/local/Ascend/ascend-toolkit/latest`` with ``set_env.sh`` one level up.
+``/usr/local/Ascend/ascend-toolkit/latest`` with ``set_env.sh`` one level up. Inference-only
+hosts may have one of CANN's runtime packages instead, ``nnae`` or ``nnrt``
+(``<root>/nnae/latest``, ``<root>/nnrt/latest``, ``set_env.sh`` one level up): pyACL and the
+runtime, but no ATC, which only the toolkit has. :func:`cann_status` reports such a host as
+"runtime only". CANN may be installed apart from the driver (a non-root install under the
+installer's home): ``ASCEND_TOOLKIT_ROOT`` names the folder holding it, ``ASCEND_ROOT`` stays
+the driver's.
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +30,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from model_store.compile.atc.version_files import (
+    _toolkit_version,
+    _version_file,
+    version_in_info_file,
+)
+from model_store.cpu_quota import usable_cpus
 from model_store.errors import ModelStoreError
 from model_store.text import Message, Said, as_json, joined, say
 
@@ -43,12 +54,20 @@ DEFAULT_TOOLKIT_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
 DEFAULT_CANN_HOME = "/usr/local/Ascend/cann"
 #: The variable naming the Python interpreter ATC should run (docs/atc.md#python-environment).
 ATC_PYTHON_VAR = "ATC_PYTHON"
+#: The folder holding CANN (cann/, ascend-toolkit/, nnae/, nnrt/) when it is not the driver's
+#: ASCEND_ROOT, e.g. a non-root install's /home/<user>/Ascend (docs/cann.md#install-layouts).
+TOOLKIT_ROOT_VAR = "ASCEND_TOOLKIT_ROOT"
 
-CannLayout = Literal["cann", "ascend-toolkit"]
+CannLayout = Literal["cann", "ascend-toolkit", "nnae", "nnrt"]
+#: CANN's runtime packages, in the order they are tried: pyACL and the runtime, no ATC
+#: (Huawei's CANN install guide, "software packages": only the toolkit converts models).
+RUNTIME_PACKAGES: tuple[CannLayout, ...] = ("nnae", "nnrt")
 #: How each layout is described to a person.
 LAYOUT_NAMES: dict[str, Message] = {
     "cann": say("the CANN 8.5+ layout (<root>/cann, its own set_env.sh)"),
     "ascend-toolkit": say("the pre-8.5 layout (<root>/ascend-toolkit/latest)"),
+    "nnae": say("CANN's NNAE engine package (<root>/nnae/latest)"),
+    "nnrt": say("CANN's NNRT offline-inference package (<root>/nnrt/latest)"),
 }
 
 # Places of the atc binary inside a toolkit home: current layouts put it in
@@ -75,6 +94,8 @@ class CannStatus:
     layout: CannLayout | None = None
     set_env: str | None = None
     ops_version: str | None = None
+    #: The home of a runtime package (nnae/nnrt) found where no ATC is: pyACL, no ATC.
+    runtime_home: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The status as JSON-ready data (diagnostics page, API), its reason as a message."""
@@ -97,6 +118,18 @@ def default_toolkit_homes(
     if user_home:
         roots.append(Path(user_home) / "Ascend")
     return [home for root in roots for home in (root / "cann", root / "ascend-toolkit" / "latest")]
+
+
+def _install_roots(homes: Sequence[Path]) -> list[Path]:
+    """The install roots the toolkit homes ``homes`` lie in (``<root>/cann``,
+    ``<root>/ascend-toolkit/latest``), in order, each once."""
+    roots = []
+    for home in homes:
+        if home.name == "cann":
+            roots.append(home.parent)
+        elif home.parent.name == "ascend-toolkit":
+            roots.append(home.parent.parent)
+    return list(dict.fromkeys(roots))
 
 
 def _atc_in_toolkit(root: Path) -> tuple[Path, Path] | None:
@@ -123,87 +156,13 @@ def _toolkit_home_of(atc: Path) -> Path | None:
     return None
 
 
-def _version_file(home: Path, info: str = "ascend_toolkit_install.info") -> Path | None:
-    """The toolkit's (or ops package's) install-info file, if any: the place public CANN
-    install guides read (docs/cann.md#toolkit-version-files),
-    ``<home>/<arch>-linux/ascend_toolkit_install.info`` (``version=...``), and
-    ``ascend_ops_install.info`` beside it for the 8.5 ops package."""
-    candidates = [home / f"{platform.machine()}-linux" / info]
-    with contextlib.suppress(OSError):
-        candidates += sorted(home.glob(f"*-linux/{info}"))
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def _toolkit_version(home: Path | None, info: str = "ascend_toolkit_install.info") -> str | None:
-    """The release of the toolkit (or ops package) at ``home``, or None when no file says it.
-
-    The install-info file's ``version=`` first; for the toolkit, then ``<home>/version.cfg``'s
-    ``toolkit_running_version=[<inner>:<release>]`` and a component ``version.info``'s
-    ``version_dir=``. Never a component's ``Version=``: that is an inner number (7.6.0.1.220
-    for the 8.0.0 release) that would make the version checks reason about "7.6"
-    (docs/cann.md#toolkit-version-files).
-    """
-    if home is None:
-        return None
-    path = _version_file(home, info)
-    found = None if path is None else version_in_info_file(path)
-    if found or info != "ascend_toolkit_install.info":
-        return found
-    return release_in_version_cfg(_read_text(home / "version.cfg")) or version_dir_in_info(
-        _read_text(home / "compiler" / "version.info")
-    )
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def version_in_info_file(path: Path) -> str | None:
-    """The ``version=`` (any case) value of a CANN or driver info file, or None.
-
-    Toolkit, ops package and driver all record their version this way
-    (docs/cann.md#toolkit-version-files).
-    """
-    return version_in_info_text(_read_text(path))
-
-
-def version_in_info_text(text: str | None) -> str | None:
-    """The ``version=`` (any case) value of an info file's text, or None."""
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip().lower() == "version" and value.strip():
-            return value.strip()
-    return None
-
-
-_RUNNING_VERSION = re.compile(r"^toolkit_running_version=\[(?:[^:\]]*:)?([^\]:]+)\]", re.M)
-
-
-def release_in_version_cfg(text: str | None) -> str | None:
-    """The release in a toolkit ``version.cfg``: ``toolkit_running_version=[7.6.0.1.220:8.0.0]``
-    gives ``8.0.0`` (the part after ``:``; a file with one value gives that value)."""
-    found = _RUNNING_VERSION.search(text or "")
-    return found.group(1).strip() if found else None
-
-
-def version_dir_in_info(text: str | None) -> str | None:
-    """A component ``version.info``'s ``version_dir=`` (the release, e.g. ``8.0.0``)."""
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep and key.strip() == "version_dir" and value.strip():
-            return value.strip()
-    return None
-
-
 def cann_layout(home: Path | str | None) -> tuple[CannLayout | None, Path | None]:
     """Which install layout ``home`` belongs to, and the ``set_env.sh`` that sets it up.
 
     ``ascend-toolkit``: ``.../ascend-toolkit/<version or latest>``, ``set_env.sh`` one level
     up. ``cann``: a home holding its own ``set_env.sh`` (CANN 8.5's ``<root>/cann``).
-    (None, None) when neither is recognisable (a hand-made or partial copy).
+    ``nnae``, ``nnrt``: the runtime packages, ``.../<package>/latest`` as the pre-8.5 toolkit.
+    (None, None) when none is recognisable (a hand-made or partial copy).
     """
     if home is None:
         return None, None
@@ -211,6 +170,10 @@ def cann_layout(home: Path | str | None) -> tuple[CannLayout | None, Path | None
     if path.parent.name == "ascend-toolkit":
         script = path.parent / "set_env.sh"
         return "ascend-toolkit", script if script.is_file() else None
+    for package in RUNTIME_PACKAGES:
+        if path.parent.name == package:
+            script = path.parent / "set_env.sh"
+            return package, script if script.is_file() else None
     if (path / "set_env.sh").is_file():
         return "cann", path / "set_env.sh"
     if path.name == "cann":
@@ -248,12 +211,19 @@ def cann_status(
     Order: ``ATC_PATH`` (the binary), then ``ASCEND_TOOLKIT_HOME`` and
     ``ASCEND_HOME_PATH`` (a toolkit home, its parent holding ``latest/``, or an install
     root holding ``cann/`` or ``ascend-toolkit/latest/``), then ``atc`` on ``PATH``, then
-    the default installs (:func:`default_toolkit_homes`). An explicit setting that points
-    at nothing is reported as such rather than silently skipped.
+    the default installs: both layouts under ``ASCEND_TOOLKIT_ROOT`` when it is set, then
+    ``default_homes``. An explicit setting that points at nothing is reported as such rather
+    than silently skipped.
+
+    Without ATC, a runtime package (``nnae``, then ``nnrt``: ``ASCEND_NNAE_HOME``,
+    ``ASCEND_NNRT_HOME``, then ``<root>/<package>/latest`` under the same install roots) makes
+    the status "runtime only: pyACL, no ATC": still not available (nothing compiles here), with
+    its ``layout``, ``version``, ``set_env`` and ``runtime_home`` filled in.
 
     Args:
         env: The environment to look in; ``os.environ`` when None.
-        default_homes: Default installs to try last; :func:`default_toolkit_homes` when None.
+        default_homes: Default installs to try last; when None, :func:`default_toolkit_homes`
+            of ``ASCEND_ROOT`` (else ``/usr/local/Ascend``) and ``$HOME``.
 
     Returns:
         A :class:`CannStatus`; when ATC is missing its ``reason`` says what to set.
@@ -308,17 +278,76 @@ def cann_status(
         # ASCEND_ROOT: a non-default install root (compose mounts it at the same path).
         root = env.get("ASCEND_ROOT", "").strip() or DEFAULT_ASCEND_ROOT
         default_homes = default_toolkit_homes(root, user_home=env.get("HOME") or None)
-    for home in default_homes:
+    homes = list(default_homes)
+    # ASCEND_TOOLKIT_ROOT: CANN apart from the driver's ASCEND_ROOT (a non-root install).
+    cann_root = env.get(TOOLKIT_ROOT_VAR, "").strip()
+    if cann_root:
+        homes = list(dict.fromkeys([*default_toolkit_homes(cann_root), *homes]))
+    for home in homes:
         for relative in _ATC_IN_TOOLKIT:
             if _is_executable(home / relative):
                 return _found(home / relative, home, f"the default install {home}")
 
+    runtime = _runtime_package(env, _install_roots(homes))
+    if runtime is not None:
+        return _runtime_only(runtime, problems)
+    if cann_root:
+        problems.append(
+            say("%(var)s=%(value)s holds no CANN (looked for cann/, ascend-toolkit/latest/, "
+                "nnae/latest/ and nnrt/latest/)", var=TOOLKIT_ROOT_VAR, value=cann_root)
+        )  # fmt: skip
     found_nothing = (
         joined(problems, "; ") if problems else say("ATC (CANN toolkit) is not installed here")
     )
     return CannStatus(
         False, None, None, None,
         say("%(problem)s; %(hint)s.", problem=found_nothing, hint=MISSING_HINT),
+    )  # fmt: skip
+
+
+def _runtime_package(
+    env: Mapping[str, str], roots: Sequence[Path]
+) -> tuple[CannLayout, Path] | None:
+    """The first runtime package (nnae, then nnrt) installed here, as ``(package, home)``:
+    named by the variable its ``set_env.sh`` exports (``ASCEND_NNAE_HOME``,
+    ``ASCEND_NNRT_HOME``; the home or the folder holding ``latest/``), else under ``roots``
+    (``<root>/<package>/latest``, or a ``<root>/<package>/set_env.sh``)."""
+    for package in RUNTIME_PACKAGES:
+        value = env.get(f"ASCEND_{package.upper()}_HOME", "").strip()
+        if value:
+            for home in (Path(value) / "latest", Path(value)):
+                if home.is_dir():
+                    return package, home
+    for root in roots:
+        for package in RUNTIME_PACKAGES:
+            home = root / package / "latest"
+            if home.is_dir() or (home.parent / "set_env.sh").is_file():
+                return package, home
+    return None
+
+
+def _runtime_only(runtime: tuple[CannLayout, Path], problems: Sequence[Said]) -> CannStatus:
+    """The status of a host with a runtime package and no ATC: pyACL can run, nothing compiles."""
+    package, home = runtime
+    info = f"ascend_{package}_install.info"
+    # nnrt keeps it in <home>/<arch>-linux/ as the toolkit does; nnae in <home> itself.
+    path = _version_file(home, info) or (home / info if (home / info).is_file() else None)
+    layout, script = cann_layout(home)
+    note = say(
+        "runtime only: pyACL, no ATC (%(package)s at %(home)s)",
+        package=LAYOUT_NAMES[package],
+        home=str(home),
+    )
+    return CannStatus(
+        available=False,
+        atc_path=None,
+        toolkit_home=None,
+        version=None if path is None else version_in_info_file(path),
+        reason=say("%(problem)s; %(hint)s.", problem=joined([*problems, note], "; "),
+                   hint=MISSING_HINT),
+        layout=layout or package,
+        set_env=str(script) if script is not None else None,
+        runtime_home=str(home),
     )  # fmt: skip
 
 
@@ -517,8 +546,10 @@ def parallel_compilers(env: Mapping[str, str], cores: int | None = None) -> int:
     """``TE_PARALLEL_COMPILER`` for one ATC run: upstream's advice, CPU cores x 80 % / NPUs
     (hicann/ge ``environment_setup.md``; default 8, 1 to 32), divided further by the builds
     one host runs at once (``ATC_MAX_PARALLEL_BUILDS``), so that several ATC runs together
-    stay within the cores. An explicit ``TE_PARALLEL_COMPILER`` in the environment wins."""
-    cores = cores or os.cpu_count() or 1
+    stay within the cores. The cores are the ones this process may use (its affinity mask and
+    its container's CPU quota, ``model_store.cpu_quota``), not the host's. An explicit
+    ``TE_PARALLEL_COMPILER`` in the environment wins."""
+    cores = cores or usable_cpus()
     npus = max(1, _int(env.get("ASCEND_NPU_COUNT"), 1))
     builds = max(1, _int(env.get("ATC_MAX_PARALLEL_BUILDS"), 1))
     return max(1, min(MAX_PARALLEL_COMPILERS, int(cores * 0.8 / npus / builds)))

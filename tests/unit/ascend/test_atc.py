@@ -900,7 +900,7 @@ def test_the_toolkit_release_comes_from_version_cfg_never_from_an_inner_version(
 ) -> None:
     """No install-info file: the release after the colon of version.cfg, else version_dir=,
     never a component's inner Version= (docs/cann.md#toolkit-version-files)."""
-    from model_store.compile.atc.environment import _toolkit_version, release_in_version_cfg
+    from model_store.compile.atc.version_files import _toolkit_version, release_in_version_cfg
 
     home = tmp_path / "latest"
     (home / "compiler").mkdir(parents=True)
