@@ -1180,3 +1180,54 @@ def test_compose_names_a_missing_secret(tmp_path: Path) -> None:
     result = run_compose_config(tmp_path, lines)
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
+
+
+# --- the worker's memory ceiling (docs/deploy.md#settings) -------------------------------------
+
+
+def test_the_worker_has_a_memory_limit_that_is_a_setting(raw_text: str) -> None:
+    raw = yaml.safe_load(raw_text)["services"]["worker"]
+    assert raw["mem_limit"] == "${WORKER_MEM_LIMIT:-8g}"
+    assert interpolate(raw, env={})["mem_limit"] == "8g"
+    assert interpolate(raw, env={"WORKER_MEM_LIMIT": "24g"})["mem_limit"] == "24g"
+
+
+def test_the_ascend_override_keeps_the_workers_memory_limit() -> None:
+    assert "mem_limit" not in (yaml.safe_load(HUB_ASCEND_FILE.read_text())["services"]["worker"])
+    assert hub_with_ascend(env={})["worker"]["mem_limit"] == "8g"
+    assert hub_with_ascend(env={"WORKER_MEM_LIMIT": "16g"})["worker"]["mem_limit"] == "16g"
+
+
+def test_only_the_worker_gets_the_worker_memory_limit(services: dict[str, Any]) -> None:
+    limited = {name for name, service in services.items() if "mem_limit" in service}
+    assert limited == {"worker"}
+
+
+@pytest.mark.usefixtures("docker_compose")
+def test_compose_applies_the_workers_memory_limit(tmp_path: Path) -> None:
+    """The real compose reads `mem_limit` at the service level (1.29 keeps "3g", v2 may give
+    bytes) from WORKER_MEM_LIMIT."""
+    command = _compose_command()
+    assert isinstance(command, list), command
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
+    for name in ("deploy", "model_store", "Dockerfile"):
+        (project / name).symlink_to(ROOT / name)
+    lines = [f"{var}={DUMMY}" for var in REQUIRED_VARS] + ["WORKER_MEM_LIMIT=3g"]
+    (project / ".env").write_text("\n".join(lines) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in (*REQUIRED_VARS, "WORKER_MEM_LIMIT")}
+    result = spawn.run(
+        [*command, "--project-directory", str(project), "config"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if "Cannot connect to the Docker daemon" in result.stderr:
+        pytest.skip("docker compose wanted an engine for `config`")
+    assert result.returncode == 0, result.stderr
+    worker = yaml.safe_load(result.stdout)["services"]["worker"]
+    assert str(worker["mem_limit"]) in {"3g", str(3 * 1024**3)}

@@ -215,3 +215,14 @@ def test_the_token_secret_lives_outside_the_checkout(node_text: str) -> None:
     secret = yaml.safe_load(node_text)["secrets"]["node_token"]["file"]
     default = interpolate(secret, env={})
     assert PurePosixPath(default).is_absolute(), "a token file in the checkout enters the image"
+
+
+def test_the_node_worker_has_a_memory_limit_that_is_a_setting(node_text: str) -> None:
+    """One large ATC graph must not take the host's memory from the node's Triton
+    (docs/deploy.md#settings); the same setting as the hub's worker."""
+    raw = yaml.safe_load(node_text)["services"]
+    assert raw["node-worker"]["mem_limit"] == "${WORKER_MEM_LIMIT:-8g}"
+    assert "mem_limit" not in raw["triton"]
+    assert interpolate(raw["node-worker"], env=NODE_ENV)["mem_limit"] == "8g"
+    limited = interpolate(raw["node-worker"], env={**NODE_ENV, "WORKER_MEM_LIMIT": "32g"})
+    assert limited["mem_limit"] == "32g"
