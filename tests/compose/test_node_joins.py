@@ -95,7 +95,8 @@ def test_a_node_started_from_deploy_node_joins_and_serves_the_demo(
         HUB_CA_FILE=str(ca),
     )
     node = Stack(project_name("node"),
-                 ["deploy/node/docker-compose.yml", "tests/compose/node-on-hub-network.yml"],
+                 ["deploy/node/docker-compose.yml", "tests/compose/node-on-hub-network.yml",
+                  "tests/compose/node-standin-driver.yml"],
                  settings, folder, project_dir=ROOT / "deploy" / "node")  # fmt: skip
     # The node's .env names no database, and its containers get no database setting.
     assert not any("DATABASE" in key or "POSTGRES" in key for key in settings)

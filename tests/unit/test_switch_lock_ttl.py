@@ -17,7 +17,10 @@ def test_an_npu_ge_models_lock_outlives_two_waited_out_loads(settings: Any) -> N
     ge = Model(name="ge", target="npu_ge")
     longest_load = settings.LOAD_TIMEOUTS.for_target("npu_ge") * CEILING_FACTOR
     assert lock_ttl(ge).total_seconds() >= 2 * longest_load
-    # The setting stays the floor, and what a lock without a model (reconcile's cutoff) uses.
+    # The setting stays the floor, and what a lock without a model (reconcile's cutoff) or of a
+    # target without a load timeout of its own uses, as before.
     assert lock_ttl().total_seconds() == settings.SWITCH_LOCK_TTL_SECONDS
+    cpu = Model(name="cpu", target="onnxruntime")
+    assert lock_ttl(cpu).total_seconds() == settings.SWITCH_LOCK_TTL_SECONDS
     settings.SWITCH_LOCK_TTL_SECONDS = 100_000
     assert lock_ttl(ge).total_seconds() == 100_000

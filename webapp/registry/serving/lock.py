@@ -28,13 +28,15 @@ from webapp.registry.serving.models import Canary
 def lock_ttl(model: Model | None = None) -> timedelta:
     """Longer than any switch (load + warm-up + restore), short enough to recover from a crash.
 
-    A target whose loads may be waited out for long (``npu_ge``: GE compiles at load, up to
-    :data:`~model_store.load_timeouts.CEILING_FACTOR` times its load timeout) gets at least two
-    such loads (the new version, then the old one put back) and a minute, so that its lock
-    cannot expire in the middle of a switch that is still working."""
+    A target with a load timeout of its own (``npu_ge``: GE compiles at load, and a load is
+    waited out up to :data:`~model_store.load_timeouts.CEILING_FACTOR` times its timeout) gets
+    at least two such loads (the new version, then the old one put back) and a minute, so that
+    its lock cannot expire in the middle of a switch that is still working. Other targets keep
+    ``SWITCH_LOCK_TTL_SECONDS`` as it is, as before."""
     seconds = float(settings.SWITCH_LOCK_TTL_SECONDS)
-    if model is not None:
-        load = float(settings.LOAD_TIMEOUTS.for_target(model.target)) * CEILING_FACTOR
+    timeouts = settings.LOAD_TIMEOUTS
+    if model is not None and model.target in timeouts.per_target:
+        load = float(timeouts.for_target(model.target)) * CEILING_FACTOR
         seconds = max(seconds, 2 * load + 60)
     return timedelta(seconds=seconds)
 
