@@ -30,7 +30,13 @@ from tests.fakes.toolkit import (
     set_env_script,
     toolkit_home,
 )
-from tests.unit.test_compose import environment, hub_with_ascend, mounts, normalise
+from tests.unit.test_compose import (
+    environment,
+    hub_with_ascend,
+    mounts,
+    normalise,
+    run_hub_entrypoint,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
@@ -164,15 +170,7 @@ def test_without_the_new_settings_discovery_says_what_it_said(tmp_path: Path) ->
 
 
 def _entrypoint(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
-    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
-    done = spawn.run(
-        ["bash", str(HUB_ENTRYPOINT), "env"],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_hub_entrypoint(env)
     assert done.returncode == 0, done.stderr
     return done, dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
 

@@ -943,18 +943,8 @@ def test_hub_entrypoint_sources_cann_but_keeps_explicit_toolkit_home(tmp_path: P
     set_env.write_text(
         "export ASCEND_TOOLKIT_HOME=/derived/latest\nexport ASCEND_OPP_PATH=/derived/opp\n"
     )
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "ASCEND_SET_ENV": str(set_env),
-        "ASCEND_TOOLKIT_HOME": "/explicit/8.3",
-    }
-    result = spawn.run(
-        ["bash", str(HUB_ENTRYPOINT), "env"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    result = run_hub_entrypoint(
+        {"ASCEND_SET_ENV": str(set_env), "ASCEND_TOOLKIT_HOME": "/explicit/8.3"}
     )
     assert result.returncode == 0, result.stderr
     lines = set(result.stdout.splitlines())

@@ -26,6 +26,7 @@ from model_store.devices import (
     soc_of_chip,
 )
 from model_store.store import ModelStore
+from tests.unit.test_npu_smi_samples import A3_ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"
@@ -33,15 +34,6 @@ SAMPLES = FAKES / "npu_smi_samples"
 FAKE_NPU_SMI = FAKES / "npu-smi"
 A3 = "910_93_a3_x16_npu-smi-25.3.rc1.txt"
 
-#: (bus id, HBM in use) die by die, read off the sample by eye; phy ids run 0..15 in order.
-A3_ROWS = [
-    ("0000:9D:00.0", 46536), ("0000:9F:00.0", 46084), ("0000:99:00.0", 46528),
-    ("0000:9B:00.0", 46096), ("0000:95:00.0", 3140), ("0000:97:00.0", 2885),
-    ("0000:91:00.0", 3150), ("0000:93:00.0", 2874), ("0000:8D:00.0", 3157),
-    ("0000:8F:00.0", 2874), ("0000:89:00.0", 3144), ("0000:8B:00.0", 2885),
-    ("0000:85:00.0", 3156), ("0000:87:00.0", 2877), ("0000:81:00.0", 3157),
-    ("0000:83:00.0", 2877),
-]  # fmt: skip
 #: (npu id, chip id, device id, phy id, name, health, bus id, hbm used, hbm total)
 A3_CHIPS = [
     (phy // 2, phy % 2, None, phy, "Ascend910", "OK", bus, hbm, 65536)
