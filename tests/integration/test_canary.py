@@ -24,9 +24,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.canary]
 X = np.random.default_rng(5).standard_normal((1, 8)).astype(np.float32)
 
 
-def slow_mlp_bytes(seed: int, chain: int = 1500, width: int = 256) -> bytes:
+def slow_mlp_bytes(seed: int, chain: int = 1500, width: int = 512) -> bytes:
     """``mlp_payload(seed)``'s answers, computed after ``chain`` MatMul+Tanh layers ``width``
-    wide whose result is multiplied by zero: the same outputs, several milliseconds later."""
+    wide whose result is multiplied by zero: the same outputs, tens of milliseconds later.
+
+    About 38 ms of one core here, against 0.02 ms for the plain MLP. At 256 wide (12 ms) a
+    CI machine busy with other suites stretched the serving version's p99 to within 2x of
+    it once, and the slow version was promoted."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -132,7 +136,7 @@ def test_promoted_step_by_step_then_a_slow_one_rolled_back(
 
         _canary(api, 3, max_p99_ratio=2)
         rolled_back = _until_ended(api, celery_worker)
-        assert rolled_back["state"] == "rolled_back", rolled_back
+        assert rolled_back["state"] == "rolled_back", rolled_back["decisions"]
         print(rolled_back["reason"])
         assert "p99" in rolled_back["reason"] and "limit 2x" in rolled_back["reason"]
         after_rollback = time.monotonic()
