@@ -32,6 +32,9 @@ ENV PATH=/opt/venv/bin:$PATH
 # air gap): `make compose-images` serves wheels made on the building host at a loopback address
 # and passes it here (docs/deploy.md#without-a-registry). Empty, the default: PyPI.
 ARG PIP_WHEELS_URL=""
+# A PyPI mirror for builds from a registry (HUB_IMAGES_FROM=registry PIP_INDEX_URL=... make
+# compose-images): pip reads it from the environment. Unset, the default: PyPI.
+ARG PIP_INDEX_URL
 COPY requirements.txt requirements-ldap.txt constraints.txt /tmp/deps/
 RUN set -eu; offline=""; \
     if [ -n "$PIP_WHEELS_URL" ]; then offline="--no-index --find-links=$PIP_WHEELS_URL"; fi; \

@@ -11,8 +11,11 @@ Two ways, by ``HUB_IMAGES_FROM``:
   and Caddy stay upstream's images, which compose pulls itself.
 
 Either way the Triton images are built here: the CPU one from the nvidia-pytriton wheel in
-the hub image, and the Ascend-shaped one with the project's CANN stand-ins (tests/fakes)
-where CANN would be. Images are tagged with the names the compose files read from ``.env``.
+the hub image, and a stand-in of the Ascend one: the Ascend image's own recipe
+(deploy/triton/ascend/build.sh) run on stand-in CANN ``.run`` packages and the stand-in GE
+backend (tests/fakes), so it serves nothing on an NPU. Images are tagged with the names the
+compose files read from ``.env``; the Ascend layout's own setting, ``ASCEND_TRITON_IMAGE``, is
+never written (its default names what the recipe builds on an Ascend host).
 An existing ``.env`` is never touched; without one, one is written (mode 0600) with fresh
 secrets, ``localhost`` as the site address, and these images' names. Standard library only:
 it runs before anything is installed. docs/deploy.md says what each step does.
@@ -47,9 +50,12 @@ LOCAL_IMAGES = {
     "HUB_PROXY_IMAGE": "triton-model-hub/caddy:2.6-bookworm",
     "TRITON_IMAGE": "triton-model-hub/triton-cpu:latest",
 }
-#: The Ascend-shaped Triton with the stand-ins: what TRITON_IMAGE names for a trial of
-#: deploy/hub-ascend.yml without NPUs (``TRITON_STANDIN_IMAGE`` renames it).
+#: The Ascend Triton recipe built on the stand-ins: what ASCEND_TRITON_IMAGE names for a trial
+#: of deploy/hub-ascend.yml without NPUs (``TRITON_STANDIN_IMAGE`` renames it).
 STANDIN_IMAGE = "triton-model-hub/triton-ascend-standin:latest"
+#: The CANN release and chip of the stand-in packages (tests/fakes/cann_run.py).
+STANDIN_CANN = ("8.0.RC3", "310p")
+ASCEND_RECIPE = ROOT / "deploy" / "triton" / "ascend"
 BASE_IMAGE = "triton-model-hub/debian:bookworm"
 PYTHON_IMAGE = "triton-model-hub/python:3.11-bookworm"
 UPSTREAM_PYTHON_IMAGE = "python:3.11-slim-bookworm"
@@ -210,14 +216,46 @@ def build(tag: str, dockerfile: Path, context: Path, **args: str) -> None:
     tell(f"{tag}: built in {time.monotonic() - started:.0f} s")
 
 
-def standin_context(scratch: Path) -> Path:
-    """A build context holding tests/fakes (the hub image's own context leaves tests out)."""
-    context = scratch / "ascend-standin"
-    fakes = context / "standins" / "tests" / "fakes"
-    shutil.copytree(ROOT / "tests" / "fakes", fakes,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))  # fmt: skip
-    (fakes.parent / "__init__.py").touch()
-    return context
+def recipe_wheel_dir() -> Path:
+    """The Ascend recipe's wheels for this host's platform, by their pinned hashes; kept."""
+    files = [ASCEND_RECIPE / "requirements.txt", ASCEND_RECIPE / "triton.txt"]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:16]
+    folder = ROOT / "var" / "compose-images" / f"ascend-wheels-{digest}"
+    if (folder / ".complete").is_file():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for file in files:
+        run(sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q",
+            "--only-binary=:all:", "--no-deps", "--require-hashes", "-d", str(folder),
+            "-r", str(file))  # fmt: skip
+    (folder / ".complete").touch()
+    return folder
+
+
+def build_ascend_standin(tag: str, base: str, scratch: Path, wheels: Path | None) -> None:
+    """The Ascend recipe, run as an operator would, on stand-in CANN packages and GE backend."""
+    packages = scratch / "cann-packages"
+    version, chip = STANDIN_CANN
+    run(sys.executable, "-m", "tests.fakes.cann_run", str(packages), "--version", version,
+        "--chip", chip, cwd=ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
+    command = [
+        "bash", str(ASCEND_RECIPE / "build.sh"), "--cann", version, "--chip", chip,
+        "--packages", str(packages), "--ge-backend", str(ROOT / "tests" / "fakes" / "npu_ge"),
+        "--base", base, "--tag", tag,
+    ]  # fmt: skip
+    if wheels is not None:
+        command += ["--wheels", str(wheels)]
+    elif os.environ.get("PIP_INDEX_URL"):
+        command += ["--pip-index", os.environ["PIP_INDEX_URL"]]
+    started = time.monotonic()
+    log = scratch / "ascend-recipe.log"
+    with log.open("w") as output:
+        tell("$ " + " ".join(command))
+        done = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        sys.exit(f"compose-images: the Ascend recipe failed:\n{log.read_text()[-4000:]}")
+    tell(f"{tag}: built with deploy/triton/ascend/build.sh in {time.monotonic() - started:.0f} s")
 
 
 def env_settings(images: dict[str, str]) -> dict[str, str]:
@@ -274,19 +312,24 @@ def main(argv: list[str] | None = None) -> int:
                 build(images["HUB_IMAGE"], ROOT / "Dockerfile", ROOT,
                       PYTHON_IMAGE=PYTHON_IMAGE, PIP_WHEELS_URL=url)  # fmt: skip
         else:
-            build(
-                images["HUB_IMAGE"], ROOT / "Dockerfile", ROOT, PYTHON_IMAGE=UPSTREAM_PYTHON_IMAGE
-            )
+            # A registry mirror (HUB_PYTHON_IMAGE) and a PyPI mirror (PIP_INDEX_URL) for hosts
+            # that cannot reach Docker Hub or PyPI; everything is built inside containers.
+            mirror = {"PIP_INDEX_URL": os.environ["PIP_INDEX_URL"]} if os.environ.get(
+                "PIP_INDEX_URL") else {}  # fmt: skip
+            python_image = os.environ.get("HUB_PYTHON_IMAGE") or UPSTREAM_PYTHON_IMAGE
+            build(images["HUB_IMAGE"], ROOT / "Dockerfile", ROOT, PYTHON_IMAGE=python_image,
+                  **mirror)  # fmt: skip
             for name in ("POSTGRES_IMAGE", "REDIS_IMAGE", "HUB_PROXY_IMAGE"):
                 images.pop(name)  # compose's upstream defaults
         build(images["TRITON_IMAGE"], HERE / "triton-cpu.Dockerfile", HERE,
               HUB_IMAGE=images["HUB_IMAGE"])  # fmt: skip
         if not args.no_ascend:
-            context = standin_context(Path(scratch))
-            dockerfile = HERE / "triton-ascend-standin.Dockerfile"
             standin = os.environ.get("TRITON_STANDIN_IMAGE") or STANDIN_IMAGE
-            build(standin, dockerfile, context,
-                  TRITON_CPU_IMAGE=images["TRITON_IMAGE"])  # fmt: skip
+            if args.source == "debian":
+                build_ascend_standin(standin, PYTHON_IMAGE, Path(scratch), recipe_wheel_dir())
+            else:
+                base = os.environ.get("ASCEND_BASE_IMAGE") or "ubuntu:22.04"
+                build_ascend_standin(standin, base, Path(scratch), None)
     tell(f"all images built in {time.monotonic() - started:.0f} s")
     if args.env_file.exists():
         tell(f"{args.env_file} exists: left as it is (image names above, if it needs them)")

@@ -169,7 +169,7 @@ def _link_pyacl(home: Path, acl: Path = FAKE_ACL, relative: bool = False) -> Non
     link.symlink_to(target, target_is_directory=True)
 
 
-def _version_files(home: Path, layout: Layout, version: str) -> None:
+def _version_files(home: Path, layout: Layout, version: str, ops: bool = True) -> None:
     arch = platform.machine()
     info_dir = home / f"{arch}-linux"
     info_dir.mkdir(parents=True, exist_ok=True)
@@ -182,14 +182,19 @@ def _version_files(home: Path, layout: Layout, version: str) -> None:
     (info_dir / "ascend_toolkit_install.info").write_text(
         f"package_name=Ascend-cann-toolkit\nversion={version}\narch={arch}\n"
     )
-    if layout == "cann":  # 8.5 splits the operators into an ops package of the same version
-        (info_dir / "ascend_ops_install.info").write_text(
-            f"package_name=Ascend-cann-ops\nversion={version}\narch={arch}\n"
-        )
+    if layout == "cann" and ops:  # 8.5 splits the operators into an ops package
+        write_ops_info(info_dir, version)
     platforms = info_dir / "data" / "platform_config"
     platforms.mkdir(parents=True, exist_ok=True)
     for soc in PLATFORM_SOCS:
         (platforms / f"{soc}.ini").write_text(f"[version]\nSoC_version={soc}\n")
+
+
+def write_ops_info(info_dir: Path, version: str) -> None:
+    """The 8.5 ops package's version file, as its installer leaves it beside the toolkit's."""
+    (info_dir / "ascend_ops_install.info").write_text(
+        f"package_name=Ascend-cann-ops\nversion={version}\narch={platform.machine()}\n"
+    )
 
 
 def _driver_files(root: Path) -> None:
@@ -211,6 +216,7 @@ def make_fake_toolkit(
     copy: bool = False,
     python: str | None = None,
     driver: bool = True,
+    ops: bool = True,
 ) -> dict[str, str]:
     """Creates the fake install under ``root``; returns the environment to add.
 
@@ -229,6 +235,8 @@ def make_fake_toolkit(
             and onnx); this process's when None. A container's, with ``copy``.
         driver: Put the driver's fake ``npu-smi`` (and, with ``copy``, its files) under
             ``root`` too; False for CANN installed apart from the driver (a non-root install).
+        ops: For the ``cann`` layout, record the ops package too; False for the toolkit
+            alone, as its ``.run`` package leaves it (tests/fakes/cann_run.py).
 
     Returns:
         ``ASCEND_TOOLKIT_HOME`` (the toolkit home; for a runtime package
@@ -240,7 +248,7 @@ def make_fake_toolkit(
     runtime = layout in RUNTIME_LAYOUTS
     for sub in ("opp", "lib64") if runtime else ("bin", "opp", "compiler", "lib64"):
         (home / sub).mkdir(parents=True, exist_ok=True)
-    _version_files(home, layout, version)
+    _version_files(home, layout, version, ops)
     fakes = _copy_fakes(root) if copy else FAKES_DIR
     interpreter = python or sys.executable
     if not runtime:  # only the toolkit has ATC
@@ -290,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         "--copy", action="store_true", help="copy the fakes in, for a folder mounted elsewhere"
     )
     parser.add_argument("--python", help="interpreter for atc and npu-smi (default: this one)")
+    parser.add_argument("--no-driver", action="store_true", help="CANN alone, no driver parts")
+    parser.add_argument("--no-ops", action="store_true", help="the toolkit without its ops")
     args = parser.parse_args(argv)
     # PATH is left for the shell to expand ("...:$PATH"), so the lines stay right when eval'd
     # later or in another shell.
@@ -300,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         path="",
         copy=args.copy,
         python=args.python,
+        driver=not args.no_driver,
+        ops=not args.no_ops,
     )
     for key, value in env.items():
         if key == "PATH":
