@@ -57,6 +57,23 @@ else
         "that holds driver/ (and cann/ or ascend-toolkit/)" >&2
     status=1
 fi
+# The first chip's device node (compose maps ASCEND_DEVICE into Triton; one /dev/davinciN line
+# per further chip goes into the compose file). A virtual NPU (/dev/vdavinciN, Huawei's vNPU
+# on 310P, 300I Duo and 800I A2) must appear in the container as /dev/davinciN, the name CANN
+# opens, as Ascend Docker Runtime renames it (runtime/main.go, addDeviceToSpec):
+# ASCEND_DEVICE_IN_CONTAINER and the override deploy/hub-ascend-vnpu.yml do that.
+first_node=$(find "${dev_dir}" -maxdepth 1 -regextype posix-extended \
+    -regex '.*/v?davinci[0-9]+' -printf '%f\n' 2>/dev/null | sort -V | head -n 1)
+if [[ -n "${first_node}" ]]; then
+    echo "ASCEND_DEVICE=${dev_dir}/${first_node}"
+    [[ "${dev_dir}" == /dev ]] || echo "ASCEND_DEV_DIR=${dev_dir}"
+    if [[ "${first_node}" == vdavinci* ]]; then
+        echo "ASCEND_DEVICE_IN_CONTAINER=/dev/${first_node#v}"
+        echo "# ${first_node} is a virtual NPU: add deploy/hub-ascend-vnpu.yml to COMPOSE_FILE" \
+            "(deploy/node/vnpu.yml on a node) so that Triton sees it as /dev/${first_node#v}"
+    fi
+fi
+
 # Container sharing mode, chip by chip: "<card> <chip>" pairs from `npu-smi info -m` (rows
 # after its title whose first three fields are numbers; the MCU's logical id is "-"), else
 # from the table (a row B: "| <chip> [<device>] | <bus id> |" under its card's row A).

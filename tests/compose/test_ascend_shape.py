@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from model_store import spawn
+from tests.compose import deploy_page
 from tests.compose.conftest import (
     DEMO,
     DRIVER_GID,
@@ -56,19 +57,20 @@ WORKER_NPU_FILES = [*FILES, "deploy/hub-ascend-worker-npu.yml"]
 HOW_TO_FIND = "stat -c %g /dev/davinci_manager"
 HELD = "held by another container"
 SHARE_ON = "npu-smi set -t device-share"
-#: The first-contact command docs/ascend.md gives for compose (a fresh host serves nothing, so
-#: the npu_ge trial may go into the serving Triton).
+#: The first-contact command docs/deploy-ascend.md gives for compose (a fresh host serves
+#: nothing, so the npu_ge trial may go into the serving Triton), with its JSON report asked for.
 DOCUMENTED_SELFTEST = (
-    "exec", "-T", "worker", "python", "manage.py", "ascend_selftest",
-    "--npu-ge-in-serving-triton", "--json", "-",
-)  # fmt: skip
+    *deploy_page.commands(deploy_page.blocks()["one-host-selftest"])[0][1:],
+    "--json",
+    "-",
+)
 
 
 def _stack(
     images: dict[str, str], host: dict[str, str], kind: str, files: list[str] = FILES, **extra: str
 ) -> Stack:
     settings = {k: v for k, v in host.items() if k != "folder"}
-    settings["TRITON_IMAGE"] = builder.STANDIN_IMAGE
+    settings["ASCEND_TRITON_IMAGE"] = builder.STANDIN_IMAGE
     folder = shared_tmp(f"hub-compose-{kind}-")
     owners = folder / "npu-owners"
     owners.mkdir()
@@ -131,9 +133,50 @@ def test_only_the_opt_in_needs_the_drivers_group_and_says_how_to_find_it(
 
 @pytest.fixture(scope="module")
 def stack(images: dict[str, str], host: dict[str, str]) -> Iterator[Stack]:
-    running = _stack(images, host, "ascend")
+    """The one-host layout brought up by following docs/deploy-ascend.md in a clean checkout:
+    its image command (the recipe on stand-in packages), its .env lines (read off the stand-in
+    host by deploy/ascend-host-env.sh), its first commands. The test adds only what stands in
+    for the host: the stand-in driver's override and the host fixture's record and DCMI paths."""
+    page = deploy_page.blocks()
+    folder = shared_tmp("hub-compose-page-")
+    checkout = deploy_page.clean_checkout(folder)
+    build_command = deploy_page.commands(page["ascend-image"])[0]
+    home = deploy_page.operator_home(folder, build_command)
+    started = time.monotonic()
+    deploy_page.run_block(page["ascend-image"], checkout, {
+        "HOME": str(home),
+        "ASCEND_BASE_IMAGE": builder.PYTHON_IMAGE,
+        "ASCEND_WHEELS": str(builder.recipe_wheel_dir()),
+        "ASCEND_GE_BACKEND": str(checkout / "tests" / "fakes" / "npu_ge"),
+    })  # fmt: skip
+    print(f"the page's Ascend image built in {time.monotonic() - started:.0f} s")
+
+    # The .env make compose-images wrote, then the page's lines, read off the stand-in host.
+    env_file = checkout / ".env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in stack_settings(images).items()))
+    deploy_page.run_block(page["one-host-env"], checkout, {
+        "HOME": str(home),
+        "HUB_DEV_DIR": host["ASCEND_DEV_DIR"],
+        "ASCEND_ROOT": host["ASCEND_ROOT"],
+        "PATH": f"{Path(host['NPU_SMI_PATH']).parent}:{os.environ['PATH']}",
+    })  # fmt: skip
+    settings = deploy_page.env_lines(env_file.read_text())
+    assert settings.pop("COMPOSE_FILE").split(":") == FILES[:2], settings
+    assert "ASCEND_TRITON_IMAGE" not in settings and "TRITON_IMAGE" in settings
+    for name in ("ASCEND_ROOT", "ASCEND_DEVICE", "ASCEND_DEV_DIR", "NPU_SMI_PATH"):
+        assert settings[name] == host[name], (name, settings)
+    owners = folder / "npu-owners"
+    owners.mkdir()
+    owners.chmod(0o777)
+    settings.update(
+        ASCEND_INSTALL_INFO=host["ASCEND_INSTALL_INFO"], ASCEND_DCMI_DIR=host["ASCEND_DCMI_DIR"],
+        FAKE_NPU_OWNERS_HOST_DIR=str(owners),
+    )  # fmt: skip
+    running = Stack(project_name("ascend"), FILES, settings, folder, project_dir=checkout)
     try:
-        running.up()
+        for command in deploy_page.commands(page["one-host-up"]):
+            assert command[0] == "docker-compose", command
+            running.compose(*command[1:], timeout=900)
         running.wait_healthy()
         yield running
     finally:

@@ -31,6 +31,7 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 # The opt-in override that gives the hub's own worker and Triton the host's NPUs.
 HUB_ASCEND_FILE = ROOT / "deploy" / "hub-ascend.yml"
 HUB_WORKER_NPU_FILE = ROOT / "deploy" / "hub-ascend-worker-npu.yml"
+HUB_VNPU_FILE = ROOT / "deploy" / "hub-ascend-vnpu.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 HUB_ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"
@@ -181,14 +182,19 @@ def merge_override(base: dict[str, Any], override: dict[str, Any]) -> dict[str, 
     return merged
 
 
-def hub_with_ascend(env: dict[str, str], *, worker_npu: bool = False) -> dict[str, dict[str, Any]]:
+def hub_with_ascend(
+    env: dict[str, str], *, worker_npu: bool = False, vnpu: bool = False
+) -> dict[str, dict[str, Any]]:
     """The services of docker-compose.yml with deploy/hub-ascend.yml (and, with
-    ``worker_npu``, the opt-in deploy/hub-ascend-worker-npu.yml), interpolated."""
+    ``worker_npu``, the opt-in deploy/hub-ascend-worker-npu.yml; with ``vnpu``,
+    deploy/hub-ascend-vnpu.yml), interpolated."""
     merged = merge_override(
         yaml.safe_load(COMPOSE_FILE.read_text()), yaml.safe_load(HUB_ASCEND_FILE.read_text())
     )
     if worker_npu:
         merged = merge_override(merged, yaml.safe_load(HUB_WORKER_NPU_FILE.read_text()))
+    if vnpu:
+        merged = merge_override(merged, yaml.safe_load(HUB_VNPU_FILE.read_text()))
     return interpolate(merged, env=env)["services"]
 
 
@@ -632,7 +638,10 @@ def test_the_ascend_override_touches_only_worker_and_triton() -> None:
     assert set(override["services"]["triton"]) <= {
         "devices", "volumes", "environment", "image", "user",
     }  # fmt: skip
-    assert override["services"]["triton"]["image"].startswith("${TRITON_IMAGE:-triton-ascend")
+    # Its own setting: TRITON_IMAGE names the CPU Triton, which make compose-images writes.
+    assert override["services"]["triton"]["image"] == (
+        "${ASCEND_TRITON_IMAGE:-triton-model-hub/triton-ascend:latest}"
+    )
     assert override["services"]["triton"]["user"] == "0:0"
 
 
@@ -1221,3 +1230,18 @@ def test_compose_applies_the_workers_memory_limit(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     worker = yaml.safe_load(result.stdout)["services"]["worker"]
     assert str(worker["mem_limit"]) in {"3g", str(3 * 1024**3)}
+
+
+def test_a_virtual_npu_is_mapped_again_under_the_name_cann_opens() -> None:
+    """Ascend Docker Runtime shows /dev/vdavinciN to the container as /dev/davinciN; without
+    it, deploy/hub-ascend-vnpu.yml maps the host's node a second time under that name."""
+    env = {"ASCEND_DEVICE": "/dev/vdavinci100", "ASCEND_DEVICE_IN_CONTAINER": "/dev/davinci100"}
+    triton = hub_with_ascend(env=env, vnpu=True)["triton"]
+    assert "/dev/vdavinci100:/dev/davinci100" in triton["devices"]
+    assert "/dev/vdavinci100:/dev/vdavinci100" in triton["devices"]
+    override = yaml.safe_load(HUB_VNPU_FILE.read_text())
+    assert set(override["services"]) == {"triton"}
+    (entry,) = override["services"]["triton"]["devices"]
+    assert "${ASCEND_DEVICE_IN_CONTAINER:?" in entry
+    node_override = ROOT / "deploy" / "node" / "vnpu.yml"
+    assert yaml.safe_load(node_override.read_text()) == override

@@ -226,3 +226,15 @@ def test_the_node_worker_has_a_memory_limit_that_is_a_setting(node_text: str) ->
     assert interpolate(raw["node-worker"], env=NODE_ENV)["mem_limit"] == "8g"
     limited = interpolate(raw["node-worker"], env={**NODE_ENV, "WORKER_MEM_LIMIT": "32g"})
     assert limited["mem_limit"] == "32g"
+
+
+def test_the_nodes_triton_defaults_to_the_recipes_tag(node_text: str) -> None:
+    """deploy/triton/ascend/build.sh tags triton-model-hub/triton-ascend:latest; a node that
+    built it on its host needs no image setting, and .env.example says so."""
+    image = yaml.safe_load(node_text)["services"]["triton"]["image"]
+    assert image == "${NODE_TRITON_IMAGE:-triton-model-hub/triton-ascend:latest}"
+    example = (NODE_DIR / ".env.example").read_text()
+    assert "NODE_TRITON_IMAGE=triton-model-hub/triton-ascend:latest" in example
+    # The driver's group matters only to the opt-in that gives the worker the chip.
+    gid_comment = example.split("ASCEND_DRIVER_GID=")[0].rsplit("\n\n", 1)[-1]
+    assert "worker-npu.yml" in gid_comment and "Required" not in gid_comment
