@@ -146,6 +146,13 @@ def wheel_dir() -> Path:
     folder = ROOT / "var" / "compose-images" / f"wheels-{digest}"
     if (folder / ".complete").is_file():
         return folder
+    if sys.version_info[:2] != (3, 11):
+        # The wheels are made by this host's Python for the image's Python 3.11.
+        sys.exit(
+            "compose-images: the debian path builds the hub's wheels with this host's Python, "
+            f"which must be 3.11 like the image's (this is {sys.version.split()[0]}); on other "
+            "hosts build from a registry: HUB_IMAGES_FROM=registry (docs/deploy-ascend.md#images)"
+        )
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     pip = [
@@ -328,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.source == "debian":
                 build_ascend_standin(standin, PYTHON_IMAGE, Path(scratch), recipe_wheel_dir())
             else:
-                base = os.environ.get("ASCEND_BASE_IMAGE") or "ubuntu:22.04"
-                build_ascend_standin(standin, base, Path(scratch), None)
+                ascend_base = os.environ.get("ASCEND_BASE_IMAGE") or "ubuntu:22.04"
+                build_ascend_standin(standin, ascend_base, Path(scratch), None)
     tell(f"all images built in {time.monotonic() - started:.0f} s")
     if args.env_file.exists():
         tell(f"{args.env_file} exists: left as it is (image names above, if it needs them)")
