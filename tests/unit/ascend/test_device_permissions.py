@@ -138,7 +138,30 @@ def test_the_host_helper_prints_the_group_and_npu_smi_where_the_driver_put_it(
         f"ASCEND_DRIVER_GID={DRIVER_GID}",
         f"NPU_SMI_PATH={sbin / 'npu-smi'}",
         f"ASCEND_ROOT={tmp_path / 'Ascend'}",
+        # The first chip's node, and the folder of the shared ones when it is not /dev.
+        f"ASCEND_DEVICE={dev / 'davinci0'}",
+        f"ASCEND_DEV_DIR={dev}",
     ]
+
+
+def test_a_virtual_first_npu_gets_the_name_cann_opens_in_the_container(tmp_path: Path) -> None:
+    """/dev/vdavinciN on the host is /dev/davinciN for CANN (Ascend Docker Runtime renames it);
+    the helper prints both settings and names the override that maps it so."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("davinci_manager", "vdavinci100", "vdavinci101"):
+        (dev / name).touch()
+    (tmp_path / "Ascend" / "driver").mkdir(parents=True)
+    done = spawn.run(
+        ["bash", str(HOST_ENV)],
+        env={"PATH": "/usr/bin:/bin", "HUB_DEV_DIR": str(dev),
+             "ASCEND_ROOT": str(tmp_path / "Ascend")},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert f"ASCEND_DEVICE={dev / 'vdavinci100'}" in lines
+    assert "ASCEND_DEVICE_IN_CONTAINER=/dev/davinci100" in lines
+    assert any("deploy/hub-ascend-vnpu.yml" in line for line in lines if line.startswith("#"))
 
 
 def test_the_host_helper_says_what_a_host_without_the_driver_lacks(tmp_path: Path) -> None:

@@ -85,6 +85,12 @@ def run_quantize_compile(job: Job, version: Version, onnx_path: Path) -> None:
             say("ONNX Runtime could not quantise the model: %(error)s", error=str(exc)[:500]),
             "quantize_failed",
         ) from None
+    if result.weights == "uint8":
+        jobs.log(
+            job,
+            "Activations and weights in uint8 (U8U8): this CPU multiplies int8 without VNNI, "
+            "where ONNX Runtime's U8S8 kernels can saturate.",
+        )
     check_cancel(job)
     held_path = job_state.work_dir(store, job) / HELD_OUT_FILE
     _save_items(held_path, [items[i][1] for i in held_out])
