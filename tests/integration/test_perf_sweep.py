@@ -115,7 +115,10 @@ def test_a_rate_sweep_sends_the_schedule_and_matches_the_server(
     assert [level.offered_rps for level in result.levels] == [20.0, 50.0]
     for level, scheduled in zip(result.levels, (40, 100), strict=True):
         assert level.completed == scheduled and level.failed == 0, level.errors
-        assert level.unsent == 0 and level.late <= scheduled // 10
+        # Late: no free sender at its slot (max_in_flight busy). On an idle machine almost none;
+        # CI's busiest two cores once made 13 of 100 late. A quarter late would mean the
+        # harness, not the machine, falls behind.
+        assert level.unsent == 0 and level.late <= scheduled // 4
         assert 0.9 * level.offered_rps <= level.throughput_rps <= level.offered_rps  # type: ignore[operator]
         assert 1 <= level.concurrency <= plan.max_in_flight
         assert level.latency is not None and level.latency.count == scheduled
