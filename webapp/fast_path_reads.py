@@ -14,15 +14,14 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
-from webapp.accounts.roles import Role, role_of
+from webapp.accounts.roles import Role
 from webapp.edge.canary_split import split_of
 from webapp.edge.gateway_fast import CapturedCall, Grant, Route, Target
-from webapp.nodes import tokens as node_scope
+from webapp.inference.tokens import Refusal, token_verdict
 from webapp.ops.metrics_store import record_client_call
 from webapp.registry.capture import recorder
 from webapp.registry.catalogue.models import Model
 from webapp.registry.serving.rollout import inference_candidates
-from webapp.sso.tokens import vouched_until
 
 
 class DjangoReads:
@@ -34,21 +33,20 @@ class DjangoReads:
 
     def grant(self, key: str) -> Grant | None:
         close_old_connections()
-        token = ApiToken.objects.for_key(key)
-        if token is None or token.is_expired() or node_scope.node_of(token.scope) is not None:
+        # The same verdict as the token middleware's: what it refuses, Django answers (with
+        # the reason); a node token is served by Django alone (its path rules live there).
+        verdict = token_verdict(key, timezone.now())
+        if isinstance(verdict, Refusal) or verdict.node is not None:
             return None
-        role = role_of(token.user)
-        if token.scope:
-            role = min(role, Role.parse(token.scope))
-        if role is Role.NONE:
+        if verdict.role is Role.NONE:
             return None
-        # An SSO user's tokens end SSO_TOKEN_MAX_AGE after their last sign-in: the earlier of
-        # the two ends is the grant's (past it, Django's path answers and says why).
-        ends = [t.timestamp() for t in (token.expires, vouched_until(token.user)) if t]
+        token = verdict.token
         return Grant(
             user_key=str(token.user.pk),
             token_pk=token.pk,
-            expires=min(ends) if ends else None,
+            # Past the earlier of the token's expiry and the directory's vouching, the grant
+            # ends and Django's path answers (and says why).
+            expires=verdict.ends.timestamp() if verdict.ends else None,
             read_at=time.time(),
             touched_at=token.last_used.timestamp() if token.last_used else 0.0,
             rate_per_minute=token.rate_per_minute,

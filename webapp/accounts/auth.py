@@ -25,8 +25,8 @@ from django.utils.translation import gettext, gettext_noop
 from webapp.accounts.models import ApiToken
 from webapp.accounts.roles import Role, role_of
 from webapp.errors import json_error
+from webapp.inference.tokens import Refusal, token_verdict
 from webapp.nodes import tokens as node_scope
-from webapp.sso.tokens import vouched_until
 
 API_PREFIX = "/api/"
 ADMIN_PREFIX = "/admin/"
@@ -90,47 +90,17 @@ class TokenAuthenticationMiddleware:
                 "not_authenticated",
                 401,
             )
-        token = ApiToken.objects.for_key(key.strip())
-        if token is None:
-            return json_error(
-                gettext(
-                    "This API token is not valid (or was revoked). Create one on your account "
-                    "page or with 'python manage.py apitoken USERNAME'."
-                ),
-                "not_authenticated",
-                401,
-            )
         now = timezone.now()
-        if token.is_expired(now):
-            assert token.expires is not None
-            message = gettext(
-                "This API token expired on %(when)s UTC. Create a new one on your account page."
-            )
-            return json_error(
-                message % {"when": f"{token.expires:%Y-%m-%d %H:%M}"},
-                "token_expired",
-                401,
-            )
-        user = token.user
-        vouched = vouched_until(user)
-        if vouched is not None and vouched <= now:
-            return json_error(
-                gettext(
-                    "This account signs in through the company's directory, which has not "
-                    "vouched for it recently (no sign-in within SSO_TOKEN_MAX_AGE, or LDAP no "
-                    "longer finds it): sign in again to use its API tokens."
-                ),
-                "sso_sign_in_needed",
-                401,
-            )
-        node = node_scope.node_of(token.scope)
-        if node is not None:
-            refused = node_scope.refusal(node, request)
+        verdict = token_verdict(key.strip(), now)
+        if isinstance(verdict, Refusal):
+            return json_error(verdict.message, verdict.code, 401)
+        token, user = verdict.token, verdict.token.user
+        if verdict.node is not None:
+            refused = node_scope.refusal(verdict.node, request)
             if refused is not None:
                 return json_error(refused, node_scope.REFUSED_CODE, 403)
-            user._hub_role = min(role_of(user), Role.VIEWER)  # type: ignore[attr-defined]
-        elif token.scope:
-            user._hub_role = min(role_of(user), Role.parse(token.scope))  # type: ignore[attr-defined]
+        if verdict.capped:
+            user._hub_role = verdict.role  # type: ignore[attr-defined]
         request.user = user
         request.api_token = token  # type: ignore[attr-defined]
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]

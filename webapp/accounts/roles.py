@@ -67,12 +67,14 @@ def role_of(user: Any) -> Role:
     """The highest role of ``user`` (a User or AnonymousUser)."""
     if not user.is_authenticated or not user.is_active:
         return Role.NONE
-    if getattr(user, "is_superuser", False):
-        return Role.ADMIN
-    # Cached per request object: the group list does not change within a request.
+    # Cached per request object: the group list does not change within a request. Read
+    # first: a scoped API token caps the role here, a superuser's too (a viewer token of an
+    # admin acts as a viewer).
     cached: Role | None = getattr(user, "_hub_role", None)
     if cached is not None:
         return cached
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
     names = set(user.groups.values_list("name", flat=True))
     role = max((Role.parse(n) for n in names if n in GROUP_NAMES), default=Role.NONE)
     user._hub_role = role
