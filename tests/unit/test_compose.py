@@ -1125,18 +1125,25 @@ def _compose_command() -> list[str] | str:
     return [docker, "compose"]
 
 
-def run_compose_config(
-    tmp_path: Path, env_lines: list[str], files: tuple[Path, ...] = (COMPOSE_FILE,)
-) -> subprocess.CompletedProcess[str]:
-    """`compose config -q` on a copy of the project with the given .env; no engine needed."""
-    command = _compose_command()
-    assert isinstance(command, list), command
+def _project_copy(tmp_path: Path, env_lines: list[str]) -> Path:
+    """A copy of the project for compose (the compose file, links to what it mounts and
+    builds), with ``env_lines`` as its .env."""
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
     for name in ("deploy", "model_store", "Dockerfile"):
         (project / name).symlink_to(ROOT / name)
     (project / ".env").write_text("\n".join(env_lines) + "\n")
+    return project
+
+
+def run_compose_config(
+    tmp_path: Path, env_lines: list[str], files: tuple[Path, ...] = (COMPOSE_FILE,)
+) -> subprocess.CompletedProcess[str]:
+    """`compose config -q` on a copy of the project with the given .env; no engine needed."""
+    command = _compose_command()
+    assert isinstance(command, list), command
+    project = _project_copy(tmp_path, env_lines)
     env = {k: v for k, v in os.environ.items() if k not in REQUIRED_VARS}
     chosen = [arg for file in files for arg in ("-f", str(project / file.relative_to(ROOT)))]
     return spawn.run(
@@ -1208,13 +1215,8 @@ def test_compose_applies_the_workers_memory_limit(tmp_path: Path) -> None:
     bytes) from WORKER_MEM_LIMIT."""
     command = _compose_command()
     assert isinstance(command, list), command
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(COMPOSE_FILE, project / "docker-compose.yml")
-    for name in ("deploy", "model_store", "Dockerfile"):
-        (project / name).symlink_to(ROOT / name)
     lines = [f"{var}={DUMMY}" for var in REQUIRED_VARS] + ["WORKER_MEM_LIMIT=3g"]
-    (project / ".env").write_text("\n".join(lines) + "\n")
+    project = _project_copy(tmp_path, lines)
     env = {k: v for k, v in os.environ.items() if k not in (*REQUIRED_VARS, "WORKER_MEM_LIMIT")}
     result = spawn.run(
         [*command, "--project-directory", str(project), "config"],

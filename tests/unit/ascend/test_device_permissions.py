@@ -118,6 +118,16 @@ def test_the_entrypoint_needs_nothing_where_no_node_is_mapped(tmp_path: Path) ->
     assert done.returncode == 0 and done.stdout.strip() == "started", done.stderr
 
 
+def _host_env(path: str, dev: Path, root: Path) -> spawn.subprocess.CompletedProcess[str]:
+    """deploy/ascend-host-env.sh with ``path`` as PATH, ``dev`` as /dev, ``root`` as the
+    Ascend root."""
+    return spawn.run(
+        ["bash", str(HOST_ENV)],
+        env={"PATH": path, "HUB_DEV_DIR": str(dev), "ASCEND_ROOT": str(root)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 def test_the_host_helper_prints_the_group_and_npu_smi_where_the_driver_put_it(
     dev: Path, tmp_path: Path
 ) -> None:
@@ -127,12 +137,7 @@ def test_the_host_helper_prints_the_group_and_npu_smi_where_the_driver_put_it(
     (sbin / "npu-smi").write_text("#!/bin/sh\n")
     (sbin / "npu-smi").chmod(0o755)
     (tmp_path / "Ascend" / "driver").mkdir(parents=True)
-    done = spawn.run(
-        ["bash", str(HOST_ENV)],
-        env={"PATH": f"{sbin}:/usr/bin:/bin", "HUB_DEV_DIR": str(dev),
-             "ASCEND_ROOT": str(tmp_path / "Ascend")},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = _host_env(f"{sbin}:/usr/bin:/bin", dev, tmp_path / "Ascend")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         f"ASCEND_DRIVER_GID={DRIVER_GID}",
@@ -152,25 +157,14 @@ def test_a_virtual_first_npu_gets_the_name_cann_opens_in_the_container(tmp_path:
     for name in ("davinci_manager", "vdavinci100", "vdavinci101"):
         (dev / name).touch()
     (tmp_path / "Ascend" / "driver").mkdir(parents=True)
-    done = spawn.run(
-        ["bash", str(HOST_ENV)],
-        env={"PATH": "/usr/bin:/bin", "HUB_DEV_DIR": str(dev),
-             "ASCEND_ROOT": str(tmp_path / "Ascend")},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    lines = done.stdout.splitlines()
+    lines = _host_env("/usr/bin:/bin", dev, tmp_path / "Ascend").stdout.splitlines()
     assert f"ASCEND_DEVICE={dev / 'vdavinci100'}" in lines
     assert "ASCEND_DEVICE_IN_CONTAINER=/dev/davinci100" in lines
     assert any("deploy/hub-ascend-vnpu.yml" in line for line in lines if line.startswith("#"))
 
 
 def test_the_host_helper_says_what_a_host_without_the_driver_lacks(tmp_path: Path) -> None:
-    done = spawn.run(
-        ["bash", str(HOST_ENV)],
-        env={"PATH": "/usr/bin:/bin", "HUB_DEV_DIR": str(tmp_path),
-             "ASCEND_ROOT": str(tmp_path / "none")},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = _host_env("/usr/bin:/bin", tmp_path, tmp_path / "none")
     assert done.returncode == 1 and done.stdout == ""
     assert "no " + str(tmp_path / "davinci_manager") in done.stderr
     assert "npu-smi not found" in done.stderr
