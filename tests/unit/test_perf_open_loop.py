@@ -140,8 +140,9 @@ def test_a_rate_the_server_keeps_up_with_is_achieved() -> None:
         # Exactly the scheduled requests, each answered: none dropped, none extra.
         assert level.completed == rate and level.failed == 0 and level.unsent == 0
         # A request is late only when every sender was busy; a 2 ms request at 50-100 rps
-        # leaves a sender free (a few may be late when the machine stalls a thread).
-        assert level.late <= rate // 10
+        # leaves a sender free (some may be late when the machine stalls a thread: CI's busiest
+        # two cores once made 16 of 100 late). A quarter late would be the harness's fault.
+        assert level.late <= rate // 4
         assert 0.85 * rate <= level.throughput_rps <= rate + 1e-9
         assert level.duration_s >= plan.step_seconds
         assert level.latency is not None and level.latency.min_ms >= 2.0
